@@ -1,0 +1,84 @@
+"""The ``mxc`` command line: a thin shell over the Python API.
+
+Each verb lives in its own module and registers itself with
+:func:`register_command` (as tvmc does): the module adds its arguments to a
+sub-parser and provides a ``run(args) -> int`` function.  Every
+:class:`~mxc.errors.MxcError` becomes one readable line on stderr and the
+error family's exit code; ``--verbose`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from typing import Callable
+
+from ..errors import MxcError
+
+_COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable, str]] = {}
+
+
+def register_command(name: str, help: str):
+    """Decorator for ``add_arguments(parser)``; the module's ``run`` is found by name."""
+    def deco(add_arguments):
+        module = sys.modules[add_arguments.__module__]
+        _COMMANDS[name] = (add_arguments, lambda args: module.run(args), help)
+        return add_arguments
+    return deco
+
+
+def _load_commands() -> None:
+    from . import inspect_cmd, run_cmd  # noqa: F401
+    for optional in ("partition_cmd", "opt_cmd", "compile_cmd", "tune_cmd"):
+        try:
+            __import__(f"{__name__}.{optional}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{optional}":
+                raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    _load_commands()
+    parser = argparse.ArgumentParser(
+        prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more logging; with an error, print the traceback")
+    from .. import __version__
+    parser.add_argument("--version", action="version", version=f"mxc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (add_arguments, _, help_text) in sorted(_COMMANDS.items()):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
+                       help=argparse.SUPPRESS)
+        add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    verbose = args.verbose + getattr(args, "sub_verbose", 0)
+    logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(_COMMANDS[args.command][1](args) or 0)
+    except MxcError as exc:
+        if verbose:
+            traceback.print_exc()
+        print(f"mxc {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except (OSError, ValueError) as exc:
+        if verbose:
+            traceback.print_exc()
+        print(f"mxc {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"mxc {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""``mxc inspect``: what is in a model — ops, inputs, outputs, shapes, params."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from . import register_command
+from .common import add_model_arguments, load_model
+
+
+@register_command("inspect", help="summarise a model: ops, inputs, outputs, shapes, params")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p)
+    p.add_argument("--json", action="store_true", help="print a JSON document")
+
+
+def inspect_model(sym, arg_params, aux_params, shapes: dict) -> dict:
+    """The report as a plain dict (used by ``--json`` and the text view)."""
+    from ..compiler.ops.registry import check_supported
+    graph = sym.graph
+    check_supported(graph)
+    given = {k: v.shape for k, v in {**arg_params, **aux_params}.items()}
+    given.update(shapes)
+    types = {k: v.dtype.name for k, v in {**arg_params, **aux_params}.items()}
+    for name in graph.list_inputs():
+        types.setdefault(name, "float32")
+    arg_s, out_s, aux_s = sym.infer_shape_partial(**{k: v for k, v in given.items()
+                                                      if k in set(graph.list_inputs())})
+    arg_t, out_t, aux_t = sym.infer_type_partial(**{k: v for k, v in types.items()
+                                                     if k in set(graph.list_inputs())})
+
+    def entries(names, shapes_, types_):
+        return [{"name": n, "shape": None if s is None else [d if d is not None else -1
+                                                               for d in s],
+                 "dtype": None if t is None else np.dtype(t).name}
+                for n, s, t in zip(names, shapes_, types_)]
+
+    params = list(arg_params.values()) + list(aux_params.values())
+    return {
+        "ops": dict(sorted(graph.op_counts().items(), key=lambda kv: (-kv[1], kv[0]))),
+        "num_nodes": len(graph.nodes),
+        "arguments": entries(sym.list_arguments(), arg_s, arg_t),
+        "auxiliary_states": entries(sym.list_auxiliary_states(), aux_s, aux_t),
+        "outputs": entries(sym.list_outputs(), out_s, out_t),
+        "num_params": int(sum(int(np.prod(p.shape)) for p in params)),
+        "param_bytes": int(sum(p.nbytes for p in params)),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    sym, arg, aux = load_model(args)
+    report = inspect_model(sym, arg, aux, dict(args.shape))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"model: {args.model}  ({report['num_nodes']} nodes)")
+    print("ops:")
+    for op, n in report["ops"].items():
+        print(f"  {op:<32} {n}")
+    for title in ("arguments", "auxiliary_states", "outputs"):
+        print(f"{title}:")
+        for e in report[title]:
+            shape = "?" if e["shape"] is None else "x".join(
+                "?" if d == -1 else str(d) for d in e["shape"]) or "scalar"
+            print(f"  {e['name']:<40} {shape:<20} {e['dtype'] or '?'}")
+    print(f"parameters: {report['num_params']:,} values, {report['param_bytes']:,} bytes")
+    return 0

@@ -1,0 +1,1 @@
+"""The compiler: IR, operator registry, inference, passes and partitioning."""

@@ -1,0 +1,153 @@
+"""Whole-graph shape and dtype inference, in both directions, as MXNet does.
+
+MXNet's ``InferShape``/``InferType`` passes sweep the graph forward and then
+backward, asking each operator to fill in whatever it can from what is known
+about its inputs *and* outputs, until a sweep learns nothing new.  That is what
+lets ``infer_shape(data=...)`` find weight shapes (a Convolution knows its
+weight shape from the data shape and ``num_filter``) and lets a ``_zeros`` with
+``shape=(0, 32)`` learn its batch size from the op that consumes it.
+
+Results are keyed by ``Entry.key`` (``(id(node), output index)``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from ..errors import DTypeError, MxcError, ShapeError
+from .ir import Entry, Graph, Node
+from .ops.common import fmt_shape, from_mxnet_shape, merge_shape
+from .ops.registry import DTYPE_FROM_FLAG, check_supported
+
+Key = tuple[int, int]
+
+
+def _hidden_shape(node: Node):
+    text = node.attrs.get("__shape__")
+    if text is None:
+        return None
+    from .ops.registry import to_shape
+    try:
+        return from_mxnet_shape(to_shape(text))
+    except ValueError:
+        raise ShapeError(f"variable {node.name!r}: attribute __shape__={text!r} is not a shape")
+
+
+def _hidden_dtype(node: Node):
+    text = node.attrs.get("__dtype__")
+    if text is None:
+        return None
+    from .ops.registry import to_dtype
+    try:
+        return to_dtype(text)
+    except ValueError:
+        raise DTypeError(f"variable {node.name!r}: attribute __dtype__={text!r} is not a dtype "
+                         f"(expected an MXNet type flag such as 0 or a dtype name)")
+
+
+def _merge_shape(a, b):
+    return merge_shape(a, b)
+
+
+def _merge_dtype(a, b):
+    if a is None:
+        return b
+    if b is None or a == b:
+        return a
+    raise ValueError(f"{a} vs {b}")
+
+
+def _known_count_shape(v) -> int:
+    if v is None:
+        return 0
+    return 1 + sum(d is not None for d in v)
+
+
+def _known_count_dtype(v) -> int:
+    return 0 if v is None else 1
+
+
+def _run(graph: Graph, given: Mapping[str, object], *, kind: str) -> dict[Key, object]:
+    check_supported(graph)
+    if kind == "shape":
+        hidden, merge, count = _hidden_shape, _merge_shape, _known_count_shape
+        hook_name, err, fmt = "infer_shape", ShapeError, fmt_shape
+    else:
+        hidden, merge, count = _hidden_dtype, _merge_dtype, _known_count_dtype
+        hook_name, err, fmt = "infer_type", DTypeError, str
+    order = graph.topo_order()
+    values: dict[Key, object] = {}
+    for node in order:
+        if node.op is None:
+            v = given.get(node.name)
+            if kind == "shape" and v is not None:
+                v = tuple(int(d) if d is not None else None for d in v)
+            if v is None:
+                v = hidden(node)
+            values[(id(node), 0)] = v
+    op_nodes = [n for n in order if n.op is not None]
+
+    def visit(node: Node) -> bool:
+        p = node.params
+        ins_keys = [e.key for e in node.inputs]
+        nout = node.num_outputs()
+        out_keys = [(id(node), i) for i in range(nout)]
+        ins = [values.get(k) for k in ins_keys]
+        outs = [values.get(k) for k in out_keys]
+        hook: Callable = getattr(node.opdef, hook_name)
+        try:
+            new_ins, new_outs = hook(p, list(ins), list(outs))
+        except MxcError:
+            raise
+        except NotImplementedError as exc:
+            raise err(f"node {node.name!r} ({node.op}): {exc}") from None
+        except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+            raise err(f"operator {node.op} (node {node.name!r}): cannot infer {kind}s from "
+                      f"inputs {[fmt(s) for s in ins]}: {exc}") from None
+        changed = False
+        for keys, old, new, side in ((ins_keys, ins, new_ins, "input"),
+                                     (out_keys, outs, new_outs, "output")):
+            for i, (k, o, nv) in enumerate(zip(keys, old, new)):
+                try:
+                    m = merge(values.get(k), nv)
+                except ValueError as exc:
+                    what = node.inputs[i].node.name if side == "input" else node.name
+                    raise err(f"operator {node.op} (node {node.name!r}): inconsistent {kind} of "
+                              f"{side} {i} ({what!r}): {exc}") from None
+                if count(m) != count(values.get(k)):
+                    values[k] = m
+                    changed = True
+        return changed
+
+    for _ in range(len(op_nodes) + 2):
+        changed = False
+        for node in op_nodes:
+            changed |= visit(node)
+        for node in reversed(op_nodes):
+            changed |= visit(node)
+        if not changed:
+            break
+    return values
+
+
+def infer_shapes(graph: Graph, given: Mapping[str, tuple] | None = None) -> dict[Key, object]:
+    """Shapes of every entry reachable from the outputs (None when unknown)."""
+    return _run(graph, given or {}, kind="shape")
+
+
+def infer_types(graph: Graph, given: Mapping[str, str] | None = None) -> dict[Key, object]:
+    """Dtypes (numpy names) of every entry reachable from the outputs."""
+    norm = {}
+    for k, v in (given or {}).items():
+        if v is None:
+            continue
+        import numpy as np
+        if isinstance(v, int) and not isinstance(v, bool) and v in DTYPE_FROM_FLAG:
+            norm[k] = DTYPE_FROM_FLAG[v]
+        else:
+            norm[k] = np.dtype(v).name
+    return _run(graph, norm, kind="dtype")
+
+
+def entry_value(values: Mapping[Key, object], entry: Entry):
+    return values.get(entry.key)

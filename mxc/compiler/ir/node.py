@@ -1,0 +1,207 @@
+"""Nodes and entries: the vertices and edges of mxc's graph IR.
+
+The IR keeps MXNet's own vocabulary (like NNVM did): a node is either a
+*variable* (``op is None``; MXNet writes ``"op": "null"``) or an operator call
+whose ``op`` is the MXNet operator name.  An :class:`Entry` names one output of
+a node, ``(node, index)``; the optional ``version`` is MXNet's variable
+version, kept only so files round-trip.
+
+Edges are bidirectional: assigning inputs through :attr:`Node.inputs`,
+:meth:`Node.set_input` or :meth:`Node.replace_input` keeps every producer's
+use count up to date, so passes never maintain ``users`` by hand (as in
+torch.fx).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .graph import Graph
+
+
+def is_hidden_attr(key: str) -> bool:
+    """MXNet's hidden attributes (``__shape__``, ``__lr_mult__`` ...) are not op params."""
+    return len(key) > 4 and key.startswith("__") and key.endswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One output of a node: ``(node, index)``.
+
+    Equality and hashing use the node's identity, the output index and the
+    version, so entries can key dicts and sets.
+    """
+
+    node: "Node"
+    index: int = 0
+    version: int = 0
+
+    def __repr__(self) -> str:
+        return f"Entry({self.node.name!r}, {self.index})"
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Identity of the value, ignoring the version."""
+        return (id(self.node), self.index)
+
+
+class Node:
+    """A vertex of the graph: a variable or an operator application.
+
+    Attributes
+    ----------
+    op:
+        MXNet operator name, or ``None`` for a variable.
+    name:
+        Unique (within its graph) node name, as MXNet names it.
+    attrs:
+        Every attribute as the *string* MXNet stores, hidden ones included.
+        Typed op parameters are derived from it on demand (:attr:`params`).
+    subgraphs:
+        Nested graphs (subgraph operators such as ``_CachedOp``).
+    control_deps:
+        Nodes that must run before this one (MXNet ``control_deps``).
+    meta:
+        Free-form per-node data for passes; never serialized.
+    """
+
+    __slots__ = ("op", "name", "attrs", "_inputs", "_uses", "subgraphs", "control_deps",
+                 "meta", "_params_cache", "__weakref__")
+
+    def __init__(self, op: str | None, name: str, attrs: dict[str, str] | None = None,
+                 inputs: Iterable[Entry] = (), subgraphs: Iterable["Graph"] = (),
+                 control_deps: Iterable["Node"] = ()):
+        self.op = op
+        self.name = name
+        self.attrs: dict[str, str] = dict(attrs or {})
+        self._inputs: list[Entry] = []
+        self._uses: dict[Node, int] = {}
+        self.subgraphs: list[Graph] = list(subgraphs)
+        self.control_deps: list[Node] = list(control_deps)
+        self.meta: dict[str, Any] = {}
+        self._params_cache: tuple[tuple, Any] | None = None
+        self.inputs = list(inputs)
+
+    # -- identity -----------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Node {self.name!r} op={self.op or 'null'}>"
+
+    @property
+    def is_variable(self) -> bool:
+        return self.op is None
+
+    def __getitem__(self, index: int) -> Entry:
+        """``node[i]`` is the entry of output *i*."""
+        return Entry(self, index)
+
+    @property
+    def out(self) -> Entry:
+        """The entry of output 0."""
+        return Entry(self, 0)
+
+    # -- edges --------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple[Entry, ...]:
+        return tuple(self._inputs)
+
+    @inputs.setter
+    def inputs(self, entries: Iterable[Entry]) -> None:
+        for e in self._inputs:
+            e.node._drop_use(self)
+        new = list(entries)
+        for e in new:
+            if not isinstance(e, Entry):
+                raise TypeError(f"node {self.name!r}: inputs must be Entry objects, got {e!r}")
+            e.node._add_use(self)
+        self._inputs = new
+
+    def set_input(self, i: int, entry: Entry) -> None:
+        """Replace input *i* with *entry*, keeping use counts exact."""
+        old = self._inputs[i]
+        old.node._drop_use(self)
+        entry.node._add_use(self)
+        self._inputs[i] = entry
+
+    def replace_input(self, old: Entry, new: Entry) -> int:
+        """Replace every use of *old* among this node's inputs; returns the count."""
+        n = 0
+        for i, e in enumerate(self._inputs):
+            if e.key == old.key:
+                self.set_input(i, Entry(new.node, new.index, new.version))
+                n += 1
+        return n
+
+    def _add_use(self, user: "Node") -> None:
+        self._uses[user] = self._uses.get(user, 0) + 1
+
+    def _drop_use(self, user: "Node") -> None:
+        n = self._uses.get(user, 0) - 1
+        if n > 0:
+            self._uses[user] = n
+        else:
+            self._uses.pop(user, None)
+
+    @property
+    def users(self) -> list["Node"]:
+        """Nodes that consume any output of this node, in first-use order."""
+        return list(self._uses)
+
+    def num_uses(self, user: "Node | None" = None) -> int:
+        """How many input slots (of *user*, or of all users) read this node."""
+        if user is not None:
+            return self._uses.get(user, 0)
+        return sum(self._uses.values())
+
+    def input_nodes(self) -> Iterator["Node"]:
+        seen: set[int] = set()
+        for e in self._inputs:
+            if id(e.node) not in seen:
+                seen.add(id(e.node))
+                yield e.node
+
+    def detach(self) -> None:
+        """Drop this node's own input edges (used before erasing it)."""
+        self.inputs = []
+        self.control_deps = []
+
+    # -- attributes ---------------------------------------------------------------
+    @property
+    def opdef(self):
+        """The registered :class:`~mxc.compiler.ops.registry.OpDef` (None for variables)."""
+        if self.op is None:
+            return None
+        from ..ops.registry import get_op
+        return get_op(self.op, node=self)
+
+    @property
+    def params(self):
+        """Typed operator parameters parsed from :attr:`attrs` by the op's schema (cached)."""
+        key = tuple(sorted((k, v) for k, v in self.attrs.items() if not is_hidden_attr(k)))
+        cache = self._params_cache
+        if cache is not None and cache[0] == key:
+            return cache[1]
+        opdef = self.opdef
+        if opdef is None:
+            from ..ops.registry import Params
+            parsed = Params({}, node=self)
+        else:
+            parsed = opdef.parse_attrs(dict(key), node=self)
+        self._params_cache = (key, parsed)
+        return parsed
+
+    def hidden_attrs(self) -> dict[str, str]:
+        return {k: v for k, v in self.attrs.items() if is_hidden_attr(k)}
+
+    # -- arity (from the op definition) ------------------------------------------
+    def num_outputs(self) -> int:
+        """All outputs, including ones MXNet hides from ``list_outputs``."""
+        if self.op is None:
+            return 1
+        return self.opdef.num_outputs(self.params)
+
+    def num_visible_outputs(self) -> int:
+        if self.op is None:
+            return 1
+        return self.opdef.num_visible_outputs(self.params)

@@ -1,0 +1,170 @@
+"""Building blocks shared by the op families: shape algebra and base classes.
+
+Families subclass :class:`UnaryOp`, :class:`BinaryOp`, :class:`BroadcastOp`
+... so each op definition is a few lines saying only what is particular to it.
+Shape conventions are those of :mod:`registry`: ``None`` is an unknown shape,
+a ``None`` dimension an unknown extent.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .registry import OpDef, Params, shape_error
+
+# ---------------------------------------------------------------------------
+# shape algebra
+# ---------------------------------------------------------------------------
+
+
+def is_known(shape) -> bool:
+    """True when *shape* and all its dimensions are known."""
+    return shape is not None and all(d is not None for d in shape)
+
+
+def from_mxnet_shape(shape: Sequence[int] | None):
+    """MXNet legacy shapes use 0 for an unknown dimension; map it to None."""
+    if shape is None:
+        return None
+    return tuple(None if d == 0 else int(d) for d in shape)
+
+
+def merge_shape(a, b):
+    """Combine two partial shapes of one value; raises ValueError on conflict."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if len(a) != len(b):
+        raise ValueError(f"rank mismatch: {fmt_shape(a)} vs {fmt_shape(b)}")
+    out = []
+    for x, y in zip(a, b):
+        if x is None:
+            out.append(y)
+        elif y is None or x == y:
+            out.append(x)
+        else:
+            raise ValueError(f"{fmt_shape(a)} vs {fmt_shape(b)}")
+    return tuple(out)
+
+
+def fmt_shape(shape) -> str:
+    if shape is None:
+        return "?"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def numel(shape) -> int | None:
+    if not is_known(shape):
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def normalize_axis(p: Params, axis: int, ndim: int, what: str = "axis") -> int:
+    """Map a possibly negative axis into ``[0, ndim)`` or raise a ShapeError."""
+    a = axis + ndim if axis < 0 else axis
+    if not 0 <= a < ndim:
+        raise shape_error(p, f"{what}={axis} is out of range for a {ndim}-D input")
+    return a
+
+
+def merge_all(p: Params, shapes: list, what: str = "inputs and outputs"):
+    """Merge a list of partial shapes that must all be equal."""
+    merged = None
+    for s in shapes:
+        try:
+            merged = merge_shape(merged, s)
+        except ValueError as exc:
+            raise shape_error(p, f"{what} must have the same shape: {exc}") from None
+    return merged
+
+
+def broadcast_shapes(p: Params, a, b):
+    """MXNet's broadcast rule: align right, each pair equal or one of them 1."""
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a2 = (1,) * (n - len(a)) + tuple(a)
+    b2 = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a2, b2):
+        if x is None or y is None:
+            out.append(y if x == 1 else x if y == 1 else None)
+        elif x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise shape_error(p, f"shapes {fmt_shape(a)} and {fmt_shape(b)} cannot be broadcast")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# dtype helpers
+# ---------------------------------------------------------------------------
+
+def compute_dtype(dtype) -> np.dtype:
+    """The dtype MXNet's CPU kernels compute in: float16 math goes through float32."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.float32) if dt == np.float16 else dt
+
+
+def cast_to(x, dtype) -> np.ndarray:
+    """Cast a result to *dtype* (no copy when it already has it)."""
+    return np.asarray(x).astype(dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------
+# base classes
+# ---------------------------------------------------------------------------
+
+
+class ElemwiseShapeMixin:
+    """All inputs and outputs share one shape, inferred in both directions."""
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        s = merge_all(p, list(in_shapes) + list(out_shapes))
+        return [s] * len(in_shapes), [s] * len(out_shapes)
+
+
+class UnaryOp(ElemwiseShapeMixin, OpDef):
+    """``y = fn(x)`` elementwise, same shape and dtype.
+
+    Subclasses set ``fn`` (a numpy function, applied in :func:`compute_dtype`).
+    """
+
+    arguments = ("data",)
+    fn: Callable[[np.ndarray], np.ndarray] = staticmethod(lambda x: x)
+
+    def forward(self, p, inputs, ctx):
+        x = inputs[0]
+        y = type(self).fn(x.astype(compute_dtype(x.dtype), copy=False))
+        return [cast_to(y, ctx.out_dtypes[0] or x.dtype)]
+
+
+class BinaryOp(ElemwiseShapeMixin, OpDef):
+    """``out = fn(lhs, rhs)`` on equally shaped inputs (MXNet ``elemwise_*``)."""
+
+    arguments = ("lhs", "rhs")
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray] = staticmethod(lambda a, b: a)
+
+    def forward(self, p, inputs, ctx):
+        a, b = inputs
+        dt = compute_dtype(a.dtype)
+        y = type(self).fn(a.astype(dt, copy=False), b.astype(dt, copy=False))
+        return [cast_to(y, ctx.out_dtypes[0] or a.dtype)]
+
+
+class BroadcastOp(BinaryOp):
+    """``broadcast_*``: numpy-style broadcasting (MXNet's rule)."""
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        out = broadcast_shapes(p, in_shapes[0], in_shapes[1])
+        if out is not None and out_shapes[0] is not None:
+            out = merge_all(p, [out, out_shapes[0]], "output")
+        return list(in_shapes), [out if out is not None else out_shapes[0]]

@@ -1,0 +1,417 @@
+"""The operator registry: one :class:`OpDef` per MXNet operator.
+
+An op definition says everything mxc knows about an MXNet operator apart from
+its TVM lowering: the attribute schema (types, MXNet defaults, validation), the
+arity and input names (attribute-dependent), which inputs are mutable
+(auxiliary states), shape and dtype inference in both directions, and the numpy
+reference semantics of inference-mode forward.
+
+Definitions live in ``mxc/compiler/ops/<family>.py`` and register with the
+:func:`register_op` class decorator::
+
+    @register_op("exp", family="elemwise_unary")
+    class Exp(UnaryOp):
+        ...
+
+Hooks receive ``p``, the node's typed :class:`Params` (``p.kernel``,
+``p.no_bias``; ``p.node`` is the node, for subgraph ops and error messages).
+Shapes are tuples of ints; ``None`` stands for an unknown shape and a ``None``
+dimension for an unknown extent (MXNet writes 0 in its legacy shape syntax).
+Dtypes are numpy dtype names (``"float32"``) or ``None`` when unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ...errors import (AttributeInvalidError, AttributeRequiredError, MxcError, ShapeError,
+                       UnsupportedOpError)
+from ...frontend.attrs import format_attr_value, parse_attr_value
+
+Shape = tuple  # tuple[int | None, ...]
+ShapeList = list  # list[Shape | None]
+
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+
+
+# ---------------------------------------------------------------------------
+# attribute schema
+# ---------------------------------------------------------------------------
+class Attr:
+    """One operator parameter: a converter from MXNet's string and a default.
+
+    ``convert`` receives the raw attribute string and returns the typed value
+    or raises ``ValueError``/``TypeError`` with a short reason; the registry
+    wraps that into an :class:`AttributeInvalidError` naming op, node and
+    attribute.  ``default`` is MXNet's default (:data:`REQUIRED` if none).
+    """
+
+    __slots__ = ("convert", "default", "doc")
+
+    def __init__(self, convert: Callable[[str], Any], default: Any = REQUIRED, doc: str = ""):
+        self.convert = convert
+        self.default = default
+        self.doc = doc
+
+
+class Params(Mapping):
+    """Typed, read-only parameters of one node; attribute and mapping access."""
+
+    __slots__ = ("_values", "node")
+
+    def __init__(self, values: dict[str, Any], node=None):
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "node", node)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Params are read-only; change node.attrs instead")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Params({self._values!r})"
+
+    @property
+    def node_name(self) -> str:
+        return getattr(self.node, "name", "?")
+
+
+# -- converters ---------------------------------------------------------------
+def _value(text: str) -> Any:
+    return parse_attr_value(text.strip())
+
+
+def to_int(text: str) -> int:
+    v = _value(text)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            isinstance(v, float) and not v.is_integer()):
+        raise ValueError("expected an integer")
+    return int(v)
+
+
+def to_float(text: str) -> float:
+    v = _value(text)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError("expected a number")
+    return float(v)
+
+
+def to_bool(text: str) -> bool:
+    v = _value(text)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise ValueError("expected a boolean (True/False/1/0)")
+
+
+def to_str(text: str) -> str:
+    return text
+
+
+def to_shape(text: str) -> tuple[int, ...]:
+    """A tuple of ints; a bare int ``3`` means ``(3,)`` as in MXNet's TShape."""
+    v = _value(text)
+    if isinstance(v, bool):
+        raise ValueError("expected a shape tuple such as (3, 3)")
+    if isinstance(v, int):
+        return (v,)
+    if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool)
+                                            for x in v):
+        return tuple(v)
+    raise ValueError("expected a shape tuple of integers such as (3, 3)")
+
+
+def to_opt_int_tuple(text: str) -> tuple[int | None, ...]:
+    """A tuple whose entries are ints or None, e.g. slice's ``(1, None, -2)``."""
+    v = _value(text)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,)
+    if v is None:
+        return ()
+    if isinstance(v, (tuple, list)) and all(
+            x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in v):
+        return tuple(v)
+    raise ValueError("expected a tuple of integers or None")
+
+
+def to_float_tuple(text: str) -> tuple[float, ...]:
+    v = _value(text)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (float(v),)
+    if isinstance(v, (tuple, list)) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        return tuple(float(x) for x in v)
+    raise ValueError("expected a tuple of numbers")
+
+
+def optional(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """Accept ``None`` as well as whatever *convert* accepts."""
+    def conv(text: str) -> Any:
+        if text.strip() in ("None", ""):
+            return None
+        return convert(text)
+    conv.__name__ = f"optional_{getattr(convert, '__name__', 'value')}"
+    return conv
+
+
+def enum(*choices: str) -> Callable[[str], str]:
+    """One of a fixed set of words (case-sensitive, as MXNet)."""
+    def conv(text: str) -> str:
+        v = text.strip().strip("'\"")
+        if v not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return v
+    conv.__name__ = "enum"
+    return conv
+
+
+_DTYPE_NAMES = {
+    "float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool", "bfloat16",
+}
+# MXNet's type flags (mshadow) as they appear in __dtype__ attributes
+DTYPE_FROM_FLAG = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32",
+                   5: "int8", 6: "int64", 7: "bool", 12: "bfloat16"}
+FLAG_FROM_DTYPE = {v: k for k, v in DTYPE_FROM_FLAG.items()}
+
+
+def to_dtype(text: str) -> str:
+    v = text.strip().strip("'\"")
+    if v in _DTYPE_NAMES:
+        return v
+    if v.lstrip("-").isdigit() and int(v) in DTYPE_FROM_FLAG:
+        return DTYPE_FROM_FLAG[int(v)]
+    raise ValueError(f"expected a dtype name ({', '.join(sorted(_DTYPE_NAMES))})")
+
+
+# ---------------------------------------------------------------------------
+# op definitions
+# ---------------------------------------------------------------------------
+class OpDef:
+    """Base class of every operator definition; override what differs.
+
+    Class attributes
+    ----------------
+    name, family:
+        Set by :func:`register_op`.
+    attrs:
+        ``{param name: Attr}``: the complete MXNet parameter list of the op.
+    arguments:
+        Default input names (``["data"]``); override :meth:`input_names` when
+        they depend on attributes.
+    aux:
+        Names of mutable inputs (auxiliary states), appended after arguments
+        unless :meth:`input_names` says otherwise.
+    is_subgraph_op:
+        True for ops that carry a nested graph (``_CachedOp``, custom regions).
+    """
+
+    name: str = ""
+    family: str = ""
+    aliases: tuple[str, ...] = ()
+    attrs: dict[str, Attr] = {}
+    arguments: tuple[str, ...] = ("data",)
+    aux: tuple[str, ...] = ()
+    is_subgraph_op: bool = False
+
+    # -- attributes ---------------------------------------------------------------
+    def parse_attrs(self, raw: Mapping[str, str], node=None) -> Params:
+        """Convert raw strings to typed values, applying defaults and checking."""
+        node_name = getattr(node, "name", "?")
+        values: dict[str, Any] = {}
+        for key, text in raw.items():
+            spec = self.attrs.get(key)
+            if spec is None:
+                known = ", ".join(sorted(self.attrs)) or "none"
+                raise AttributeInvalidError(
+                    f"operator {self.name} (node {node_name!r}): unknown attribute {key!r}; "
+                    f"known attributes: {known}")
+            try:
+                values[key] = spec.convert(text)
+            except (ValueError, TypeError, MxcError) as exc:
+                reason = getattr(exc, "bare_message", None) or str(exc)
+                raise AttributeInvalidError(
+                    f"operator {self.name} (node {node_name!r}): attribute {key}={text!r} "
+                    f"is invalid: {reason}") from None
+        for key, spec in self.attrs.items():
+            if key not in values:
+                if spec.default is REQUIRED:
+                    raise AttributeRequiredError(
+                        f"operator {self.name} (node {node_name!r}): required attribute "
+                        f"{key!r} is missing")
+                values[key] = spec.default
+        p = Params(values, node)
+        self.validate(p)
+        return p
+
+    def validate(self, p: Params) -> None:
+        """Cross-attribute checks; raise :class:`AttributeInvalidError`."""
+
+    def format_attrs(self, kwargs: Mapping[str, Any]) -> dict[str, str]:
+        """Builder keyword arguments -> MXNet attribute strings."""
+        return {k: format_attr_value(v) for k, v in kwargs.items() if v is not None or k in self.attrs}
+
+    # -- arity --------------------------------------------------------------------
+    def input_names(self, p: Params) -> list[str]:
+        """Names of all inputs in order (arguments then aux, by default)."""
+        return list(self.arguments) + list(self.aux)
+
+    def num_inputs(self, p: Params) -> int | None:
+        """Expected input count (None: any)."""
+        return len(self.input_names(p))
+
+    def mutable_inputs(self, p: Params) -> list[int]:
+        """Indices of inputs the op mutates: MXNet's auxiliary states."""
+        names = self.input_names(p)
+        return [names.index(a) for a in self.aux if a in names]
+
+    def input_var_attrs(self, p: Params, input_name: str) -> dict[str, str]:
+        """Attributes MXNet puts on a variable it creates for a missing input.
+
+        (MXNet's ``FSetInputVarAttrOnCompose``: BatchNorm marks its moving
+        statistics with ``__init__``.)
+        """
+        return {}
+
+    def num_outputs(self, p: Params) -> int:
+        return 1
+
+    def num_visible_outputs(self, p: Params) -> int:
+        return self.num_outputs(p)
+
+    def output_names(self, p: Params) -> list[str]:
+        n = self.num_outputs(p)
+        return ["output"] if n == 1 else [f"output{i}" for i in range(n)]
+
+    # -- inference ----------------------------------------------------------------
+    def infer_shape(self, p: Params, in_shapes: ShapeList,
+                    out_shapes: ShapeList) -> tuple[ShapeList, ShapeList]:
+        """Return refined ``(in_shapes, out_shapes)``; may fill either side."""
+        raise NotImplementedError(f"{self.name}: infer_shape not implemented")
+
+    def infer_type(self, p: Params, in_types: list, out_types: list) -> tuple[list, list]:
+        """Default: every input and output shares one dtype (MXNet's ElemwiseType)."""
+        known = next((t for t in list(in_types) + list(out_types) if t is not None), None)
+        if known is None:
+            return in_types, out_types
+        return [known] * len(in_types), [known] * len(out_types)
+
+    # -- semantics ----------------------------------------------------------------
+    def forward(self, p: Params, inputs: Sequence[np.ndarray], ctx: "ForwardContext") -> list:
+        """Inference-mode forward on numpy arrays; returns every output."""
+        raise NotImplementedError(f"{self.name}: reference forward not implemented")
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name}>"
+
+
+class ForwardContext:
+    """What a reference kernel may need beyond its inputs.
+
+    ``out_shapes``/``out_dtypes`` are the inferred output shapes and dtypes
+    (ops such as ``_zeros`` with ``shape=(0, 32)`` need them); ``node`` is the
+    node being run.
+    """
+
+    __slots__ = ("node", "out_shapes", "out_dtypes", "in_shapes", "in_dtypes", "executor")
+
+    def __init__(self, node=None, out_shapes=None, out_dtypes=None, in_shapes=None,
+                 in_dtypes=None, executor=None):
+        self.node = node
+        self.out_shapes = out_shapes or []
+        self.out_dtypes = out_dtypes or []
+        self.in_shapes = in_shapes or []
+        self.in_dtypes = in_dtypes or []
+        self.executor = executor
+
+
+# ---------------------------------------------------------------------------
+# the registry
+# ---------------------------------------------------------------------------
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(name: str, *, family: str = "", aliases: Iterable[str] = (),
+                override: bool = False) -> Callable[[type], type]:
+    """Class decorator: instantiate and register an :class:`OpDef` subclass."""
+    def deco(cls: type) -> type:
+        inst = cls()
+        inst.name = name
+        inst.family = family or cls.__module__.rsplit(".", 1)[-1]
+        inst.aliases = tuple(aliases)
+        for key in (name, *inst.aliases):
+            if key in _REGISTRY and not override:
+                raise ValueError(f"operator {key!r} is already registered "
+                                 f"(by {_REGISTRY[key].__class__.__qualname__})")
+            _REGISTRY[key] = inst
+        cls.opdef = inst
+        return cls
+    return deco
+
+
+def unregister_op(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def _ensure_loaded() -> None:
+    from . import _load_all  # noqa: F401  (imports every family module once)
+
+
+def get_op(name: str, node=None) -> OpDef:
+    """The definition of *name*; raises :class:`UnsupportedOpError`."""
+    op = _REGISTRY.get(name)
+    if op is None:
+        _ensure_loaded()
+        op = _REGISTRY.get(name)
+    if op is None:
+        where = f"node {node.name!r}" if node is not None else "graph"
+        raise UnsupportedOpError({name: 1}, where=where)
+    return op
+
+
+def has_op(name: str) -> bool:
+    _ensure_loaded()
+    return name in _REGISTRY
+
+
+def registered_ops() -> dict[str, OpDef]:
+    """Every registered name (aliases included) -> definition."""
+    _ensure_loaded()
+    return dict(_REGISTRY)
+
+
+def check_supported(graph) -> None:
+    """Raise one :class:`UnsupportedOpError` listing every unknown op with counts."""
+    _ensure_loaded()
+    counts: dict[str, int] = {}
+
+    def visit(g):
+        for n in g.nodes:
+            if n.op is not None and n.op not in _REGISTRY:
+                counts[n.op] = counts.get(n.op, 0) + 1
+            for sub in n.subgraphs:
+                visit(sub)
+    visit(graph)
+    if counts:
+        raise UnsupportedOpError(counts)
+
+
+def shape_error(p: Params, message: str) -> ShapeError:
+    """A :class:`ShapeError` that names the op and node."""
+    op = getattr(getattr(p, "node", None), "op", "?")
+    return ShapeError(f"operator {op} (node {p.node_name!r}): {message}")

@@ -1,0 +1,52 @@
+"""Shared test fixtures: where the MXNet oracle corpus lives.
+
+The corpus (``../shared/corpus`` beside the repository, or ``$MXC_CORPUS``) is
+optional: tests that need it skip with a reason when it is absent, so a fresh
+clone passes on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def corpus_path() -> Path | None:
+    root = Path(os.environ.get("MXC_CORPUS", REPO.parent / "shared" / "corpus"))
+    return root if root.is_dir() else None
+
+
+def require_corpus(sub: str = "") -> Path:
+    """The corpus directory (or a sub-directory), or skip the calling test."""
+    root = corpus_path()
+    if root is None or not (root / sub).exists():
+        pytest.skip(f"MXNet corpus not found (set MXC_CORPUS; looked in "
+                    f"{os.environ.get('MXC_CORPUS', REPO.parent / 'shared' / 'corpus')})")
+    return root / sub
+
+
+@lru_cache(maxsize=1)
+def op_cases() -> list[dict]:
+    root = corpus_path()
+    if root is None or not (root / "ops" / "cases.jsonl").exists():
+        return []
+    with open(root / "ops" / "cases.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def model_names() -> list[str]:
+    root = corpus_path()
+    if root is None or not (root / "models").is_dir():
+        return []
+    return sorted(p.name for p in (root / "models").iterdir() if (p / "symbol.json").exists())
+
+
+@pytest.fixture
+def corpus() -> Path:
+    return require_corpus()
