@@ -236,7 +236,9 @@ class Symbol:
             raise MxcError("mxc executes inference only: use grad_req='null'")
         arg_dict = _as_dict(args, self.list_arguments(), "args")
         aux_dict = _as_dict(aux_states, self.list_auxiliary_states(), "aux_states")
-        missing = [n for n in self.list_arguments() if n not in arg_dict]
+        from ..backends.reference.executor import unused_inputs
+        optional = unused_inputs(self.graph)
+        missing = [n for n in self.list_arguments() if n not in arg_dict and n not in optional]
         missing += [n for n in self.list_auxiliary_states() if n not in aux_dict]
         if missing:
             raise MxcError(f"bind: no array given for {', '.join(missing)}")

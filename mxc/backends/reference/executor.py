@@ -24,12 +24,22 @@ log = logging.getLogger(__name__)
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Evaluate *graph* given every input (arguments and aux states) by name."""
     order = graph.topo_order()
-    missing = [n.name for n in order if n.op is None and n.name not in feeds]
-    if missing:
-        raise ExecutionError(f"missing value for graph input(s): {', '.join(missing)}")
     arrays = {name: np.asarray(v) for name, v in feeds.items()}
-    shapes = infer_shapes(graph, {n.name: arrays[n.name].shape for n in order if n.op is None})
-    dtypes = infer_types(graph, {n.name: arrays[n.name].dtype.name for n in order if n.op is None})
+    unused = unused_inputs(graph)
+    missing = [n.name for n in order if n.op is None and n.name not in feeds]
+    if any(name not in unused for name in missing):
+        raise ExecutionError("missing value for graph input(s): "
+                             + ", ".join(m for m in missing if m not in unused))
+    given = [n for n in order if n.op is None and n.name in arrays]
+    shapes = infer_shapes(graph, {n.name: arrays[n.name].shape for n in given})
+    dtypes = infer_types(graph, {n.name: arrays[n.name].dtype.name for n in given})
+    for n in order:
+        if n.op is None and n.name not in arrays:
+            shape = shapes.get((id(n), 0))
+            if shape is None or None in shape:
+                raise ExecutionError(f"input {n.name!r} is not read in inference, but its shape "
+                                     f"cannot be inferred to fill it with zeros; feed it")
+            arrays[n.name] = np.zeros(shape, dtype=dtypes.get((id(n), 0)) or np.float32)
     remaining: dict[tuple[int, int], int] = {}
     for n in order:
         for e in n.inputs:
@@ -80,6 +90,20 @@ def _run_node(node: Node, ins: Sequence[np.ndarray], shapes, dtypes) -> list[np.
             v = v.astype(want)
         result.append(v)
     return result
+
+
+def unused_inputs(graph: Graph) -> set[str]:
+    """Names of graph inputs that only feed slots inference never reads (labels)."""
+    used: set[str] = set()
+    ignored: set[str] = set()
+    for node in graph.topo_order():
+        if node.op is None:
+            continue
+        skip = set(node.opdef.unused_inputs(node.params))
+        for i, e in enumerate(node.inputs):
+            if e.node.op is None:
+                (ignored if i in skip else used).add(e.node.name)
+    return ignored - used - {e.node.name for e in graph.outputs}
 
 
 class Executor:

@@ -288,6 +288,15 @@ class OpDef:
         """
         return {}
 
+    def unused_inputs(self, p: Params) -> list[int]:
+        """Indices of inputs inference never reads (a loss op's label).
+
+        Executors feed zeros to graph inputs used only in such slots, so a
+        model can run without the training-only labels, as in MXNet's Module
+        when bound for inference.
+        """
+        return []
+
     def num_outputs(self, p: Params) -> int:
         return 1
 
