@@ -2,32 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
 from pathlib import Path
+from typing import BinaryIO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Open *path* for binary writing so readers never see a partial file.
+
+    Writes go to a temporary file beside *path* (created with the permissions
+    ``open()`` would give), which is flushed to disk and renamed over *path*
+    when the block exits normally.  On any error, Ctrl-C included, the
+    temporary file is removed and *path* keeps its previous content.
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write *data* to *path* so readers never see a partial file.
-
-    The bytes go to a temporary file in the same directory, are flushed to
-    disk, and replace *path* in one ``os.replace``; on any error (Ctrl-C
-    included) the temporary file is removed and *path* is untouched.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write *data* to *path* atomically (see :func:`atomic_open`)."""
+    with atomic_open(path) as fh:
+        fh.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -454,8 +454,27 @@ def _compose(op_name: str, args: list, kwargs: dict, *, name: str | None = None,
                        f"inputs are {', '.join(input_names)}")
     if attr:
         attrs.update({k: str(v) for k, v in attr.items()})
-    node = Node(op_name, node_name, attrs, inputs)
+    node = Node(op_name, node_name, attrs, _versioned(inputs, opdef.mutable_inputs(params)))
     return Symbol([Entry(node, i) for i in range(node.num_visible_outputs())])
+
+
+def _versioned(inputs: list[Entry], mutable: Sequence[int]) -> list[Entry]:
+    """Stamp variable entries with MXNet's variable versions.
+
+    Each variable counts the ops that mutate it: a mutated input gets the
+    incremented count, other uses the current one (MXNet serializes a
+    BatchNorm's moving statistics as ``[nid, 0, 1]``).
+    """
+    out = []
+    for i, e in enumerate(inputs):
+        if e.node.op is None:
+            version = e.node.meta.get("var_version", 0)
+            if i in mutable:
+                version += 1
+                e.node.meta["var_version"] = version
+            e = Entry(e.node, e.index, version)
+        out.append(e)
+    return out
 
 
 def builder(op_name: str):

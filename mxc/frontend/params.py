@@ -53,7 +53,8 @@ from typing import NoReturn, Union
 
 import numpy as np
 
-from mxc.errors import ParamsFormatError
+from ..errors import ParamsFormatError
+from ..utils import atomic_open
 
 __all__ = ["load_params", "save_params", "dumps_params", "split_arg_aux"]
 
@@ -428,19 +429,10 @@ def save_params(path: str | os.PathLike, arrays: Arrays) -> None:
     target = Path(path)
     pieces = _chunks(arrays)
     first = next(pieces)  # runs the validation before any file is created
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(first)
-            for piece in pieces:
-                fh.write(piece)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_open(target) as fh:
+        fh.write(first)
+        for piece in pieces:
+            fh.write(piece)
 
 
 # --------------------------------------------------------------------------- helpers
