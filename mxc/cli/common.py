@@ -13,12 +13,13 @@ from ..utils import atomic_write_bytes
 
 
 def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
-    """``name=1,3,224,224`` -> ``("name", (1, 3, 224, 224))``."""
+    """``name=1,3,224,224`` (or ``name=1x3x224x224``) -> ``("name", (1, 3, 224, 224))``."""
     name, sep, dims = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... got {text!r}")
+    parts = dims.split(",") if "," in dims or "x" not in dims else dims.split("x")
     try:
-        shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        shape = tuple(int(d) for d in parts) if dims.strip() else ()
     except ValueError:
         raise argparse.ArgumentTypeError(f"dimensions must be integers in {text!r}") from None
     if any(d < 0 for d in shape):

@@ -37,7 +37,10 @@ class _ToPython(lark.Transformer):
         return items[0]
 
     def list(self, items):
-        return [] if items == [None] else list(items)
+        return list(items)
+
+    def empty_list(self, _):
+        return []
 
     def none(self, _):
         return None
