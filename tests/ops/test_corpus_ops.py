@@ -15,10 +15,7 @@ from conftest import op_cases, require_corpus
 from mxc.backends.reference import run_graph
 from mxc.compiler.infer import infer_shapes, infer_types
 
-try:
-    from mxc.frontend.symbol_json import load_json
-except ImportError:  # interim until the lark frontend lands
-    from _interim_loader import load_json
+from mxc.frontend.symbol_json import load_json
 
 CASES = op_cases()
 IDS = [c["id"] for c in CASES] or ["no-corpus"]
