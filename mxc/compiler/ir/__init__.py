@@ -1,6 +1,8 @@
-"""mxc's graph IR: :class:`Graph`, :class:`Node`, :class:`Entry`."""
+"""mxc's graph IR: :class:`Graph`, :class:`Node`, :class:`Entry`, and its text form."""
 
 from .graph import Graph, copy_graph, post_order
 from .node import Entry, Node, is_hidden_attr
+from .text import parse_graph, print_graph
 
-__all__ = ["Graph", "Node", "Entry", "copy_graph", "post_order", "is_hidden_attr"]
+__all__ = ["Graph", "Node", "Entry", "copy_graph", "post_order", "is_hidden_attr",
+           "parse_graph", "print_graph"]
