@@ -31,6 +31,30 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
         raise
 
 
+def physical_memory_bytes() -> int:
+    """Total RAM of this machine (a generous fallback where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def checked_nbytes(shape, itemsize: int, what: str) -> int:
+    """Bytes an array of *shape* needs; refuses sizes larger than this machine's RAM.
+
+    Declared sizes come from files a user may not trust (``__shape__``,
+    ``_zeros(shape=...)``): check before allocating rather than after.
+    """
+    n = itemsize
+    for d in shape:
+        n *= int(d)
+    if n > physical_memory_bytes():
+        from .errors import ExecutionError
+        raise ExecutionError(f"{what}: shape {tuple(shape)} needs {n:,} bytes, more than this "
+                             f"machine's memory ({physical_memory_bytes():,} bytes)")
+    return n
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write *data* to *path* atomically (see :func:`atomic_open`)."""
     with atomic_open(path) as fh:

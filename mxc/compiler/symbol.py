@@ -253,6 +253,10 @@ class Symbol:
                        if s is None or None in s]
             raise ShapeError(f"simple_bind: cannot infer the shape of {', '.join(unknown)}")
         arg_types, _, aux_types = self.infer_type_partial(**(type_dict or {}))
+        from ..utils import checked_nbytes
+        for name, shape, t in zip(self.list_arguments() + self.list_auxiliary_states(),
+                                  arg_shapes + aux_shapes, arg_types + aux_types):
+            checked_nbytes(shape, np.dtype(t or np.float32).itemsize, f"simple_bind: {name!r}")
         args = {n: np.zeros(s, dtype=t or np.float32)
                 for n, s, t in zip(self.list_arguments(), arg_shapes, arg_types)}
         aux = {n: np.zeros(s, dtype=t or np.float32)

@@ -169,3 +169,14 @@ def test_bind_and_simple_bind():
     assert exe.forward()[0].shape == (4, 2)
     with pytest.raises(MxcError, match="no array given for fc_bias"):
         y.bind(args={"x": xv, "fc_weight": w})
+
+
+def test_absurd_declared_shapes_are_refused_before_allocating():
+    from mxc.errors import ExecutionError
+    x = sym.var("x", shape=(2**31, 2**31))
+    y = sym.exp(x)
+    with pytest.raises(ExecutionError, match=r"simple_bind: 'x'.*more than this machine's memory"):
+        y.simple_bind()
+    z = sym.create("_zeros", shape=(2**30, 2**30), name="huge")
+    with pytest.raises(ExecutionError, match=r"_zeros \(node 'huge'\) output 0"):
+        z.eval()

@@ -17,6 +17,7 @@ from ...errors import ExecutionError, MxcError
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
 from ...compiler.ops.registry import ForwardContext
+from ...utils import checked_nbytes
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,9 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]
             if shape is None or None in shape:
                 raise ExecutionError(f"input {n.name!r} is not read in inference, but its shape "
                                      f"cannot be inferred to fill it with zeros; feed it")
-            arrays[n.name] = np.zeros(shape, dtype=dtypes.get((id(n), 0)) or np.float32)
+            dtype = np.dtype(dtypes.get((id(n), 0)) or np.float32)
+            checked_nbytes(shape, dtype.itemsize, f"zero-filled input {n.name!r}")
+            arrays[n.name] = np.zeros(shape, dtype=dtype)
     remaining: dict[tuple[int, int], int] = {}
     for n in order:
         for e in n.inputs:
@@ -72,6 +75,10 @@ def _run_node(node: Node, ins: Sequence[np.ndarray], shapes, dtypes) -> list[np.
         in_shapes=[x.shape for x in ins],
         in_dtypes=[x.dtype.name for x in ins],
     )
+    for i, shape in enumerate(ctx.out_shapes):
+        if shape is not None and None not in shape:
+            itemsize = np.dtype(ctx.out_dtypes[i] or np.float32).itemsize
+            checked_nbytes(shape, itemsize, f"operator {node.op} (node {node.name!r}) output {i}")
     try:
         outs = node.opdef.forward(node.params, ins, ctx)
     except MxcError:
