@@ -1,0 +1,205 @@
+"""Compile a lowered Relax module into a VM executable.
+
+:func:`build_module` runs TVM's standard per-target Relax pipeline
+(``relax.get_default_pipeline(target)``: legalize, fold constants, fuse,
+then lower to the VM), which for GPU targets also applies the
+``tvm.s_tir.dlight`` default schedules (Matmul, GEMV, Reduction,
+GeneralReduction, Fallback) so every kernel gets thread bindings.
+
+Targets are TVM 0.27 dicts or ``tvm.target.Target``s; the strings ``"llvm"``
+(or ``"cpu"``) and ``"cuda"`` are shorthands: ``"llvm"`` is the host CPU with
+its features detected (``{"kind": "llvm", "mcpu": <host cpu>}``), ``"cuda"``
+the visible GPU's architecture (or ``$MXC_CUDA_ARCH``, default ``sm_75``, the
+oldest architecture nvcc 13 still supports, when no GPU is visible, so
+modules can be compiled on GPU-less build machines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+from typing import Any
+
+import tvm
+from tvm import relax
+
+from ...errors import BackendError
+
+#: architecture used for "cuda" when no GPU can be queried
+DEFAULT_CUDA_ARCH = "sm_75"
+
+
+@functools.lru_cache(maxsize=1)
+def _host_cpu() -> str | None:
+    try:
+        from tvm.target import codegen
+        name = str(codegen.llvm_get_system_cpu())
+        if name and name != "generic":
+            return name
+    except Exception:  # pragma: no cover - LLVM without host detection
+        pass
+    return None
+
+
+def host_target() -> dict[str, Any]:
+    """The host CPU as a TVM target dict, features detected by LLVM."""
+    target: dict[str, Any] = {"kind": "llvm"}
+    cpu = _host_cpu()
+    if cpu:
+        target["mcpu"] = cpu
+    return target
+
+
+def _cuda_arch() -> str:
+    env = os.environ.get("MXC_CUDA_ARCH")
+    if env:
+        return env if env.startswith("sm_") else f"sm_{env}"
+    try:
+        dev = tvm.cuda(0)
+        if dev.exist:
+            return "sm_" + str(dev.compute_version).replace(".", "")
+    except Exception:  # pragma: no cover - CUDA runtime missing
+        pass
+    return DEFAULT_CUDA_ARCH
+
+
+def resolve_target(target: Any = "llvm") -> tvm.target.Target:
+    """A ``tvm.target.Target`` from a shorthand string, a dict or a Target."""
+    if isinstance(target, tvm.target.Target):
+        return target
+    if target in (None, "llvm", "cpu", "host"):
+        return tvm.target.Target(host_target())
+    if target in ("cuda", "gpu"):
+        return tvm.target.Target({"kind": "cuda", "arch": _cuda_arch()}, host=host_target())
+    if isinstance(target, dict):
+        spec = dict(target)
+        if spec.get("kind") == "cuda":
+            spec.setdefault("arch", _cuda_arch())
+            host = spec.pop("host", None) or host_target()
+            return tvm.target.Target(spec, host=host)
+        return tvm.target.Target(spec)
+    try:
+        return tvm.target.Target(target)
+    except Exception as exc:
+        raise BackendError(f"invalid TVM target {target!r}: {exc}") from None
+
+
+def is_gpu_target(target: tvm.target.Target) -> bool:
+    return "gpu" in list(target.keys)
+
+
+@contextlib.contextmanager
+def _cuda_compiler():
+    """Use nvcc when NVRTC's Python bindings (TVM's default) are not installed."""
+    if os.environ.get("TVM_CUDA_COMPILE_MODE") or _has_nvrtc_bindings():
+        yield
+        return
+    if shutil.which("nvcc") is None:
+        raise BackendError("compiling for CUDA needs nvcc on PATH or the cuda-bindings "
+                           "package (NVRTC)")
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    try:
+        yield
+    finally:
+        os.environ.pop("TVM_CUDA_COMPILE_MODE", None)
+
+
+def _has_nvrtc_bindings() -> bool:
+    try:
+        import cuda.bindings.nvrtc  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class _Guarded:
+    """A dlight schedule rule whose failures mean "not applicable" (try the next rule).
+
+    Every rule builds its schedule from the unmodified function, so falling
+    through to the next rule (``Fallback`` last) is safe.  Two TVM 0.27
+    problems are avoided: a rule raising on a kernel it claims, and the
+    (General)Reduction rules claiming convolutions that ``Matmul`` does not
+    recognise (grouped ``conv2d``): their cross-thread-reduction schedule
+    fails later in TIR lowering ("reduction-related loops ... are not the
+    deepest").
+    """
+
+    def __init__(self, rule, skip_convolutions: bool = False):
+        self.rule = rule
+        self.skip_convolutions = skip_convolutions
+
+    def apply(self, func, target, tunable):
+        try:
+            if self.skip_convolutions and _has_conv_block(func):
+                return None
+            return self.rule.apply(func, target, tunable)
+        except Exception:  # a rule bug, not a property of the model
+            return None
+
+
+def _has_conv_block(func) -> bool:
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    infos = normalize_prim_func(s_tir.Schedule(func)) or []
+    return any("conv" in info.name for info in infos)
+
+
+def _guard(rule, skip_convolutions: bool = False):
+    from tvm.s_tir import dlight as dl
+
+    guarded = _Guarded(rule, skip_convolutions)
+    return dl.ScheduleRule.from_callable(f"guarded_{type(rule).__name__}")(guarded.apply)
+
+
+def gpu_schedule_pass():
+    """dlight's default GPU schedules (Matmul, GEMV, Reduction, GeneralReduction, Fallback)."""
+    from tvm.s_tir import dlight as dl
+
+    return dl.ApplyDefaultSchedule(
+        _guard(dl.gpu.Matmul()), _guard(dl.gpu.GEMV()),
+        _guard(dl.gpu.Reduction(), skip_convolutions=True),
+        _guard(dl.gpu.GeneralReduction(), skip_convolutions=True),
+        _guard(dl.gpu.Fallback()))
+
+
+def relax_pipeline(target: tvm.target.Target):
+    """TVM's per-target Relax pipeline; on GPUs with guarded dlight default schedules."""
+    if not is_gpu_target(target):
+        return relax.get_default_pipeline(target)
+    from tvm.relax.backend.cuda import pipeline as cuda
+
+    @tvm.transform.module_pass(opt_level=0, name="MxcGpuPipeline")
+    def _pipeline(mod, _ctx):
+        with target:
+            passes = (cuda.library_dispatch_passes(target)
+                      + [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                         relax.transform.FoldConstant(), relax.transform.FuseOps(),
+                         relax.transform.FuseTIR(), gpu_schedule_pass()]
+                      + cuda.dataflow_lower_passes(target)
+                      + cuda.finalize_passes(target))
+            return tvm.transform.Sequential(passes)(mod)
+
+    return _pipeline
+
+
+def build_module(mod: tvm.IRModule, target: Any = "llvm") -> relax.VMExecutable:
+    """Compile a Relax module (from :func:`lower_graph`) for *target*.
+
+    Returns the Relax VM executable; run it with :func:`mxc.backends.tvm.run_module`
+    or ``relax.VirtualMachine(exe, device)``.  Raises
+    :class:`~mxc.errors.BackendError` when TVM fails.
+    """
+    tgt = resolve_target(target)
+    pipeline = relax_pipeline(tgt)
+    ctx = _cuda_compiler() if tgt.kind.name == "cuda" else contextlib.nullcontext()
+    try:
+        with ctx:
+            return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
+    except BackendError:
+        raise
+    except Exception as exc:
+        raise BackendError(f"TVM compilation for {tgt.kind.name} failed: "
+                           f"{type(exc).__name__}: {exc}") from exc
