@@ -1,0 +1,184 @@
+"""Backends by name: MXNet's ``SubgraphBackendRegistry`` (and graph passes).
+
+A *subgraph backend* is a name mapped to an ordered list of subgraph
+properties (``MXNET_REGISTER_SUBGRAPH_BACKEND`` +
+``MXNET_REGISTER_SUBGRAPH_PROPERTY``)::
+
+    @register_subgraph_property("myBackend")
+    class FuseConvRelu(SubgraphProperty):
+        ...
+
+    register_subgraph_property("myBackend", OtherProperty, property_name="second")
+
+Each partitioning run instantiates the backend's properties afresh (a class
+is called with the registered keyword arguments, an instance is shallow-
+copied), so no state leaks between runs.  A partitioner registered with
+:func:`~.custom.register_partitioner` is a backend whose properties are its
+strategies.
+
+*Graph passes* (MXNet's ``REGISTER_PASS`` in extension libraries) are plain
+functions ``fn(graph, options) -> Graph | None`` run by
+:func:`~.api.optimize_graph` when the name is not a subgraph backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Callable
+
+from ...errors import PartitionError
+from .property import SubgraphProperty
+
+__all__ = ["SubgraphBackend", "register_subgraph_backend", "register_subgraph_property",
+           "get_subgraph_backend", "list_subgraph_backends", "unregister_subgraph_backend",
+           "has_subgraph_backend", "register_graph_pass", "get_graph_pass", "list_graph_passes",
+           "unregister_graph_pass"]
+
+PropertyFactory = Callable[[], SubgraphProperty]
+
+
+class SubgraphBackend:
+    """A named, ordered list of subgraph property factories."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._factories: list[tuple[str, PropertyFactory]] = []
+        self.partitioner = None  # set by register_partitioner
+
+    def __repr__(self) -> str:
+        return f"<SubgraphBackend {self.name!r}: {', '.join(self.property_names())}>"
+
+    def add(self, prop: Any, **attrs: Any) -> "SubgraphBackend":
+        """Append a property: a SubgraphProperty subclass, instance or factory."""
+        kw = dict(attrs)
+        if isinstance(prop, type) and issubclass(prop, SubgraphProperty):
+            label = str(kw.get("property_name") or prop.__name__)
+            factory = functools.partial(prop, **kw)
+        elif isinstance(prop, SubgraphProperty):
+            prop.attrs.update(kw)
+            label = prop.name
+            factory = functools.partial(_clone, prop)
+        elif callable(prop):
+            label = getattr(prop, "__name__", repr(prop))
+            factory = functools.partial(_checked, self.name, label, prop, kw)
+        else:
+            raise TypeError(f"register_subgraph_property: expected a SubgraphProperty subclass, "
+                            f"instance or factory, got {prop!r}")
+        self._factories.append((label, factory))
+        return self
+
+    def property_names(self) -> list[str]:
+        names = [label for label, _ in self._factories]
+        if self.partitioner is not None:
+            names = [f"{self.partitioner.name}:{s.name}" for s in self.partitioner.strategies] \
+                + names
+        return names
+
+    def create_properties(self) -> list[SubgraphProperty]:
+        """Fresh property instances, in registration order."""
+        props: list[SubgraphProperty] = []
+        if self.partitioner is not None:
+            props.extend(self.partitioner.create_properties())
+        props.extend(factory() for _, factory in self._factories)
+        return props
+
+
+def _clone(prop: SubgraphProperty) -> SubgraphProperty:
+    new = copy.copy(prop)
+    new.attrs = dict(prop.attrs)
+    return new
+
+
+def _checked(backend: str, label: str, fn: Callable, kw: dict) -> SubgraphProperty:
+    made = fn(**kw)
+    if not isinstance(made, SubgraphProperty):
+        raise PartitionError(f"subgraph backend {backend!r}: property factory {label} returned "
+                             f"{type(made).__name__}, not a SubgraphProperty")
+    return made
+
+
+_BACKENDS: dict[str, SubgraphBackend] = {}
+_PASSES: dict[str, Callable] = {}
+
+
+def register_subgraph_backend(name: str) -> SubgraphBackend:
+    """The backend *name*, created empty if needed (idempotent)."""
+    if not isinstance(name, str) or not name:
+        raise PartitionError(f"a subgraph backend name must be a non-empty string, got {name!r}")
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        backend = _BACKENDS[name] = SubgraphBackend(name)
+    return backend
+
+
+def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
+    """Append a property to backend *name* (created if needed).
+
+    Use as a class decorator (``@register_subgraph_property("myBackend")``)
+    or call with the property: a :class:`SubgraphProperty` subclass
+    (instantiated with *attrs* for every run), an instance, or a factory.
+    """
+    backend = register_subgraph_backend(name)
+    if prop is None:
+        def deco(cls):
+            backend.add(cls, **attrs)
+            return cls
+        return deco
+    backend.add(prop, **attrs)
+    return prop
+
+
+def has_subgraph_backend(name: str) -> bool:
+    return name in _BACKENDS
+
+
+def get_subgraph_backend(name: str) -> SubgraphBackend:
+    """The backend *name*; :class:`~mxc.errors.PartitionError` lists the known ones."""
+    _ensure_builtin()
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        known = ", ".join(sorted(_BACKENDS)) or "none"
+        passes = ", ".join(sorted(_PASSES))
+        extra = f"; graph passes: {passes}" if passes else ""
+        raise PartitionError(f"unknown subgraph backend {name!r}; registered backends: "
+                             f"{known}{extra}")
+    return backend
+
+
+def list_subgraph_backends() -> list[str]:
+    _ensure_builtin()
+    return sorted(_BACKENDS)
+
+
+def unregister_subgraph_backend(name: str) -> None:
+    _BACKENDS.pop(name, None)
+
+
+# -- graph passes -------------------------------------------------------------------
+def register_graph_pass(name: str, fn: Callable | None = None):
+    """Register ``fn(graph, options) -> Graph | None`` as graph pass *name*.
+
+    The pass may modify *graph* in place (return ``None``) or return a new
+    graph.  Usable as a decorator.
+    """
+    def deco(f):
+        _PASSES[name] = f
+        return f
+    return deco if fn is None else deco(fn)
+
+
+def get_graph_pass(name: str) -> Callable | None:
+    return _PASSES.get(name)
+
+
+def list_graph_passes() -> list[str]:
+    return sorted(_PASSES)
+
+
+def unregister_graph_pass(name: str) -> None:
+    _PASSES.pop(name, None)
+
+
+def _ensure_builtin() -> None:
+    from . import default_property  # noqa: F401  (registers default, default_v2)
