@@ -13,6 +13,8 @@ from __future__ import annotations
 from . import errors, nd, sym
 from .errors import MxcError
 from .model import load_checkpoint, save_checkpoint
+from .passes import register_pass, rewrite
+from .backends.tvm.compile import compile  # noqa: A001 - imports TVM on first call only
 
 __version__ = "0.1.0"
 

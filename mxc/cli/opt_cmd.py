@@ -1,0 +1,100 @@
+"""``mxc opt``: run a pass pipeline on a model and write the optimized model.
+
+::
+
+    mxc opt model-symbol.json --params model-0000.params \\
+        --passes "remove-dropout,fold-batchnorm,dce" \\
+        -o opt-symbol.json --params-out opt-0000.params
+
+The symbol JSON and the parameters are written atomically (a temporary file
+renamed into place), parameters only when the pipeline changed them or
+``--params-out`` is given.  ``--list-passes`` prints every pass with its
+options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import MxcError
+from . import register_command
+from .common import parse_shape_arg
+
+
+@register_command("opt", help="run a pass pipeline on a model (e.g. fold-batchnorm,dce)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL_JSON", nargs="?", help="MXNet symbol JSON")
+    p.add_argument("--params", metavar="P", help="MXNet .params file (arg:/aux: names)")
+    p.add_argument("--passes", metavar="PIPELINE",
+                   help='passes to run, e.g. "remove-dropout,fold-batchnorm,dce" or '
+                        '"partition{backend=default op_names=exp;log}"')
+    p.add_argument("--output", "-o", metavar="OUT_JSON", help="where to write the symbol JSON")
+    p.add_argument("--params-out", metavar="P2", help="where to write the parameters")
+    p.add_argument("--load", metavar="LIB", action="append", default=[],
+                   help="load an extension library (a .py file or package) first, so the "
+                        "passes it registers can be used (repeatable)")
+    p.add_argument("--shape", metavar="NAME=DIMS", action="append", type=parse_shape_arg,
+                   default=[], help="shape of a data input, e.g. data=1,3,224,224 (repeatable)")
+    p.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the textual IR after every pass (to stderr)")
+    p.add_argument("--timing", action="store_true", help="print the time each pass took")
+    p.add_argument("--no-verify-each", action="store_true",
+                   help="verify only the final graph, not the graph after every pass")
+    p.add_argument("--list-passes", action="store_true",
+                   help="list the registered passes and their options, then exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compiler.passes import (PassManager, PassTiming, PrintIRAfterAll, describe_passes)
+    if args.load:
+        from .. import library
+        for path in args.load:
+            library.load(path, verbose=False)
+    if args.list_passes:
+        print(describe_passes())
+        return 0
+    missing = [flag for flag, value in (("MODEL_JSON", args.model), ("--passes", args.passes),
+                                        ("-o/--output", args.output)) if value is None]
+    if missing:
+        raise MxcError(f"missing {', '.join(missing)} (see mxc opt --help)")
+    manager = PassManager(args.passes, verify_each=not args.no_verify_each)  # fail fast
+    from .common import load_model
+    sym, arg, aux = load_model(args)
+    timing = PassTiming()
+    manager.instruments = [timing] + ([PrintIRAfterAll(sys.stderr)]
+                                      if args.print_ir_after_all else [])
+    result = manager.run(sym, arg, aux, shapes=dict(args.shape))
+    params_changed = bool(result.allocated or result.removed)
+    if params_changed and not args.params_out:
+        raise MxcError(f"the pipeline changed the parameters ({_param_summary(result)}); "
+                       f"give --params-out to write them")
+    _write(result, args)
+    before, after = len(sym.graph.topo_order()), len(result.graph.topo_order())
+    print(f"{manager.pipeline}: {before} -> {after} nodes; {_param_summary(result)}")
+    for name, stats in result.statistics:
+        if stats:
+            print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+    if args.timing:
+        print(timing.report())
+    return 0
+
+
+def _write(result, args) -> None:
+    """Serialize both outputs first, then write each atomically."""
+    from ..frontend.params import dumps_params
+    from ..utils import atomic_write_bytes, atomic_write_text
+    text = result.symbol.tojson()
+    blob = None
+    if args.params_out:
+        arrays = {f"arg:{k}": v for k, v in result.args.items()}
+        arrays.update({f"aux:{k}": v for k, v in result.aux.items()})
+        blob = dumps_params(arrays)
+    if blob is not None:
+        atomic_write_bytes(args.params_out, blob)
+    atomic_write_text(args.output, text)
+
+
+def _param_summary(result) -> str:
+    added = sum(1 for _ in result.allocated)
+    return f"parameters: {added} allocated, {len(result.removed)} removed"
