@@ -14,6 +14,7 @@ from . import errors, nd, sym
 from .errors import MxcError
 from .model import load_checkpoint, save_checkpoint
 from .passes import register_pass, rewrite
+from .compiler.custom_op import CustomOp, register_custom_op  # also makes mxc.library available
 from .backends.tvm.compile import compile  # noqa: A001 - imports TVM on first call only
 
 __version__ = "0.1.0"

@@ -1,0 +1,780 @@
+"""Extension libraries: Python modules that add operators, partitioners and passes.
+
+This is mxc's counterpart of MXNet's ``mx.library.load``.  An MXNet extension
+library is a compiled ``.so`` exporting ``initialize`` and ``REGISTER_OP`` /
+``REGISTER_PARTITIONER`` / ``REGISTER_PASS`` tables; an mxc extension library
+is a Python file (``my_ops.py``) or package directory (``my_ext/`` with an
+``__init__.py``) that registers its components with mxc's ordinary
+registration functions while it is imported or inside its ``initialize``::
+
+    # my_ops.py
+    import mxc
+
+    @mxc.register_custom_op("my_gemm")
+    class MyGemm(mxc.CustomOp):
+        ...
+
+    def initialize(version):          # optional; version is mxc.library.version()
+        return version >= 100         # False (or raising) refuses the library
+
+    >>> rec = mxc.library.load("my_ops.py")
+    Found 1 operators in library
+        Op[0] my_gemm
+    Found 0 partitioners in library
+    Found 0 graph passes in library
+
+What :func:`load` does, in order:
+
+1. validates the path before running any code (it exists; it is a ``.py``
+   file or a directory with ``__init__.py``) and raises
+   :class:`~mxc.errors.ExtensionError` otherwise;
+2. returns the existing record if that file was loaded before (loading twice
+   is a no-op);
+3. imports it under a unique module name (``_mxc_ext_<stem>_<hash>``);
+4. calls ``initialize(version)`` when the module defines it;
+5. records every operator, partitioner (subgraph backend) and graph pass that
+   appeared in mxc's registries during steps 3-4.  If the import raises, or
+   ``initialize`` raises or returns ``False``, everything registered during
+   the attempt is removed again and the error names the library.
+
+Extensions installed with pip advertise themselves in the entry-point group
+``mxc.extensions`` and are loaded by :func:`load_entry_points` (explicitly;
+:func:`ensure_entry_points_loaded` is the run-once form meant for a registry
+to call on its first miss).
+
+Errors raised *inside* extension code at run time (an operator's
+``forward``, a partitioner's ``supported_ops``, a pass) are reported with
+:func:`guard`, which turns any exception into an
+:class:`~mxc.errors.ExtensionError` naming the extension, the function and
+the node, and keeps the extension's own message and traceback (``__cause__``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+import threading
+import types
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from .errors import ExtensionError
+
+__all__ = ["load", "loaded", "unload", "load_entry_points", "ensure_entry_points_loaded",
+           "guard", "extension_error", "extension_of", "current_library", "version",
+           "track_registry", "ExtensionLibrary", "ENTRY_POINT_GROUP", "MISSING"]
+
+#: The entry-point group pip-installed extensions register under.
+ENTRY_POINT_GROUP = "mxc.extensions"
+
+_MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+
+
+# ---------------------------------------------------------------------------
+# version
+# ---------------------------------------------------------------------------
+def version() -> int:
+    """mxc's version as the integer passed to an extension's ``initialize``.
+
+    Encoded as MXNet encodes ``MXNET_VERSION`` (1.9.1 -> 10901):
+    ``major * 10000 + minor * 100 + patch``, so mxc 0.1.0 is ``100``.  An
+    extension compares it with the oldest mxc it supports
+    (``return version >= 100``).
+    """
+    from . import __version__
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", __version__)
+    if m is None:  # pragma: no cover - our own version string is well formed
+        raise ExtensionError(f"cannot encode mxc version {__version__!r} as an integer")
+    major, minor, patch = (int(g or 0) for g in m.groups())
+    return major * 10000 + minor * 100 + patch
+
+
+# ---------------------------------------------------------------------------
+# errors raised inside extension code
+# ---------------------------------------------------------------------------
+def _node_label(node: Any, function: str = "") -> str:
+    if node is None:
+        return ""
+    if isinstance(node, str):
+        return f" on node {node!r}"
+    name = getattr(node, "name", None)
+    op = getattr(node, "op", None)
+    if name is None:
+        return f" on {node!r}"
+    show_op = op and f"'{op}'" not in function
+    return f" on node {name!r}" + (f" ({op})" if show_op else "")
+
+
+def extension_error(extension: str | None, function: str, node: Any,
+                    exc: BaseException) -> ExtensionError:
+    """The :class:`~mxc.errors.ExtensionError` :func:`guard` raises for *exc*.
+
+    Its message reads ``extension 'my_ops': operator 'my_gemm' forward
+    raised on node 'gemm0' (my_gemm): ValueError: <the extension's
+    message>``; the attributes ``extension``, ``function``, ``node`` (a name
+    or None) and ``original`` (the exception) are set for programs.
+    Callers chain it themselves (``raise extension_error(...) from exc``).
+    """
+    text = str(exc)
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    ext = extension or "<unknown extension>"
+    err = ExtensionError(f"extension {ext!r}: {function} raised{_node_label(node, function)}: {what}")
+    err.extension = ext
+    err.function = function
+    err.node = node if isinstance(node, str) or node is None else getattr(node, "name", None)
+    err.original = exc
+    return err
+
+
+@contextlib.contextmanager
+def guard(extension: str | None, function: str, node: Any = None) -> Iterator[None]:
+    """Run extension code; report any exception as an :class:`ExtensionError`.
+
+    Parameters
+    ----------
+    extension:
+        The extension's name (:attr:`ExtensionLibrary.name`, or the Python
+        module that registered the component).
+    function:
+        What was called, as the user would say it: ``"operator 'my_gemm'
+        forward"``, ``"partitioner 'myProp' supported_ops"``, ``"graph pass
+        'myPass'"``.
+    node:
+        The node being processed (a :class:`~mxc.compiler.ir.Node` or a
+        name), or None.
+
+    An :class:`ExtensionError` raised inside passes through unchanged (it
+    already names its extension); every other exception, mxc's own errors
+    included, is wrapped with the extension's message kept and the original
+    chained as ``__cause__``::
+
+        with mxc.library.guard("my_ext", "partitioner 'myProp' supported_ops"):
+            ok = strategy.supported_ops(graph, ids, options)
+    """
+    try:
+        yield
+    except ExtensionError:
+        raise
+    except Exception as exc:  # any failure of foreign code is reported
+        raise extension_error(extension, function, node, exc) from exc
+
+
+# ---------------------------------------------------------------------------
+# registry tracking
+# ---------------------------------------------------------------------------
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if type(a) is tuple and type(b) is tuple and len(a) == len(b):
+        return all(x is y or (type(x) is int and x == y) for x, y in zip(a, b))
+    return False
+
+
+@dataclass
+class _Tracker:
+    kind: str
+    snapshot: Callable[[], Mapping[str, Any]]
+    restore: Callable[[str, Any], None]
+    shown: Callable[[str, Any], bool] = lambda name, token: True
+    describe: Callable[[str], list[str]] = lambda name: []
+
+
+_TRACKERS: list[_Tracker] = []
+_BUILTIN_TRACKERS_READY = False
+
+
+def track_registry(kind: str, snapshot: Callable[[], Mapping[str, Any]],
+                   restore: Callable[[str, Any], None], *,
+                   describe: Callable[[str], list[str]] | None = None) -> None:
+    """Let :func:`load` attribute a registry's new entries to the library that made them.
+
+    Parameters
+    ----------
+    kind:
+        Plural label used in the verbose report and in
+        :attr:`ExtensionLibrary.registrations` (``"graph passes"``).
+    snapshot:
+        ``snapshot() -> {name: token}``: the registry's current content; an
+        entry counts as registered by a library when its token (the
+        registered object, compared by identity) is new or changed.
+    restore:
+        ``restore(name, previous)``: undo one registration; *previous* is the
+        token before loading, or a sentinel meaning "was absent" (test it
+        with ``previous is mxc.library.MISSING``).
+    describe:
+        Optional ``describe(name) -> [lines]`` printed under the name in the
+        verbose report.
+
+    mxc's operator, subgraph-backend and graph-pass registries are tracked
+    already; a new registry calls this once when it is imported.
+    """
+    _TRACKERS.append(_Tracker(kind, snapshot, restore,
+                              describe=describe or (lambda name: [])))
+
+
+MISSING = _MISSING
+
+
+def _builtin_trackers() -> None:
+    """Install the trackers of mxc's own registries (once, lazily)."""
+    global _BUILTIN_TRACKERS_READY
+    if _BUILTIN_TRACKERS_READY:
+        return
+    _BUILTIN_TRACKERS_READY = True
+    from .compiler.ops import registry as ops_registry
+    from .compiler.partition import custom as part_custom
+    from .compiler.partition import registry as part_registry
+
+    def ops_snapshot():
+        ops_registry._ensure_loaded()
+        return dict(ops_registry._REGISTRY)
+
+    def ops_restore(name, old):
+        if old is _MISSING:
+            ops_registry._REGISTRY.pop(name, None)
+        else:
+            ops_registry._REGISTRY[name] = old
+        _drop_sym_builder(name)
+
+    def ops_describe(name):
+        op = ops_registry._REGISTRY.get(name)
+        lines = []
+        if op is not None and getattr(op, "is_subgraph_op", False):
+            lines.append("isSubgraphOp")
+        if op is not None and getattr(op, "is_stateful", False):
+            lines.append("isStateful")
+        return lines
+
+    _TRACKERS.append(_Tracker(
+        "operators", ops_snapshot, ops_restore,
+        shown=lambda name, op: getattr(op, "name", name) == name, describe=ops_describe))
+
+    def backends_snapshot():
+        part_registry._ensure_builtin()
+        snap = {}
+        for name, b in part_registry._BACKENDS.items():
+            snap[name] = (b, len(b._factories), b.partitioner,
+                          len(b.partitioner.strategies) if b.partitioner is not None else 0)
+        return snap
+
+    def backends_restore(name, old):
+        if old is _MISSING:
+            part_registry._BACKENDS.pop(name, None)
+            part_custom._PARTITIONERS.pop(name, None)
+            return
+        backend, n_factories, partitioner, n_strategies = old
+        part_registry._BACKENDS[name] = backend
+        del backend._factories[n_factories:]
+        backend.partitioner = partitioner
+        if partitioner is None:
+            part_custom._PARTITIONERS.pop(name, None)
+        else:
+            del partitioner.strategies[n_strategies:]
+            part_custom._PARTITIONERS[name] = partitioner
+
+    def backends_describe(name):
+        backend = part_registry._BACKENDS.get(name)
+        if backend is None:
+            return []
+        lines = []
+        if backend.partitioner is not None:
+            for j, s in enumerate(backend.partitioner.strategies):
+                lines.append(f"Strategy[{j}] {s.name} subgraphOp: '{s.subgraph_op}'")
+        for label, _ in backend._factories:
+            lines.append(f"Property {label}")
+        return lines
+
+    _TRACKERS.append(_Tracker("partitioners", backends_snapshot, backends_restore,
+                              describe=backends_describe))
+
+    def passes_restore(name, old):
+        if old is _MISSING:
+            part_registry._PASSES.pop(name, None)
+        else:
+            part_registry._PASSES[name] = old
+
+    _TRACKERS.append(_Tracker("graph passes", lambda: dict(part_registry._PASSES),
+                              passes_restore))
+
+    try:  # the pass manager's registry (mxc.register_pass)
+        from .compiler.passes import registry as pass_registry
+    except ImportError:  # pragma: no cover - a tree without the pass manager
+        return
+
+    def manager_snapshot():
+        pass_registry._ensure_builtin()
+        return dict(pass_registry._PASSES)
+
+    def manager_restore(name, old):
+        if old is _MISSING:
+            pass_registry._PASSES.pop(name, None)
+        else:
+            pass_registry._PASSES[name] = old
+
+    _TRACKERS.append(_Tracker("graph passes", manager_snapshot, manager_restore))
+
+
+def _drop_sym_builder(name: str) -> None:
+    """Forget ``mxc.sym``'s cached builder for *name* (it is rebuilt on next use)."""
+    sym = sys.modules.get("mxc.sym")
+    if sym is None:
+        return
+    cached = vars(sym).get(name)
+    if callable(cached) and getattr(cached, "__name__", None) == name \
+            and name not in getattr(sym, "__all__", ()):
+        delattr(sym, name)
+
+
+def _snapshot() -> list[tuple[_Tracker, dict[str, Any]]]:
+    _builtin_trackers()
+    return [(t, dict(t.snapshot())) for t in _TRACKERS]
+
+
+def _changes(before: list[tuple[_Tracker, dict[str, Any]]]) -> list[tuple[_Tracker, str, Any, Any]]:
+    """``(tracker, name, old token, new token)`` for every entry added or replaced."""
+    out = []
+    for tracker, old in before:
+        now = tracker.snapshot()
+        for name, token in now.items():
+            prev = old.get(name, _MISSING)
+            if prev is _MISSING or not _same(prev, token):
+                out.append((tracker, name, prev, token))
+        for name, prev in old.items():
+            if name not in now:  # removed by the library: restore on undo as well
+                out.append((tracker, name, prev, _MISSING))
+    return out
+
+
+def _undo(changes: list[tuple[_Tracker, str, Any, Any]]) -> None:
+    for tracker, name, prev, _ in reversed(changes):
+        try:
+            tracker.restore(name, prev)
+        except Exception as exc:  # noqa: BLE001 - best effort: report, undo the rest
+            warnings.warn(f"could not undo the registration of {tracker.kind} {name!r}: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------
+# the library records
+# ---------------------------------------------------------------------------
+@dataclass(eq=False)
+class ExtensionLibrary:
+    """One loaded extension library (what :func:`load` returns).
+
+    Attributes
+    ----------
+    name:
+        The name errors and reports use: the module's ``EXTENSION_NAME`` if
+        it sets one, else the file stem / package directory name (or the
+        entry point's name).
+    path:
+        The resolved ``.py`` file or package directory (None for an entry
+        point whose module has no file).
+    module_name:
+        The name the module was imported under (in ``sys.modules``).
+    module:
+        The imported module.
+    source:
+        ``"path"`` or ``"entry point <group>:<name>"``.
+    registrations:
+        ``{kind: [names]}`` for every tracked registry; kinds are
+        ``"operators"``, ``"partitioners"``, ``"graph passes"`` and any
+        added with :func:`track_registry`.
+    """
+
+    name: str
+    path: Path | None
+    module_name: str
+    module: types.ModuleType | None = None
+    source: str = "path"
+    distribution: str | None = None
+    registrations: dict[str, list[str]] = field(default_factory=dict)
+    _changes: list = field(default_factory=list, repr=False)
+    _key: str = field(default="", repr=False)
+
+    @property
+    def operators(self) -> list[str]:
+        return list(self.registrations.get("operators", []))
+
+    @property
+    def partitioners(self) -> list[str]:
+        return list(self.registrations.get("partitioners", []))
+
+    @property
+    def graph_passes(self) -> list[str]:
+        return list(self.registrations.get("graph passes", []))
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{len(v)} {k}" for k, v in self.registrations.items())
+        return f"<ExtensionLibrary {self.name!r} ({counts or 'nothing registered'})>"
+
+
+_LOCK = threading.RLock()
+_LIBRARIES: dict[str, ExtensionLibrary] = {}
+_LOADING: list[ExtensionLibrary] = []
+
+
+def loaded() -> list[ExtensionLibrary]:
+    """Every library loaded so far, in load order."""
+    with _LOCK:
+        return list(_LIBRARIES.values())
+
+
+def extension_of(obj: Any) -> str:
+    """The name to report for extension code *obj* (a function, class or instance).
+
+    The name of the loaded (or loading) library whose module defines *obj*,
+    else *obj*'s Python module.  Partitioners and passes use it to fill in
+    :func:`guard`'s *extension*.
+    """
+    module = getattr(obj, "__module__", None)
+    if not isinstance(module, str):
+        module = getattr(type(obj), "__module__", None)
+    if not module:
+        return "<unknown extension>"
+    for rec in list(_LIBRARIES.values()) + list(_LOADING):
+        if rec.module_name and (module == rec.module_name
+                                or module.startswith(rec.module_name + ".")):
+            return rec.name
+    return module
+
+
+def current_library() -> ExtensionLibrary | None:
+    """The library being loaded right now (None outside :func:`load`).
+
+    Registration functions use it to attribute what they register, so run-
+    time errors can name the extension.
+    """
+    return _LOADING[-1] if _LOADING else None
+
+
+# ---------------------------------------------------------------------------
+# load from a path
+# ---------------------------------------------------------------------------
+def _check_path(path: Any) -> Path:
+    """Validate *path* without running anything; returns the file or package dir."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ExtensionError(f"load path must be a str or os.PathLike, got "
+                             f"{type(path).__name__}")
+    p = Path(os.path.expanduser(os.fspath(path)))
+    if not p.exists():
+        raise ExtensionError(f"load path {os.fspath(path)} does NOT exist")
+    p = p.resolve()
+    if p.is_dir():
+        if not (p / "__init__.py").is_file():
+            raise ExtensionError(f"load path {p} is a directory without __init__.py; an mxc "
+                                 f"extension library is a .py file or a Python package "
+                                 f"directory")
+        return p
+    if p.name == "__init__.py":
+        return p.parent
+    if p.suffix in (".so", ".dll", ".dylib", ".pyd"):
+        raise ExtensionError(f"load path {p} is a compiled library; mxc extension libraries "
+                             f"are Python modules (.py files or package directories) "
+                             f"written against mxc.register_custom_op and friends, not "
+                             f"MXNet lib_api.h binaries")
+    if p.suffix != ".py":
+        raise ExtensionError(f"load path {p} is NOT an extension library (expected a .py file "
+                             f"or a package directory with __init__.py)")
+    if not p.is_file():
+        raise ExtensionError(f"load path {p} is not a regular file")
+    return p
+
+
+def _module_name(p: Path) -> str:
+    stem = re.sub(r"\W", "_", p.stem if p.is_file() else p.name) or "lib"
+    digest = hashlib.sha1(str(p).encode("utf-8")).hexdigest()[:8]
+    return f"_mxc_ext_{stem}_{digest}"
+
+
+def load(path: str | os.PathLike, verbose: bool = True) -> ExtensionLibrary:
+    """Load an extension library and register what it provides.
+
+    Parameters
+    ----------
+    path:
+        A ``.py`` file or a package directory (with ``__init__.py``);
+        relative paths are taken from the current directory.
+    verbose:
+        True (the default, as in MXNet) prints what was found: ``Found 2
+        operators in library`` followed by one line per component.
+
+    Returns
+    -------
+    ExtensionLibrary
+        The record of the library; loading the same path again returns the
+        same record without running anything.
+
+    Raises
+    ------
+    ExtensionError
+        The path does not exist or is not a Python file/package; importing
+        the module raised; ``initialize`` raised or returned ``False`` (the
+        library is refused and nothing it registered is kept).
+    """
+    p = _check_path(path)
+    key = str(p)
+    with _LOCK:
+        existing = _LIBRARIES.get(key)
+        if existing is not None:
+            return existing
+        if any(rec._key == key for rec in _LOADING):
+            raise ExtensionError(f"extension library {p} loads itself while it is being "
+                                 f"loaded")
+        module_name = _module_name(p)
+        init_file = p / "__init__.py" if p.is_dir() else p
+
+        def importer() -> types.ModuleType:
+            spec = importlib.util.spec_from_file_location(
+                module_name, init_file,
+                submodule_search_locations=[str(p)] if p.is_dir() else None)
+            if spec is None or spec.loader is None:  # pragma: no cover - .py always has one
+                raise ImportError(f"no import spec for {init_file}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+            return module
+
+        display = p.stem if p.is_file() else p.name
+        record = ExtensionLibrary(name=display, path=p, module_name=module_name, _key=key)
+        return _load(record, importer, verbose, where=str(p))
+
+
+def _load(record: ExtensionLibrary, importer: Callable[[], Any], verbose: bool,
+          where: str) -> ExtensionLibrary:
+    before = _snapshot()
+    libraries_before = set(_LIBRARIES)
+    _LOADING.append(record)
+    try:
+        try:
+            obj = importer()
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                raise
+            raise ExtensionError(f"extension library {record.name!r} ({where}) failed to "
+                                 f"import: {type(exc).__name__}: {exc}") from exc
+        module, init = _module_and_initialize(obj, record, where)
+        record.module = module
+        custom_name = getattr(module, "EXTENSION_NAME", None) if module is not None else None
+        if isinstance(custom_name, str) and custom_name:
+            record.name = custom_name
+        if init is not None:
+            _initialize(init, record, where)
+    except BaseException:
+        _undo(_changes(before))
+        _forget_modules(record.module_name)
+        for key in set(_LIBRARIES) - libraries_before:  # libraries it loaded are gone too
+            _forget_modules(_LIBRARIES.pop(key).module_name)
+        raise
+    finally:
+        _LOADING.pop()
+    # what a library loaded from inside this one registered belongs to that library
+    nested = {(id(t), name) for key in set(_LIBRARIES) - libraries_before
+              for t, name, _, _ in _LIBRARIES[key]._changes}
+    changes = [c for c in _changes(before) if (id(c[0]), c[1]) not in nested]
+    record._changes = changes
+    record.registrations = {}
+    for tracker, _ in before:
+        names = [name for t, name, _, token in changes
+                 if t is tracker and token is not _MISSING and tracker.shown(name, token)]
+        merged = record.registrations.setdefault(tracker.kind, [])
+        merged.extend(n for n in names if n not in merged)
+    _tag_operators(record)
+    _LIBRARIES[record._key] = record
+    if verbose:
+        print(_report(record), flush=True)
+    return record
+
+
+def _module_and_initialize(obj: Any, record: ExtensionLibrary, where: str):
+    if isinstance(obj, types.ModuleType):
+        init = getattr(obj, "initialize", None)
+        if init is not None and not callable(init):
+            raise ExtensionError(f"extension library {record.name!r} ({where}): 'initialize' "
+                                 f"is {type(init).__name__}, not a function")
+        return obj, init
+    if callable(obj):  # an entry point naming the initialize function itself
+        return sys.modules.get(getattr(obj, "__module__", ""), None), obj
+    raise ExtensionError(f"extension {record.name!r} ({where}) names a "
+                         f"{type(obj).__name__}; an entry point must name a module or its "
+                         f"initialize function")
+
+
+def _initialize(init: Callable, record: ExtensionLibrary, where: str) -> None:
+    v = version()
+    try:
+        ok = init(v)
+    except Exception as exc:
+        raise ExtensionError(f"extension library {record.name!r} ({where}) failed to "
+                             f"initialize: initialize({v}) raised {type(exc).__name__}: "
+                             f"{exc}") from exc
+    if ok is False or (type(ok) is int and ok == 0):
+        from . import __version__
+        raise ExtensionError(f"extension library {record.name!r} ({where}) refused to load: "
+                             f"initialize({v}) returned {ok!r} (mxc {__version__} is version "
+                             f"{v}); nothing it registered was kept")
+
+
+def _tag_operators(record: ExtensionLibrary) -> None:
+    """Make custom operators registered by the library name it in their errors."""
+    from .compiler.ops import registry as ops_registry
+    for name in record.operators:
+        op = ops_registry._REGISTRY.get(name)
+        if op is not None and hasattr(op, "extension"):
+            op.extension = record.name
+            impl = getattr(op, "impl", None)
+            if impl is not None:
+                impl.extension = record.name
+
+
+def _forget_modules(module_name: str) -> None:
+    for name in [m for m in sys.modules if m == module_name or m.startswith(module_name + ".")]:
+        sys.modules.pop(name, None)
+
+
+def _report(record: ExtensionLibrary) -> str:
+    labels = {"operators": "Op[{i}] {name}", "partitioners": "Partitioner[{i}] {name}",
+              "graph passes": "Graph Pass [{i}] {name}"}
+    by_kind = {t.kind: t for t in _TRACKERS}
+    lines = [f"Loaded extension library {record.name!r} from {record.path or record.source}"]
+    kinds = ["operators", "partitioners", "graph passes"] + [
+        k for k in record.registrations if k not in ("operators", "partitioners", "graph passes")]
+    for kind in kinds:
+        names = record.registrations.get(kind, [])
+        lines.append(f"Found {len(names)} {kind} in library")
+        fmt = labels.get(kind, kind + "[{i}] {name}")
+        tracker = by_kind.get(kind)
+        for i, name in enumerate(names):
+            lines.append("\t" + fmt.format(i=i, name=name))
+            if tracker is not None:
+                lines.extend("\t\t" + extra for extra in tracker.describe(name))
+    return "\n".join(lines)
+
+
+def unload(library: ExtensionLibrary | str | os.PathLike) -> None:
+    """Undo :func:`load`: remove what the library registered and forget it.
+
+    MXNet cannot unload a library; mxc can, which is mostly useful in tests
+    and interactive sessions.  Registrations the library replaced (with
+    ``override=True``) are restored.  *library* is a record, a path, or a
+    library name.
+    """
+    with _LOCK:
+        record = _find(library)
+        _undo(record._changes)
+        _forget_modules(record.module_name)
+        _LIBRARIES.pop(record._key, None)
+
+
+def _find(library: Any) -> ExtensionLibrary:
+    if isinstance(library, ExtensionLibrary):
+        if library._key in _LIBRARIES:
+            return library
+        raise ExtensionError(f"extension library {library.name!r} is not loaded")
+    if isinstance(library, (str, os.PathLike)):
+        text = os.fspath(library)
+        for rec in _LIBRARIES.values():
+            if rec.name == text:
+                return rec
+        p = Path(text).expanduser()
+        if p.exists():
+            p = p.resolve()
+            key = str(p.parent if p.name == "__init__.py" else p)
+            if key in _LIBRARIES:
+                return _LIBRARIES[key]
+    known = ", ".join(repr(r.name) for r in _LIBRARIES.values()) or "none"
+    raise ExtensionError(f"no loaded extension library matches {library!r}; loaded: {known}")
+
+
+# ---------------------------------------------------------------------------
+# entry points (pip-installed extensions)
+# ---------------------------------------------------------------------------
+def load_entry_points(group: str = ENTRY_POINT_GROUP, *, verbose: bool = False,
+                      strict: bool = False) -> list[ExtensionLibrary]:
+    """Load every extension advertised in entry-point group *group*.
+
+    A distribution declares its extension in ``pyproject.toml``::
+
+        [project.entry-points."mxc.extensions"]
+        my_ext = "my_package.mxc_ext"              # a module (its initialize is called)
+        other  = "other_pkg.ext:initialize"        # or the initialize function itself
+
+    Each entry point is loaded once per process (later calls return the same
+    records).  mxc never runs this by itself at import time: call it when
+    you want installed extensions, or use :func:`ensure_entry_points_loaded`.
+
+    Parameters
+    ----------
+    verbose:
+        Print the ``Found N operators ...`` report for each library.
+    strict:
+        False (default): an extension that fails to load is skipped with a
+        :class:`RuntimeWarning` naming it; True: its :class:`ExtensionError`
+        is raised.
+
+    Returns
+    -------
+    list[ExtensionLibrary]
+        The records of the entry points that are loaded, in discovery order.
+    """
+    records: list[ExtensionLibrary] = []
+    for ep in importlib.metadata.entry_points(group=group):
+        key = f"entry point {group}:{ep.name}={ep.value}"
+        with _LOCK:
+            existing = _LIBRARIES.get(key)
+            if existing is not None:
+                records.append(existing)
+                continue
+            dist = getattr(ep, "dist", None)
+            record = ExtensionLibrary(
+                name=ep.name, path=None, module_name=ep.value.split(":")[0].strip(),
+                source=f"entry point {group}:{ep.name}",
+                distribution=getattr(dist, "name", None) if dist is not None else None,
+                _key=key)
+            where = f"entry point {ep.name} = {ep.value!r}" + (
+                f" of {record.distribution}" if record.distribution else "")
+
+            def importer(ep=ep):
+                return ep.load()
+
+            try:
+                record = _load(record, importer, verbose, where=where)
+            except ExtensionError as exc:
+                if strict:
+                    raise
+                warnings.warn(f"skipping mxc extension: {exc}", RuntimeWarning, stacklevel=2)
+                continue
+            module = record.module
+            file = getattr(module, "__file__", None) if module is not None else None
+            if file:
+                f = Path(file)
+                record.path = f.parent if f.name == "__init__.py" else f
+            records.append(record)
+    return records
+
+
+_ENTRY_POINTS_DONE = False
+
+
+def ensure_entry_points_loaded() -> bool:
+    """Run :func:`load_entry_points` once per process (quietly, non-strict).
+
+    Returns True the first time (when it ran), False afterwards.  Meant to
+    be called lazily, e.g. by a registry the first time a name is missing,
+    so installed extensions cost nothing until they may be needed.
+    """
+    global _ENTRY_POINTS_DONE
+    with _LOCK:
+        if _ENTRY_POINTS_DONE:
+            return False
+        _ENTRY_POINTS_DONE = True
+    load_entry_points()
+    return True
