@@ -295,15 +295,6 @@ def _builtin_trackers() -> None:
     _TRACKERS.append(_Tracker("partitioners", backends_snapshot, backends_restore,
                               describe=backends_describe))
 
-    def passes_restore(name, old):
-        if old is _MISSING:
-            part_registry._PASSES.pop(name, None)
-        else:
-            part_registry._PASSES[name] = old
-
-    _TRACKERS.append(_Tracker("graph passes", lambda: dict(part_registry._PASSES),
-                              passes_restore))
-
     try:  # the pass manager's registry (mxc.register_pass)
         from .compiler.passes import registry as pass_registry
     except ImportError:  # pragma: no cover - a tree without the pass manager

@@ -5,9 +5,10 @@ Dispatch on *backend*:
 1. a registered pass (:func:`mxc.register_pass`, the built-ins): the pass
    runs through the pass manager with ``**options`` as its options;
 2. a pipeline (the name holds ``,`` or ``{``): the passes run in order;
-3. anything else: the partitioner's
-   :func:`~mxc.compiler.partition.optimize_graph` (subgraph backends,
-   custom partitioners, its own graph passes), which reports unknown names.
+3. a subgraph backend or custom partitioner: the partitioner's
+   :func:`~mxc.compiler.partition.optimize_graph`;
+4. anything else: a :class:`~mxc.errors.PartitionError` listing both the
+   registered backends and the registered passes.
 
 As in MXNet, ``args``/``aux`` (dicts of name -> array, or lists in
 ``list_arguments``/``list_auxiliary_states`` order) give shapes and dtypes,
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import MxcError, PassError
+from ..errors import MxcError, PartitionError, PassError
 from ..frontend.attrs import format_attr_value
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,9 +33,14 @@ if TYPE_CHECKING:  # pragma: no cover
 def optimize_symbol(sym: "Symbol", backend: str, *, args: dict | Sequence | None = None,
                     aux: dict | Sequence | None = None, clear: bool = True,
                     **options: Any) -> "Symbol":
-    from .passes.registry import has_pass
+    from .partition import has_subgraph_backend, list_subgraph_backends
+    from .passes.registry import has_pass, list_passes
     if has_pass(backend) or "," in backend or "{" in backend:
         return _run_passes(sym, backend, args, aux, clear, options)
+    if not has_subgraph_backend(backend):
+        raise PartitionError(f"optimize_for: {backend!r} is neither a subgraph backend nor a "
+                             f"graph pass; backends: {', '.join(list_subgraph_backends())}; "
+                             f"passes: {', '.join(p.name for p in list_passes())}")
     return _partition(sym, backend, args, aux, clear, options)
 
 

@@ -22,9 +22,11 @@ from mxc.compiler.ir.compare import graph_diff
 from mxc.compiler.ops import get_op
 from mxc.compiler.ops.subgraph import EXTRA_INPUTS_ATTR, register_subgraph_op
 from mxc.compiler.ops.registry import unregister_op
+from mxc.compiler.passes import PassManager, PassSpec
+from mxc.compiler.passes.registry import register_pass, unregister_pass
 from mxc.compiler.partition import (ANY_SUBGRAPH, UNSUPPORTED, optimize_graph, parse_ext_dtypes,
-                                    parse_ext_shapes, register_graph_pass,
-                                    register_partitioner, unregister_graph_pass,
+                                    parse_ext_shapes,
+                                    register_partitioner,
                                     unregister_subgraph_backend)
 from mxc.errors import PartitionError
 
@@ -255,20 +257,19 @@ def test_specific_subgraph_ids(partitioners):
 
 
 def test_extra_inputs_from_a_graph_pass(partitioners, runtime_attrs):
-    def add_input_pass(graph, options):
+    def add_input_pass(graph, ctx):  # the seeds' addInputPass, through the pass API
         for n in list(graph.topo_order()):
             if n.op == "_custom_subgraph_op":
                 n.attrs[EXTRA_INPUTS_ATTR] = "1"
-                extra = Node(None, n.name + "_input")
-                n.inputs = list(n.inputs) + [Entry(extra)]
+                ctx.connect(ctx.add_input(n.name + "_input"), n)
 
-    register_graph_pass("addInputPass", add_input_pass)
+    register_pass("addInputPass", add_input_pass)
     try:
         part = partitioners("myPropExtra")
         part.add_strategy("strategy1", "_custom_subgraph_op", supported_ops=supported_ops)
         graph = model_1()
         p = optimize_graph(graph, "myPropExtra", options={})
-        p = optimize_graph(p, "addInputPass", options={}, clear=False)
+        p = PassManager([PassSpec("addInputPass", {})]).run_graph(p, {}, {}).graph
         (node,) = custom_nodes(p)
         assert [e.node.name for e in node.inputs] == ["_plus0", "_op0_input"]
         assert node.opdef.num_inputs(node.params) == 2
@@ -283,7 +284,7 @@ def test_extra_inputs_from_a_graph_pass(partitioners, runtime_attrs):
         assert runtime_attrs[-1] == ({EXTRA_INPUTS_ATTR: "1", "__ext_shape__": "[]",
                                       "__ext_dtype__": "[]"}, 2)
     finally:
-        unregister_graph_pass("addInputPass")
+        unregister_pass("addInputPass")
 
 
 def test_fallback_subgraph_op_runs_nested_graph_with_extra_input(partitioners):

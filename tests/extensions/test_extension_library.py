@@ -23,7 +23,8 @@ from mxc import library
 from mxc import sym as S
 from mxc.compiler import custom_op as co
 from mxc.compiler.ops import has_op
-from mxc.compiler.partition import get_graph_pass, has_subgraph_backend
+from mxc.compiler.partition import has_subgraph_backend
+from mxc.compiler.passes.registry import has_pass
 from mxc.errors import ExtensionError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def write(path: Path, text: str) -> Path:
 FULL_LIBRARY = """
     import numpy as np
     import mxc
-    from mxc.compiler.partition import ANY_SUBGRAPH, register_graph_pass, register_partitioner
+    from mxc.compiler.partition import ANY_SUBGRAPH, register_partitioner
 
     class _Unary(mxc.CustomOp):
         def parse_attrs(self, attrs):
@@ -77,8 +78,8 @@ FULL_LIBRARY = """
     register_partitioner("{p}_part").add_strategy("strategy1", "_{p}_subgraph_op",
                                                    supported_ops=supported_ops)
 
-    @register_graph_pass("{p}_pass")
-    def my_pass(graph, options):
+    @mxc.register_pass("{p}_pass")
+    def my_pass(graph, ctx):
         return None
 
     def initialize(version):
@@ -93,7 +94,7 @@ def full_library(tmp_path: Path, prefix: str, ok: str = "True", name: str = "vli
 def nothing_registered(prefix: str) -> bool:
     return (not has_op(f"{prefix}_relu") and not has_op(f"{prefix}_fail")
             and not has_subgraph_backend(f"{prefix}_part")
-            and get_graph_pass(f"{prefix}_pass") is None)
+            and not has_pass(f"{prefix}_pass"))
 
 
 # ---------------------------------------------------------------------------

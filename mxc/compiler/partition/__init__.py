@@ -22,11 +22,9 @@ from .custom import (ANY_SUBGRAPH, UNSUPPORTED, CustomSubgraphProperty, Partitio
                      register_partitioner, shape_at)
 from .default_property import DefaultSubgraphProperty
 from .property import PartitionContext, SubgraphProperty
-from .registry import (SubgraphBackend, get_graph_pass, get_subgraph_backend,
-                       has_subgraph_backend, list_graph_passes, list_subgraph_backends,
-                       register_graph_pass, register_subgraph_backend,
-                       register_subgraph_property, unregister_graph_pass,
-                       unregister_subgraph_backend)
+from .registry import (SubgraphBackend, get_subgraph_backend, has_subgraph_backend,
+                       list_subgraph_backends, register_subgraph_backend,
+                       register_subgraph_property, unregister_subgraph_backend)
 from .selector import OpNameSelector, SubgraphSelector, canonical_op_name, parse_op_names
 
 __all__ = [
@@ -35,8 +33,7 @@ __all__ = [
     "SubgraphProperty", "PartitionContext", "DefaultSubgraphProperty",
     "SubgraphBackend", "register_subgraph_backend", "register_subgraph_property",
     "get_subgraph_backend", "has_subgraph_backend", "list_subgraph_backends",
-    "unregister_subgraph_backend", "register_graph_pass", "get_graph_pass",
-    "list_graph_passes", "unregister_graph_pass",
+    "unregister_subgraph_backend",
     "Partitioner", "Strategy", "CustomSubgraphProperty", "register_partitioner",
     "get_partitioner", "UNSUPPORTED", "ANY_SUBGRAPH", "EXT_SHAPE_ATTR", "EXT_DTYPE_ATTR",
     "shape_at", "dtype_at", "parse_ext_shapes", "parse_ext_dtypes",

@@ -6,8 +6,8 @@ Both return a new graph and leave their input untouched.
 partitioning alone (``BuildSubgraph`` for each property of the backend).
 ``optimize_graph`` is what ``Symbol.optimize_for`` runs (MXNet's
 ``MXOptimizeForBackend`` plus Gluon's ``clear``): optional shape/dtype
-inference first, then a subgraph backend or, if no backend has the name, a
-graph pass registered with :func:`~.registry.register_graph_pass`.
+inference first, then the subgraph backend's properties in order (graph
+passes are dispatched earlier, by :mod:`mxc.compiler.optimize`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..ir import Entry, Graph, Node
 from ._graphutil import copy_reachable, gc_paused, post_order_fast
 from .algorithm import build_subgraph
 from .property import PartitionContext, SubgraphProperty
-from .registry import get_graph_pass, get_subgraph_backend, has_subgraph_backend
+from .registry import get_subgraph_backend
 
 __all__ = ["partition_graph", "optimize_graph", "option_string", "clear_partitions",
            "EXT_SHAPE_ATTR", "EXT_DTYPE_ATTR"]
@@ -116,8 +116,7 @@ def optimize_graph(graph: Graph, backend: str, *, options: Mapping[str, str] | N
     unknown backend (listing the registered ones).
     """
     opts = {k: option_string(v) for k, v in (options or {}).items()}
-    if not has_subgraph_backend(backend) and get_graph_pass(backend) is None:
-        get_subgraph_backend(backend)  # raises, listing the registered backends
+    get_subgraph_backend(backend)  # raises early, listing the registered backends
     with gc_paused():
         return _optimize(graph, backend, opts, shapes, dtypes, clear)
 
@@ -127,27 +126,18 @@ def _optimize(graph, backend, opts, shapes, dtypes, clear) -> Graph:
     if clear:
         clear_partitions(work)
     frozen = set() if clear else {id(n) for n in work.nodes if _is_subgraph_node(n)}
-    if has_subgraph_backend(backend) or get_graph_pass(backend) is None:
-        name, props = _properties(backend)
-        ordered = True
-        for prop in props:
-            if prop.disabled:
-                continue
-            ctx = PartitionContext(backend=name, options=dict(opts), frozen=frozen)
-            if shapes is not None or dtypes is not None:
-                given = {k: tuple(v) for k, v in (shapes or {}).items()}
-                ctx.shapes = infer_shapes(work, given)
-                ctx.dtypes = infer_types(work, dict(dtypes or {}))
-            build_subgraph(work, prop, ctx, dfs_ordered=ordered)
-            ordered = _keeps_order(prop)
-        return work
-    result = get_graph_pass(backend)(work, dict(opts))
-    if result is not None:
-        if not isinstance(result, Graph):
-            raise PartitionError(f"graph pass {backend!r} returned {type(result).__name__}, "
-                                 f"not a Graph (or None after editing the graph in place)")
-        work = result
-    work.nodes = post_order_fast(e.node for e in work.outputs)
+    name, props = _properties(backend)
+    ordered = True
+    for prop in props:
+        if prop.disabled:
+            continue
+        ctx = PartitionContext(backend=name, options=dict(opts), frozen=frozen)
+        if shapes is not None or dtypes is not None:
+            given = {k: tuple(v) for k, v in (shapes or {}).items()}
+            ctx.shapes = infer_shapes(work, given)
+            ctx.dtypes = infer_types(work, dict(dtypes or {}))
+        build_subgraph(work, prop, ctx, dfs_ordered=ordered)
+        ordered = _keeps_order(prop)
     return work
 
 

@@ -201,7 +201,13 @@ class CustomSubgraphProperty(SubgraphProperty):
 
     @property
     def where(self) -> str:
-        return f"partitioner {self.partitioner.name!r} strategy {self.strategy.name!r}"
+        """Names the extension (when the callbacks come from one), partitioner and strategy."""
+        from ...library import extension_of
+        s = self.strategy
+        fn = s.supported_ops or s.create_selector or s.review_subgraph
+        ext = extension_of(fn) if fn is not None else None
+        origin = f"extension {ext!r}: " if ext and not ext.startswith("mxc.") else ""
+        return f"{origin}partitioner {self.partitioner.name!r} strategy {s.name!r}"
 
     def pre_partition(self, graph: Graph, ctx: PartitionContext) -> None:
         from ..ops.subgraph import ensure_subgraph_op

@@ -1,4 +1,4 @@
-"""Backends by name: MXNet's ``SubgraphBackendRegistry`` (and graph passes).
+"""Backends by name: MXNet's ``SubgraphBackendRegistry``.
 
 A *subgraph backend* is a name mapped to an ordered list of subgraph
 properties (``MXNET_REGISTER_SUBGRAPH_BACKEND`` +
@@ -14,11 +14,8 @@ Each partitioning run instantiates the backend's properties afresh (a class
 is called with the registered keyword arguments, an instance is shallow-
 copied), so no state leaks between runs.  A partitioner registered with
 :func:`~.custom.register_partitioner` is a backend whose properties are its
-strategies.
-
-*Graph passes* (MXNet's ``REGISTER_PASS`` in extension libraries) are plain
-functions ``fn(graph, options) -> Graph | None`` run by
-:func:`~.api.optimize_graph` when the name is not a subgraph backend.
+strategies.  Graph passes (MXNet's ``REGISTER_PASS``) have their own
+registry, :func:`mxc.register_pass`.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ from .property import SubgraphProperty
 
 __all__ = ["SubgraphBackend", "register_subgraph_backend", "register_subgraph_property",
            "get_subgraph_backend", "list_subgraph_backends", "unregister_subgraph_backend",
-           "has_subgraph_backend", "register_graph_pass", "get_graph_pass", "list_graph_passes",
-           "unregister_graph_pass"]
+           "has_subgraph_backend"]
 
 PropertyFactory = Callable[[], SubgraphProperty]
 
@@ -99,7 +95,6 @@ def _checked(backend: str, label: str, fn: Callable, kw: dict) -> SubgraphProper
 
 
 _BACKENDS: dict[str, SubgraphBackend] = {}
-_PASSES: dict[str, Callable] = {}
 
 
 def register_subgraph_backend(name: str) -> SubgraphBackend:
@@ -130,6 +125,7 @@ def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
 
 
 def has_subgraph_backend(name: str) -> bool:
+    _ensure_builtin()
     return name in _BACKENDS
 
 
@@ -139,10 +135,8 @@ def get_subgraph_backend(name: str) -> SubgraphBackend:
     backend = _BACKENDS.get(name)
     if backend is None:
         known = ", ".join(sorted(_BACKENDS)) or "none"
-        passes = ", ".join(sorted(_PASSES))
-        extra = f"; graph passes: {passes}" if passes else ""
         raise PartitionError(f"unknown subgraph backend {name!r}; registered backends: "
-                             f"{known}{extra}")
+                             f"{known}")
     return backend
 
 
@@ -153,31 +147,6 @@ def list_subgraph_backends() -> list[str]:
 
 def unregister_subgraph_backend(name: str) -> None:
     _BACKENDS.pop(name, None)
-
-
-# -- graph passes -------------------------------------------------------------------
-def register_graph_pass(name: str, fn: Callable | None = None):
-    """Register ``fn(graph, options) -> Graph | None`` as graph pass *name*.
-
-    The pass may modify *graph* in place (return ``None``) or return a new
-    graph.  Usable as a decorator.
-    """
-    def deco(f):
-        _PASSES[name] = f
-        return f
-    return deco if fn is None else deco(fn)
-
-
-def get_graph_pass(name: str) -> Callable | None:
-    return _PASSES.get(name)
-
-
-def list_graph_passes() -> list[str]:
-    return sorted(_PASSES)
-
-
-def unregister_graph_pass(name: str) -> None:
-    _PASSES.pop(name, None)
 
 
 def _ensure_builtin() -> None:
