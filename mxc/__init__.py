@@ -13,10 +13,16 @@ from __future__ import annotations
 from . import errors, nd, sym
 from .errors import MxcError
 from .model import load_checkpoint, save_checkpoint
+from .compiler.custom_op import CustomOp, register_custom_op
+from .compiler.partition import (SubgraphProperty, SubgraphSelector, register_partitioner,
+                                 register_subgraph_property)
 from .passes import register_pass, rewrite
-from .compiler.custom_op import CustomOp, register_custom_op  # also makes mxc.library available
-from .backends.tvm.compile import compile  # noqa: A001 - imports TVM on first call only
+from . import library
 
 __version__ = "0.1.0"
 
-__all__ = ["errors", "nd", "sym", "MxcError", "load_checkpoint", "save_checkpoint", "__version__"]
+__all__ = [
+    "errors", "nd", "sym", "library", "MxcError", "load_checkpoint", "save_checkpoint",
+    "register_custom_op", "CustomOp", "register_partitioner", "register_subgraph_property",
+    "SubgraphProperty", "SubgraphSelector", "register_pass", "rewrite", "__version__",
+]
