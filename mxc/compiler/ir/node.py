@@ -81,7 +81,7 @@ class Node:
         self.subgraphs: list[Graph] = list(subgraphs)
         self.control_deps: list[Node] = list(control_deps)
         self.meta: dict[str, Any] = {}
-        self._params_cache: tuple[tuple, Any] | None = None
+        self._params_cache: tuple[dict, Any, str | None] | None = None
         self.inputs = list(inputs)
 
     # -- identity -----------------------------------------------------------------
@@ -178,17 +178,17 @@ class Node:
     @property
     def params(self):
         """Typed operator parameters parsed from :attr:`attrs` by the op's schema (cached)."""
-        key = tuple(sorted((k, v) for k, v in self.attrs.items() if not is_hidden_attr(k)))
         cache = self._params_cache
-        if cache is not None and cache[0] == key:
-            return cache[1]
+        if cache is not None and cache[2] == self.op and cache[0] == self.attrs:
+            return cache[1]  # one C-level dict comparison, no parsing
+        visible = {k: v for k, v in self.attrs.items() if not is_hidden_attr(k)}
         opdef = self.opdef
         if opdef is None:
             from ..ops.registry import Params
             parsed = Params({}, node=self)
         else:
-            parsed = opdef.parse_attrs(dict(key), node=self)
-        self._params_cache = (key, parsed)
+            parsed = opdef.parse_attrs(visible, node=self)
+        self._params_cache = (dict(self.attrs), parsed, self.op)
         return parsed
 
     def hidden_attrs(self) -> dict[str, str]:
