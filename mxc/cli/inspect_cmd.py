@@ -1,4 +1,8 @@
-"""``mxc inspect``: what is in a model — ops, inputs, outputs, shapes, params."""
+"""``mxc inspect``: what is in a model — ops, inputs, outputs, shapes, params.
+
+Given an ``.mxc`` artifact it summarises the manifest instead: target,
+versions, inputs/outputs, compiled regions, host nodes, members.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from . import register_command
 from .common import add_model_arguments, load_model
 
 
-@register_command("inspect", help="summarise a model: ops, inputs, outputs, shapes, params")
+@register_command("inspect", help="summarise a model (ops, inputs, outputs, shapes, params) "
+                                  "or an .mxc artifact (its manifest)")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--json", action="store_true", help="print a JSON document")
@@ -50,7 +55,47 @@ def inspect_model(sym, arg_params, aux_params, shapes: dict) -> dict:
     }
 
 
+def _shape_text(shape) -> str:
+    return "x".join("?" if d is None or d == -1 else str(d) for d in shape) or "scalar"
+
+
+def inspect_artifact(path: str, as_json: bool) -> int:
+    from ..runtime.artifact import read_manifest
+    man = read_manifest(path)
+    if as_json:
+        print(json.dumps(man, indent=2))
+        return 0
+    target = man.get("target") or {}
+    host = target.get("host") or {}
+    print(f"artifact: {path}  (format {man['format_version']}, mxc {man.get('mxc_version')}, "
+          f"TVM {man.get('tvm_version')}, created {man.get('created')})")
+    print(f"target: {target.get('string')}")
+    if host:
+        print(f"  host CPU: {host.get('cpu')} ({host.get('arch')})")
+    print(f"passes: {man.get('pipeline') or 'none'}; parameters "
+          f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}")
+    for title in ("inputs", "outputs"):
+        print(f"{title}:")
+        for e in man.get(title, ()):
+            extra = "  (optional)" if e.get("optional") else ""
+            print(f"  {e['name']:<40} {_shape_text(e['shape']):<20} {e['dtype']}{extra}")
+    print(f"compiled regions: {len(man.get('regions', ()))}")
+    for r in man.get("regions", ()):
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(r["ops"].items()))
+        print(f"  {r['name']} -> {r['function']}: {r['num_nodes']} nodes ({ops})")
+    print(f"host nodes: {len(man.get('host_nodes', ()))}")
+    for h in man.get("host_nodes", ()):
+        print(f"  {h['name']} ({h['op']}): {h['reason']}")
+    print("members:")
+    for name, m in man.get("members", {}).items():
+        print(f"  {name:<16} {m['size']:>12,} bytes  sha256 {m['sha256'][:16]}...")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..runtime.artifact import is_artifact
+    if args.model.endswith(".mxc") or is_artifact(args.model):
+        return inspect_artifact(args.model, args.json)
     sym, arg, aux = load_model(args)
     report = inspect_model(sym, arg, aux, dict(args.shape))
     if args.json:
@@ -63,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
     for title in ("arguments", "auxiliary_states", "outputs"):
         print(f"{title}:")
         for e in report[title]:
-            shape = "?" if e["shape"] is None else "x".join(
-                "?" if d == -1 else str(d) for d in e["shape"]) or "scalar"
+            shape = "?" if e["shape"] is None else _shape_text(e["shape"])
             print(f"  {e['name']:<40} {shape:<20} {e['dtype'] or '?'}")
     print(f"parameters: {report['num_params']:,} values, {report['param_bytes']:,} bytes")
     return 0

@@ -1,0 +1,89 @@
+"""``mxc compile``: compile a model ahead of time into a deployable ``.mxc`` artifact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import MxcError
+from . import register_command
+from .common import add_model_arguments, load_model, parse_key_value
+
+
+def parse_dtype_arg(text: str) -> tuple[str, str]:
+    """``name=float16`` -> ``("name", "float16")``."""
+    import numpy as np
+    name, value = parse_key_value(text)
+    try:
+        return name, np.dtype(value).name
+    except TypeError:
+        raise argparse.ArgumentTypeError(f"unknown dtype {value!r} in {text!r}") from None
+
+
+def parse_target(text: str):
+    """``llvm``, ``cuda``, a TVM target string, or a JSON target dict."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise MxcError(f"--target: invalid JSON target {text!r}: {exc}") from None
+    return text
+
+
+def add_compile_arguments(p: argparse.ArgumentParser) -> None:
+    """The options ``mxc compile`` shares with ``mxc run --backend tvm``."""
+    p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
+                   default=[], help="dtype of an input that is not float32 (repeatable)")
+    p.add_argument("--target", default="llvm",
+                   help="llvm (this CPU, default), cuda, a TVM target string or JSON dict")
+    p.add_argument("--passes", metavar="PIPELINE", default=None,
+                   help="graph pass pipeline run before partitioning (default: "
+                        "remove-dropout,simplify,fold-batchnorm,dce; '' for none)")
+    p.add_argument("--no-bind-params", dest="bind_params", action="store_false",
+                   help="keep weights as run-time inputs stored beside the library instead of "
+                        "compiling them in as constants")
+
+
+@register_command("compile", help="compile a model ahead of time into a .mxc artifact")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_model_arguments(p)
+    add_compile_arguments(p)
+    p.add_argument("-o", "--output", metavar="OUT", default=None,
+                   help="artifact to write (default: MODEL name with .mxc)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def default_output(model: str) -> Path:
+    path = Path(model)
+    stem = path.name
+    for suffix in ("-symbol.json", ".json"):
+        if stem.endswith(suffix):
+            stem = stem[:-len(suffix)]
+            break
+    return Path(stem + ".mxc")
+
+
+def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = None,
+                      progress: bool = True, loaded=None):
+    """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
+    from ..backends.tvm.compile import compile as compile_model
+    sym, arg, aux = loaded if loaded is not None else load_model(args)
+    return compile_model(sym, (arg, aux), shapes if shapes is not None else dict(args.shape),
+                         dtypes if dtypes is not None else dict(args.dtype),
+                         target=parse_target(args.target), passes=args.passes,
+                         bind_params=args.bind_params, progress=progress,
+                         name=Path(args.model).name)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.output) if args.output else default_output(args.model)
+    model = compile_from_args(args, progress=not args.quiet)
+    model.save(out)
+    regions, host = len(model.regions), len(model.host_nodes)
+    print(f"wrote {out} ({out.stat().st_size:,} bytes): target {model.manifest['target']['kind']}"
+          f", {regions} compiled region(s), {host} host node(s)")
+    for name, why in model.host_nodes.items():
+        print(f"  host node {name}: {why}")
+    return 0

@@ -1,0 +1,433 @@
+"""Run a compiled graph: :class:`Session` (and :func:`load` for ``.mxc`` files).
+
+A session executes the *runtime graph* of an artifact: a list of steps over
+numbered value slots.  A step is either a compiled region (one function of
+the library, run by TVM's Relax VM) or a host node (a reference kernel).
+Everything that does not depend on the inputs is done once, at load time:
+the step list is turned into an execution plan, parameters are put on the
+device, slot lifetimes are computed.  A call then only validates the feeds,
+moves them to the device, calls the VM functions and copies the outputs out.
+
+``run`` is thread-safe: each thread gets its own VM (and staging buffers) on
+its first call, so calls from different threads run concurrently.  Outputs
+are always fresh numpy arrays owned by the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ArtifactError, ExecutionError
+from . import _tvm
+
+log = logging.getLogger(__name__)
+
+#: the runtime graph format this session executes (``graph.json``)
+GRAPH_FORMAT, GRAPH_VERSION = "mxc-runtime-graph", 1
+_REGION, _HOST = 0, 1
+_from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
+# how a region argument is obtained
+_ARG_CONST, _ARG_VALUE = 0, 1
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Name, shape and dtype of a model input or output (ONNX Runtime's ``NodeArg``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def type(self) -> str:  # ORT spelling
+        return self.dtype
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Time of one step of a profiled run."""
+
+    name: str
+    kind: str          # "region" or "host"
+    what: str          # the VM function or the host op
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-step times of one :meth:`Session.run` (``str()`` gives a table)."""
+
+    steps: tuple[StepTime, ...]
+    total: float       # wall time of the whole call, input checks and copies included
+
+    @property
+    def overhead(self) -> float:
+        """Time not spent inside a step: feed checks, transfers, output copies."""
+        return max(self.total - sum(s.seconds for s in self.steps), 0.0)
+
+    def as_dict(self) -> dict:
+        return {"total_ms": self.total * 1e3, "overhead_ms": self.overhead * 1e3,
+                "steps": [{"name": s.name, "kind": s.kind, "what": s.what,
+                           "ms": s.seconds * 1e3} for s in self.steps]}
+
+    def __str__(self) -> str:
+        width = max([len(s.name) for s in self.steps] + [4])
+        lines = [f"{'step':<{width}}  {'kind':<6}  {'what':<24}  {'ms':>10}"]
+        for s in self.steps:
+            lines.append(f"{s.name:<{width}}  {s.kind:<6}  {s.what:<24}  {s.seconds * 1e3:>10.3f}")
+        lines.append(f"{'overhead':<{width}}  {'':<6}  {'':<24}  {self.overhead * 1e3:>10.3f}")
+        lines.append(f"{'total':<{width}}  {'':<6}  {'':<24}  {self.total * 1e3:>10.3f}")
+        return "\n".join(lines)
+
+
+class _ThreadState:
+    __slots__ = ("vm", "fns", "staging")
+
+    def __init__(self, vm, fns):
+        self.vm = vm
+        self.fns = fns
+        self.staging: dict = {}
+
+
+_MISSING = object()
+
+
+class Session:
+    """A loaded model, ready to run (normally from :func:`mxc.runtime.load`).
+
+    Parameters
+    ----------
+    graph, manifest, params:
+        The artifact's runtime graph, manifest and stored parameters.
+    module:
+        The loaded library (a TVM runtime module), or None when the graph
+        has no compiled region.
+    """
+
+    def __init__(self, graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
+                 module: Any = None, *, source: str = "<memory>"):
+        self.manifest = dict(manifest)
+        self.source = source
+        self._graph = graph
+        self._module = module
+        target = self.manifest.get("target") or {}
+        self._kind = "cuda" if target.get("kind") == "cuda" else "cpu"
+        self._cpu = self._kind == "cpu"
+        self._tls = threading.local()
+        self._lock = threading.Lock()
+        self._has_regions = any(s["kind"] == "region" for s in graph["steps"])
+        if self._has_regions:
+            if module is None:
+                raise ArtifactError(f"{source}: the graph has compiled regions but the artifact "
+                                    f"has no library")
+            self._dev = _tvm.device(self._kind, 0)
+        else:
+            self._dev = None
+        global _from_dlpack
+        if _from_dlpack is None and self._has_regions:
+            _from_dlpack = _tvm.ffi().from_dlpack
+        self._build_plan(graph, params)
+        if self._has_regions:
+            self._state()  # create this thread's VM now: errors surface at load time
+
+    # ------------------------------------------------------------------------------
+    # metadata
+    # ------------------------------------------------------------------------------
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        """The inputs a call must feed (labels inference ignores are not listed)."""
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        """The outputs :meth:`run` returns, in order."""
+        return list(self._outputs)
+
+    def get_inputs(self) -> list[TensorInfo]:  # ONNX Runtime spelling
+        return self.inputs
+
+    def get_outputs(self) -> list[TensorInfo]:
+        return self.outputs
+
+    @property
+    def target(self) -> str:
+        return str((self.manifest.get("target") or {}).get("string", "?"))
+
+    @property
+    def device(self) -> str:
+        return self._kind
+
+    @property
+    def regions(self) -> list[str]:
+        """Names of the compiled regions, in execution order."""
+        return [s["name"] for s in self._graph["steps"] if s["kind"] == "region"]
+
+    @property
+    def host_nodes(self) -> list[str]:
+        """Names of the nodes run by reference kernels on the host."""
+        return [s["name"] for s in self._graph["steps"] if s["kind"] == "host"]
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self._inputs)
+        return (f"<mxc.runtime.Session {self.source} target={self.target!r} inputs=({ins}) "
+                f"regions={len(self.regions)} host_nodes={len(self.host_nodes)}>")
+
+    # ------------------------------------------------------------------------------
+    # the plan
+    # ------------------------------------------------------------------------------
+    def _build_plan(self, g: Mapping, params: Mapping[str, np.ndarray]) -> None:
+        if g.get("format") != GRAPH_FORMAT or g.get("version") != GRAPH_VERSION:
+            raise ArtifactError(f"{self.source}: unsupported runtime graph "
+                                f"{g.get('format')!r} version {g.get('version')!r}")
+        n = int(g["num_slots"])
+        template: list = [None] * n
+        producer = [""] * n
+        dev_const: dict[int, Any] = {}
+
+        self._inputs = []
+        self._input_specs = []
+        for spec in g["inputs"]:
+            info = TensorInfo(spec["name"], tuple(spec["shape"]), spec["dtype"])
+            optional = bool(spec.get("optional"))
+            if not optional:
+                self._inputs.append(info)
+            self._input_specs.append((info.name, spec["slot"], info.shape, np.dtype(info.dtype),
+                                      optional))
+            producer[spec["slot"]] = "input"
+        self._known = frozenset([s[0] for s in self._input_specs]
+                                + list(g.get("ignored_inputs", ())))
+        for spec in g.get("params", ()):
+            name = spec["name"]
+            if name not in params:
+                raise ArtifactError(f"{self.source}: parameter {name!r} is missing from the "
+                                    f"artifact")
+            value = np.ascontiguousarray(params[name])
+            template[spec["slot"]] = value
+            producer[spec["slot"]] = "const"
+
+        last_use: dict[int, int] = {}
+        plan = []
+        for i, step in enumerate(g["steps"]):
+            for s in step["inputs"]:
+                last_use[s] = i
+            if step["kind"] == "region":
+                args = []
+                for s in step["inputs"]:
+                    if producer[s] == "const":
+                        t = dev_const.get(s)
+                        if t is None:  # on the device once (copied when not aligned)
+                            t = dev_const[s] = _tvm.from_numpy(template[s], self._dev)
+                        args.append((_ARG_CONST, t))
+                    else:
+                        args.append((_ARG_VALUE, s))
+                plan.append([_REGION, step["name"], step["function"], args, step["outputs"], None])
+            elif step["kind"] == "host":
+                from .host import HostKernel  # imports the op definitions (lazily)
+                plan.append([_HOST, step["name"], HostKernel(step), step["inputs"],
+                             step["outputs"], None])
+            else:
+                raise ArtifactError(f"{self.source}: unknown step kind {step['kind']!r}")
+            for s in step["outputs"]:
+                if s >= 0:
+                    producer[s] = step["kind"]
+        self._outputs = []
+        self._output_slots = []
+        keep = set()
+        for spec in g["outputs"]:
+            self._outputs.append(TensorInfo(spec["name"], tuple(spec["shape"]), spec["dtype"]))
+            self._output_slots.append(spec["slot"])
+            keep.add(spec["slot"])
+        # release intermediate values after their last use (bounded memory on the host path)
+        for s, i in last_use.items():
+            if s not in keep and producer[s] != "const":
+                release = plan[i][5]
+                plan[i][5] = (release or ()) + (s,)
+        self._plan = [tuple(p) for p in plan]
+        self._template = template
+        self._functions = sorted({p[2] for p in plan if p[0] == _REGION})
+
+    def _state(self) -> _ThreadState:
+        st = getattr(self._tls, "state", None)
+        if st is None:
+            vm = None
+            fns: dict = {}
+            if self._has_regions:
+                try:
+                    vm = _tvm.create_vm(self._module, self._kind, 0)
+                    fns = {name: vm[name] for name in self._functions}
+                except Exception as exc:  # noqa: BLE001 - TVM errors
+                    raise ArtifactError(f"{self.source}: cannot start the Relax VM: "
+                                        f"{type(exc).__name__}: {exc}") from None
+            st = _ThreadState(vm, fns)
+            self._tls.state = st
+        return st
+
+    # ------------------------------------------------------------------------------
+    # running
+    # ------------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any], *, profile: bool = False):
+        """Run the model on *feeds* (``{input name: array}``); returns the outputs.
+
+        Values may be numpy arrays, anything ``np.asarray`` accepts, or
+        DLPack tensors (``__dlpack__``; a GPU tensor is used in place by a
+        CUDA model).  Dtypes and shapes must be the compiled ones.  With
+        ``profile=True`` returns ``(outputs, Profile)`` instead, with the time
+        of every step (GPU steps synchronised).
+        """
+        t0 = time.perf_counter() if profile else 0.0
+        st = self._state()
+        vals = self._feed(feeds)
+        times = [] if profile else None
+        cpu = self._cpu
+        for kind, name, what, ins, outs, release in self._plan:
+            if profile:
+                ts = time.perf_counter()
+            if kind == _REGION:
+                args = [a if mode == _ARG_CONST else self._to_device(st, name, i, vals[a])
+                        for i, (mode, a) in enumerate(ins)]
+                try:
+                    result = st.fns[what](*args)
+                except Exception as exc:  # noqa: BLE001 - TVM errors
+                    raise ExecutionError(f"compiled region {name!r} ({what}) failed: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+                for k, s in enumerate(outs):
+                    if s >= 0:
+                        vals[s] = result[k]
+                if profile and not cpu:
+                    _tvm.sync(self._dev)
+            else:
+                arrays = [v if type(v) is np.ndarray else _tvm.to_numpy(v, copy=False)
+                          for v in (vals[s] for s in ins)]
+                for s, v in zip(outs, what(arrays)):
+                    if s >= 0:
+                        vals[s] = v
+            if release:
+                for s in release:
+                    vals[s] = None
+            if profile:
+                times.append(StepTime(name, "region" if kind == _REGION else "host",
+                                      what if kind == _REGION else what.op,
+                                      time.perf_counter() - ts))
+        outputs = [np.array(v) if type(v) is np.ndarray else _tvm.to_numpy(v)
+                   for v in (vals[s] for s in self._output_slots)]
+        if profile:
+            return outputs, Profile(tuple(times), time.perf_counter() - t0)
+        return outputs
+
+    def _feed(self, feeds: Mapping[str, Any]) -> list:
+        if type(feeds) is not dict and not isinstance(feeds, Mapping):
+            raise ExecutionError(f"run() takes a dict of input name -> array, got "
+                                 f"{type(feeds).__name__}")
+        if not feeds.keys() <= self._known:
+            unknown = sorted(set(feeds) - self._known)
+            raise ExecutionError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model's "
+                                 f"inputs are {', '.join(i.name for i in self._inputs)}")
+        vals = list(self._template)
+        for name, slot, shape, dtype, optional in self._input_specs:
+            x = feeds.get(name, _MISSING)
+            if x is _MISSING:
+                if optional:
+                    vals[slot] = np.zeros(shape, dtype)
+                    continue
+                missing = [s[0] for s in self._input_specs if not s[4] and s[0] not in feeds]
+                raise ExecutionError(f"missing input(s) {', '.join(map(repr, missing))}")
+            vals[slot] = self._check(name, x, shape, dtype)
+        return vals
+
+    def _check(self, name: str, x: Any, shape: tuple, dtype: np.dtype):
+        if type(x) is not np.ndarray:
+            if hasattr(x, "__dlpack__") and not isinstance(x, np.generic):
+                return self._check_dlpack(name, x, shape, dtype)
+            try:
+                x = np.asarray(x, dtype=dtype)
+            except (TypeError, ValueError) as exc:
+                raise ExecutionError(f"input {name!r}: cannot convert to {dtype.name} "
+                                     f"({exc})") from None
+        if x.dtype != dtype:
+            raise ExecutionError(f"input {name!r}: expected dtype {dtype.name}, got {x.dtype.name} "
+                                 f"(cast it with .astype({dtype.name!r}))")
+        if x.shape != shape:
+            raise ExecutionError(f"input {name!r}: expected shape {shape}, got {x.shape}; the "
+                                 f"model was compiled for fixed shapes (recompile with "
+                                 f"--shape {name}={','.join(map(str, x.shape))})")
+        return x
+
+    def _check_dlpack(self, name: str, x: Any, shape: tuple, dtype: np.dtype):
+        try:
+            dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+        except Exception:  # noqa: BLE001
+            dev_type = 1
+        if dev_type == _tvm.KDL_CPU:
+            return self._check(name, np.from_dlpack(x), shape, dtype)
+        if self._cpu or dev_type != _tvm.KDL_CUDA:
+            raise ExecutionError(f"input {name!r}: a tensor on DLPack device {dev_type} cannot "
+                                 f"feed a {self._kind} model; pass a host array")
+        t = _tvm.ffi().from_dlpack(x)
+        if str(t.dtype) != dtype.name or tuple(t.shape) != shape:
+            raise ExecutionError(f"input {name!r}: expected {dtype.name}{list(shape)}, got "
+                                 f"{t.dtype}{list(t.shape)}")
+        return t
+
+    def _to_device(self, st: _ThreadState, step: str, i: int, v):
+        """A value as a tensor the VM can take: 64-byte aligned, compact, on the device."""
+        if type(v) is not np.ndarray:
+            if self._cpu or v.device.dlpack_device_type() != _tvm.KDL_CPU:
+                return v
+            v = _tvm.to_numpy(v, copy=False)
+        if self._cpu and v.flags.c_contiguous:
+            t = _from_dlpack(v)  # zero-copy when TVM's alignment assumption holds
+            if t.data_ptr() % _tvm.ALIGNMENT == 0:
+                return t
+        key = (step, i)
+        buf = st.staging.get(key)
+        if buf is None or buf[2] != v.shape or buf[3] != v.dtype:
+            t = _tvm.empty(v.shape, v.dtype.name, self._dev)
+            buf = st.staging[key] = (t, np.from_dlpack(t) if self._cpu else None, v.shape,
+                                     v.dtype)
+        if self._cpu:
+            buf[1][...] = v
+        else:
+            _tvm.copy_from_numpy(buf[0], v)
+        return buf[0]
+
+
+def load(path: str | os.PathLike) -> Session:
+    """Load an ``.mxc`` artifact and return a :class:`Session` to run it.
+
+    The file is verified (format version, checksums of every member, a target
+    this machine can run) before its library is loaded from a private
+    temporary directory.  Raises :class:`~mxc.errors.ArtifactError`.
+    """
+    from .artifact import read_artifact
+    art = read_artifact(path)
+    return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path))
+
+
+def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
+                       library: bytes | None, *, source: str) -> Session:
+    """A :class:`Session` from an artifact's decoded members (the library as bytes)."""
+    from .artifact import extract_library
+    module = None
+    if library is not None:
+        if (manifest.get("target") or {}).get("kind") == "cuda" and not _tvm.has_cuda():
+            raise ArtifactError(f"{source}: a CUDA model needs a usable CUDA GPU and TVM's CUDA "
+                                f"runtime (libtvm_runtime_cuda)")
+        tmp, lib = extract_library(library)
+        try:
+            module = _tvm.load_module(lib)
+        except ArtifactError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - dlopen / TVM errors
+            raise ArtifactError(f"{source}: cannot load the compiled library: "
+                                f"{type(exc).__name__}: {exc}") from None
+        finally:  # the mapping stays valid after unlinking
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Session(graph, manifest, params, module, source=source)
