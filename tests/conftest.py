@@ -13,6 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI explores a fixed set of examples so a run is reproducible; locally each run explores anew.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parents[1]
 
