@@ -1,0 +1,791 @@
+"""Compile models with mxc and measure batch-1 CPU latency, optionally beside MXNet and ONNX Runtime.
+
+    python bench/bench_models.py                 # mxc only, the three default corpus models
+    python bench/bench_models.py --peers         # + MXNet 1.9.1 and ONNX Runtime, same run
+    python bench/bench_models.py --models resnet18_v1 examples/mlp/mlp --runs 50
+
+For every model: compile with ``mxc.compile`` (timed), save the ``.mxc``
+artifact, load it with ``mxc.runtime.load`` (the way a user deploys it),
+check its outputs against the reference (``io.npz``: MXNet 1.9.1's outputs,
+within ``meta.json``'s tolerance; for a checkpoint prefix, mxc's numpy
+reference executor) and time ``Session.run``: ``--warmup`` untimed calls,
+then ``--runs`` timed calls; the median and the p10-p90 range are reported.
+
+With ``--peers`` MXNet (``simple_bind`` + ``forward(is_train=False)``, its
+default oneDNN fusion on) and ONNX Runtime (MXNet's ONNX export,
+``ORT_ENABLE_ALL``) time the same inputs, each in a subprocess of the
+``bench/.venv-peers`` virtualenv (created on first use; see
+``bench/peers/venv.py``), and their outputs are checked against the same
+reference.  Every engine gets the same thread count (all cores unless
+``--threads``).  Results: a markdown table on stdout and in ``--output``
+(default ``bench/results/<date>-<time>.md``) and everything, raw per-call
+times included, in ``--json`` (default: the same name with ``.json``).
+
+Models are corpus names (``$MXC_CORPUS`` or ``../shared/corpus``) or
+checkpoint prefixes (``PREFIX-symbol.json`` + ``PREFIX-<epoch>.params``;
+inputs from ``--inputs``, an ``input.npz`` beside the checkpoint, or random
+with ``--shape``).  Exit status 1 when an mxc compile/run fails or its
+outputs mismatch the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import machine  # noqa: E402  (stdlib only: safe before the thread setup)
+
+DEFAULT_MODELS = ["resnet18_v1", "mobilenetv2_0.25", "squeezenet1.1"]
+SCHEMA = "mxc-bench-models/1"
+ENGINES = ("mxc", "mxnet", "onnxruntime")
+ENGINE_TITLES = {"mxc": "mxc", "mxnet": "MXNet", "onnxruntime": "ORT"}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def corpus_root(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("MXC_CORPUS") or REPO.parent / "shared" / "corpus")
+
+
+# ---------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------
+@dataclass
+class ModelSpec:
+    name: str
+    symbol: Path
+    params: Path
+    inputs: dict                       # input name -> np.ndarray (every data input we feed)
+    reference: list | None = None      # expected outputs
+    rtol: float = 1e-4
+    atol: float = 1e-4
+    reference_source: str = ""
+    notes: list = field(default_factory=list)
+
+
+def _parse_shapes(items: list[str]) -> dict[str, tuple]:
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--shape {item!r}: expected NAME=D0,D1,...")
+        shapes[name] = tuple(int(d) for d in dims.replace("x", ",").split(",") if d)
+    return shapes
+
+
+def resolve_model(name: str, args) -> ModelSpec:
+    """A corpus model name, a corpus-format directory, or a checkpoint prefix."""
+    root = corpus_root(args.corpus) / "models"
+    cand = [root / name, Path(name)]
+    for d in cand:
+        if (d / "symbol.json").is_file() and (d / "model.params").is_file():
+            return _corpus_spec(d)
+    prefix = Path(name)
+    symbol = Path(f"{prefix}-symbol.json")
+    if symbol.is_file():
+        return _checkpoint_spec(prefix, symbol, args)
+    known = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+    raise SystemExit(f"model {name!r}: not a corpus model ({root}: {', '.join(known) or 'none'}) "
+                     f"and no checkpoint {symbol}")
+
+
+def _corpus_spec(d: Path) -> ModelSpec:
+    import numpy as np
+
+    meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}
+    with np.load(d / "io.npz") as io:
+        inputs = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
+        outs = sorted((k for k in io.files if k.startswith("out__")), key=lambda k: int(k[5:]))
+        reference = [io[k] for k in outs]
+    spec = ModelSpec(d.name, d / "symbol.json", d / "model.params", inputs, reference,
+                     float(meta.get("rtol", 1e-4)), float(meta.get("atol", 1e-4)),
+                     f"io.npz (MXNet {meta.get('mxnet_version', '?')}, "
+                     f"{(meta.get('mxnet_exec') or {}).get('subgraph_backend', '?')} subgraph "
+                     f"backend)")
+    if meta.get("mkldnn_backend_matches") is False:
+        spec.notes.append(f"MXNet's default oneDNN fusion is known to change this model's "
+                          f"outputs (max |diff| {meta.get('mkldnn_backend_max_abs_diff')})")
+    return spec
+
+
+def _checkpoint_spec(prefix: Path, symbol: Path, args) -> ModelSpec:
+    import numpy as np
+    import mxc
+
+    if args.epoch is not None:
+        params = Path(f"{prefix}-{args.epoch:04d}.params")
+    else:
+        found = sorted(prefix.parent.glob(f"{prefix.name}-[0-9][0-9][0-9][0-9].params"))
+        if not found:
+            raise SystemExit(f"no {prefix}-NNNN.params beside {symbol}")
+        params = found[-1]
+    beside = prefix.parent / "input.npz"
+    if args.inputs:
+        with np.load(args.inputs) as npz:
+            inputs = {k: npz[k] for k in npz.files}
+        source = args.inputs
+    elif beside.is_file() and not args.shape:
+        with np.load(beside) as npz:
+            inputs = {k: npz[k] for k in npz.files}
+        source = str(beside)
+    else:
+        shapes = _parse_shapes(args.shape)
+        if not shapes:
+            raise SystemExit(f"{prefix}: no inputs; give --inputs FILE.npz or --shape "
+                             f"data=1,3,224,224")
+        rng = np.random.default_rng(0)
+        inputs = {k: rng.standard_normal(v, dtype=np.float32) for k, v in shapes.items()}
+        source = "random N(0,1), seed 0"
+    # reference: mxc's numpy executor (the semantic oracle)
+    sym, arg, aux = mxc.load_checkpoint(prefix, int(params.name[-11:-7]))
+    reference = [np.asarray(o) for o in
+                 sym.bind(args={**arg, **inputs}, aux_states=aux).forward()]
+    scale = max([float(np.abs(r).max()) for r in reference if r.size] + [1e-3])
+    spec = ModelSpec(prefix.name, symbol, params, inputs, reference, 1e-4, 1e-4 * scale,
+                     "mxc numpy reference executor")
+    spec.notes.append(f"inputs: {source}")
+    return spec
+
+
+def check_outputs(got: list, want: list | None, rtol: float, atol: float) -> dict:
+    """``np.allclose``-style check of every output; ``ok`` False on any mismatch."""
+    import numpy as np
+
+    if want is None:
+        return {"ok": None, "detail": "no reference"}
+    if len(got) != len(want):
+        return {"ok": False, "detail": f"{len(got)} outputs, expected {len(want)}"}
+    worst, bad = 0.0, []
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g)
+        if g.shape != w.shape:
+            bad.append(f"output {i}: shape {g.shape}, expected {w.shape}")
+            continue
+        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        if not np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+            n = int((diff > atol + rtol * np.abs(w)).sum())
+            bad.append(f"output {i}: {n}/{w.size} elements off (max |diff| {diff.max():.3g})")
+    return {"ok": not bad, "max_abs_diff": worst, "rtol": rtol, "atol": atol,
+            "detail": "; ".join(bad) or "ok"}
+
+
+# ---------------------------------------------------------------------------
+# machine quietness
+# ---------------------------------------------------------------------------
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return None
+    vals = [int(x) for x in fields[:8]]
+    idle = vals[3] + vals[4]  # idle + iowait
+    return sum(vals), idle
+
+
+def background_busy(seconds: float = 1.0) -> float | None:
+    """Fraction of all CPUs busy over *seconds* while this harness sleeps (others' load)."""
+    a = _cpu_times()
+    time.sleep(seconds)
+    b = _cpu_times()
+    if a is None or b is None or b[0] == a[0]:
+        return None
+    return round(1.0 - (b[1] - a[1]) / (b[0] - a[0]), 3)
+
+
+class CpuWindow:
+    """Other processes' share of the CPUs while a block runs (``with CpuWindow() as w``).
+
+    ``/proc/stat`` busy time minus this process's and its finished children's
+    CPU time (``os.times``), over the block's wall time x the number of CPUs:
+    0 means the engine had the machine to itself, 0.5 that others kept half of
+    it busy meanwhile.
+    """
+
+    def __enter__(self):
+        self.stat0, self.own0 = _cpu_times(), os.times()
+        self.busy = None
+        return self
+
+    def __exit__(self, *exc):
+        stat1, own1 = _cpu_times(), os.times()
+        if self.stat0 is None or stat1 is None:
+            return False
+        hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        total = (stat1[0] - self.stat0[0]) / hz
+        busy = total - (stat1[1] - self.stat0[1]) / hz
+        own = sum(own1[:4]) - sum(self.own0[:4])
+        if total > 0.3 * (os.cpu_count() or 1):  # at least ~0.3 s: clock ticks are 10 ms
+            self.busy = round(min(max((busy - own) / total, 0.0), 1.0), 3)
+        return False
+
+
+def wait_quiet(args) -> float | None:
+    """Sample the background load; with --quiet, wait (up to --quiet-timeout) until it is low."""
+    busy = background_busy(1.0)
+    if args.quiet is None or busy is None:
+        return busy
+    deadline = time.monotonic() + args.quiet_timeout
+    while busy is not None and busy > args.quiet and time.monotonic() < deadline:
+        log(f"    waiting for a quieter machine: {busy:.0%} busy > {args.quiet:.0%}")
+        time.sleep(4.0)
+        busy = background_busy(1.0)
+    return busy
+
+
+# ---------------------------------------------------------------------------
+# engines
+# ---------------------------------------------------------------------------
+def prepare_mxc(spec: ModelSpec, args, workdir: Path) -> tuple[dict, object, dict]:
+    """Compile, save, load and check; returns (result, session, feeds) ready to time."""
+    import numpy as np
+    import mxc
+    import mxc.runtime
+
+    db = os.environ.get("MXC_TUNING_DB") or None  # mxc.compile picks tuned kernels from it
+    res: dict = {"engine": "mxc", "variant": "tuned" if db else "untuned", "tuning_db": db,
+                 "target": args.target}
+    t0 = time.perf_counter()
+    sym = mxc.sym.load(str(spec.symbol))
+    params = mxc.nd.load(str(spec.params))
+    res["load_model_s"] = time.perf_counter() - t0
+    shapes = {k: v.shape for k, v in spec.inputs.items()}
+    dtypes = {k: v.dtype.name for k, v in spec.inputs.items() if v.dtype != np.float32}
+    t0 = time.perf_counter()
+    model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes or None, target=args.target,
+                        name=spec.name)
+    res["compile_only_s"] = time.perf_counter() - t0
+    res["stages_s"] = dict(model.timings)
+    artifact = workdir / f"{spec.name}.mxc"
+    t0 = time.perf_counter()
+    model.save(artifact)
+    res["save_s"] = time.perf_counter() - t0
+    res["compile_s"] = res["compile_only_s"] + res["save_s"]  # what `mxc compile` costs
+    res["artifact_bytes"] = artifact.stat().st_size
+    res["regions"] = len(model.regions)
+    res["host_nodes"] = [f"{h['name']} ({h['op']}): {h['reason']}"
+                         for h in model.manifest["host_nodes"]]
+    res["target_string"] = model.target
+    del model
+    t0 = time.perf_counter()
+    sess = mxc.runtime.load(artifact)  # the deployed artifact, not the in-memory model
+    res["load_s"] = time.perf_counter() - t0
+    names = {i["name"] for i in sess.manifest["inputs"]}
+    feeds = {k: v for k, v in spec.inputs.items() if k in names}
+    outputs = sess.run(feeds)
+    res["check"] = check_outputs(outputs, spec.reference, spec.rtol, spec.atol)
+    if args.keep_artifacts:
+        keep = Path(args.keep_artifacts)
+        keep.mkdir(parents=True, exist_ok=True)
+        os.replace(artifact, keep / artifact.name)
+    return res, sess, feeds
+
+
+def time_mxc(base: dict, sess, feeds: dict, args) -> dict:
+    """One timed measurement of ``Session.run`` (a copy of *base* with the timings)."""
+    from bench.timing import measure, summarize
+
+    res = dict(base)
+    res["background_busy"] = wait_quiet(args)
+    res["load_average"] = machine.load_average()
+    with CpuWindow() as window:
+        res["times_s"] = measure(lambda: sess.run(feeds), args.warmup, args.runs)
+    res["background_during"] = window.busy
+    res["latency"] = summarize(res["times_s"])
+    _, prof = sess.run(feeds, profile=True)
+    res["profile_one_run"] = prof.as_dict()
+    return res
+
+
+def _peer_env() -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _run_peer(cmd: list[str], timeout: float) -> dict:
+    log("    $ " + " ".join(shlex.quote(c) for c in cmd))
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             env=_peer_env(), cwd=str(REPO))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s"}
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-8:])
+        return {"error": f"exit {out.returncode}: {tail}"}
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return {"error": f"no JSON on stdout: {lines[-1][:200]}"}
+
+
+def run_peers(spec: ModelSpec, args, python: Path, workdir: Path) -> dict[str, dict]:
+    """MXNet, then ONNX Runtime (on MXNet's ONNX export, made on the first call)."""
+    import numpy as np
+
+    inputs = workdir / f"{spec.name}-inputs.npz"
+    if not inputs.exists():
+        np.savez(inputs, **spec.inputs)
+    onnx_path = workdir / f"{spec.name}.onnx"
+    export = [] if onnx_path.exists() else ["--export-onnx", str(onnx_path)]
+    results: dict[str, dict] = {}
+    peers_dir = REPO / "bench" / "peers"
+    common = ["--inputs", str(inputs), "--warmup", str(args.warmup), "--runs", str(args.runs)]
+
+    busy = wait_quiet(args)
+    load = machine.load_average()
+    mx_out = workdir / f"{spec.name}-mxnet-out.npz"
+    with CpuWindow() as window:
+        res = _run_peer([str(python), str(peers_dir / "mxnet_runner.py"), "--symbol",
+                         str(spec.symbol), "--params", str(spec.params), *common,
+                         "--outputs", str(mx_out), *export], args.peer_timeout)
+    res.update(engine="mxnet", background_busy=busy, load_average=load,
+               background_during=window.busy)
+    _finish_peer(res, mx_out, spec)
+    results["mxnet"] = res
+
+    if not onnx_path.exists() or (export and "export" not in res):
+        why = res.get("export_error") or res.get("error") or "export did not run"
+        results["onnxruntime"] = {"engine": "onnxruntime", "error": f"ONNX export failed: {why}"}
+        return results
+    busy = wait_quiet(args)
+    load = machine.load_average()
+    ort_out = workdir / f"{spec.name}-ort-out.npz"
+    with CpuWindow() as window:
+        res = _run_peer([str(python), str(peers_dir / "ort_runner.py"), "--model",
+                         str(onnx_path), "--threads", str(args.threads), *common,
+                         "--outputs", str(ort_out)], args.peer_timeout)
+    res.update(engine="onnxruntime", background_busy=busy, load_average=load,
+               background_during=window.busy)
+    _finish_peer(res, ort_out, spec)
+    results["onnxruntime"] = res
+    return results
+
+
+def _finish_peer(res: dict, outputs: Path, spec: ModelSpec) -> None:
+    import numpy as np
+    from bench.timing import summarize
+
+    if "times_s" not in res:
+        return
+    res["latency"] = summarize(res["times_s"])
+    with np.load(outputs) as npz:
+        got = [npz[f"out{i}"] for i in range(len(npz.files))]
+    res["check"] = check_outputs(got, spec.reference, spec.rtol, spec.atol)
+
+
+# ---------------------------------------------------------------------------
+# one model, all engines, best of --rounds
+# ---------------------------------------------------------------------------
+def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None) -> dict:
+    from bench.flops import graph_flops
+    import mxc
+
+    log(f"== {name}")
+    spec = resolve_model(name, args)
+    entry: dict = {"name": spec.name, "symbol": str(spec.symbol), "params": str(spec.params),
+                   "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.name}
+                              for k, v in spec.inputs.items()},
+                   "reference": {"source": spec.reference_source, "rtol": spec.rtol,
+                                 "atol": spec.atol},
+                   "notes": list(spec.notes), "engines": {}, "rounds": []}
+    try:
+        fl = graph_flops(mxc.sym.load(str(spec.symbol)),
+                         {k: v.shape for k, v in spec.inputs.items()})
+        entry["flops"] = fl
+    except Exception as exc:  # noqa: BLE001 - FLOPs are informational
+        entry["flops"] = {"error": f"{type(exc).__name__}: {exc}"}
+
+    with tempfile.TemporaryDirectory(prefix="mxc-bench-") as tmp:
+        work = Path(tmp)
+        log("  [mxc] compile, save, load, check")
+        mxc_state = None
+        try:
+            mxc_state = prepare_mxc(spec, args, work)
+            base = mxc_state[0]
+            log(f"    mxc: compiled in {base['compile_s']:.1f}s, {base['regions']} region(s), "
+                f"{len(base['host_nodes'])} host node(s), check {base['check']['detail']}")
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            entry["engines"]["mxc"] = {"engine": "mxc", "error": f"{type(exc).__name__}: {exc}"}
+            _log_result(entry["engines"]["mxc"])
+        for r in range(args.rounds):
+            rnd: dict = {}
+            tag = f" (round {r + 1}/{args.rounds})" if args.rounds > 1 else ""
+            if mxc_state is not None:
+                log(f"  [mxc] {args.warmup} warm-up + {args.runs} timed Session.run{tag}")
+                try:
+                    rnd["mxc"] = time_mxc(mxc_state[0], mxc_state[1], mxc_state[2], args)
+                except Exception as exc:  # noqa: BLE001
+                    rnd["mxc"] = {"engine": "mxc", "error": f"{type(exc).__name__}: {exc}"}
+                _log_result(rnd["mxc"])
+            if peers_python is not None:
+                log(f"  [peers] MXNet, then ONNX Runtime{tag}")
+                rnd.update(run_peers(spec, args, peers_python, work))
+                _log_result(rnd["mxnet"])
+                _log_result(rnd["onnxruntime"])
+            entry["rounds"].append({k: {"latency": v.get("latency"), "error": v.get("error"),
+                                        "background_busy": v.get("background_busy"),
+                                        "background_during": v.get("background_during")}
+                                    for k, v in rnd.items()})
+            for eng, res in rnd.items():  # keep each engine's best (lowest-median) round
+                best = entry["engines"].get(eng)
+                if best is None or _median(res) < _median(best):
+                    entry["engines"][eng] = res
+        del mxc_state
+
+    total = (entry.get("flops") or {}).get("total")
+    for eng, res in entry["engines"].items():
+        med = _median(res)
+        if total and med < float("inf"):
+            res["gflops"] = total / (med / 1e3) / 1e9
+            if ceiling:
+                res["fraction_of_sgemm"] = res["gflops"] / ceiling["best_gflops"]
+    mx = entry["engines"].get("mxc")
+    entry["ratios"] = {}
+    for peer in ("mxnet", "onnxruntime"):
+        p = entry["engines"].get(peer)
+        if mx and p and _median(mx) < float("inf") and _median(p) < float("inf"):
+            entry["ratios"][f"mxc/{peer}"] = _median(mx) / _median(p)
+    return entry
+
+
+def _median(res: dict) -> float:
+    lat = res.get("latency") or {}
+    return lat.get("median_ms", float("inf")) if lat.get("n") else float("inf")
+
+
+def _log_result(res: dict) -> None:
+    from bench.timing import fmt_latency
+
+    eng = ENGINE_TITLES.get(res.get("engine"), res.get("engine"))
+    if "error" in res:
+        log(f"    {eng}: FAILED: {res['error']}")
+        return
+    chk = res.get("check") or {}
+    extra = f", compile {res['compile_s']:.1f}s" if "compile_s" in res else ""
+    busy, during = res.get("background_busy"), res.get("background_during")
+    log(f"    {eng}: {fmt_latency(res.get('latency'))}{extra}, check {chk.get('detail', '?')}"
+        + (f", others' load {busy:.0%} before" if busy is not None else "")
+        + (f", {during:.0%} during" if during is not None else ""))
+    if chk.get("ok") is False:
+        log(f"    !!! {eng} OUTPUT MISMATCH vs reference: {chk.get('detail')}")
+
+
+# ---------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------
+def _cell(res: dict | None) -> str:
+    from bench.timing import fmt_latency
+
+    if res is None:
+        return "–"
+    if "error" in res:
+        return "failed"
+    cell = fmt_latency(res.get("latency"))
+    if (res.get("check") or {}).get("ok") is False:
+        cell += " **MISMATCH**"
+    return cell
+
+
+def _shape_text(entry: dict) -> str:
+    return ", ".join(f"{k} {'x'.join(map(str, v['shape']))}" for k, v in entry["inputs"].items())
+
+
+def render_markdown(report: dict) -> str:
+    s = report["settings"]
+    lines = [f"# mxc model benchmark — {report['date']}", "",
+             f"Command: `{report['command']}`", "",
+             f"Batch-1 CPU latency: {s['warmup']} warm-up calls, then {s['runs']} timed calls per "
+             f"engine (best of {s['rounds']} round(s)); median, p10–p90 in parentheses. mxc: "
+             f"`mxc.compile` ({_variant(report)}, target {s['target']}) → `.mxc` artifact → "
+             f"`mxc.runtime.load` → `Session.run`. Ratio > 1 means mxc is slower.", ""]
+    peers = report.get("peers") is not None
+    head = ["model", "input", "GFLOP", "mxc compile", "mxc", "check"]
+    if peers:
+        head += ["MXNet", "ORT", "mxc/MXNet", "mxc/ORT"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in report["models"]:
+        eng = e["engines"]
+        mx = eng.get("mxc") or {}
+        chk = mx.get("check") or {}
+        if "error" in mx:
+            check = "**FAILED**"
+        elif chk.get("ok") is False:
+            check = f"**MISMATCH** ({chk.get('max_abs_diff', float('nan')):.2g})"
+        elif chk.get("ok"):
+            check = f"ok ({chk['max_abs_diff']:.1g})"
+        else:
+            check = "–"
+        gflop = (e.get("flops") or {}).get("total")
+        row = [e["name"], _shape_text(e), f"{gflop / 1e9:.3g}" if gflop else "?",
+               f"{mx['compile_s']:.1f} s" if "compile_s" in mx else "–", _cell(mx), check]
+        if peers:
+            row += [_cell(eng.get("mxnet")), _cell(eng.get("onnxruntime"))]
+            for key in ("mxc/mxnet", "mxc/onnxruntime"):
+                r = e["ratios"].get(key)
+                row.append(f"{r:.2f}×" if r is not None else "–")
+        lines.append("| " + " | ".join(row) + " |")
+
+    ceiling = report.get("ceiling")
+    if ceiling:
+        lines += ["", f"Throughput: GFLOP/s of Convolution/FullyConnected/dot (`bench/flops.py`) "
+                      f"at the median latency; sgemm ceiling {ceiling['best_gflops']:.1f} GFLOP/s "
+                      f"(`bench/ceiling.py`, numpy float32 matmul, {ceiling.get('blas', '?')}: "
+                      f"{_ceiling_text(ceiling)}; same run).", ""]
+        engines = ["mxc"] + (["mxnet", "onnxruntime"] if peers else [])
+        lines += ["| model | " + " | ".join(f"{ENGINE_TITLES[x]} GFLOP/s (% of sgemm)"
+                                             for x in engines) + " |",
+                  "|---|" + "---|" * len(engines)]
+        for e in report["models"]:
+            cells = []
+            for x in engines:
+                res = e["engines"].get(x) or {}
+                g, f = res.get("gflops"), res.get("fraction_of_sgemm")
+                cells.append(f"{g:.1f} ({f:.0%})" if g is not None and f is not None else "–")
+            lines.append(f"| {e['name']} | " + " | ".join(cells) + " |")
+
+    lines += ["", "## Machine", ""]
+    lines += machine.format_machine(report["machine"], report.get("peers"))
+    if peers:
+        p = report["peer_settings"]
+        lines.append(f"- MXNet: {p.get('mxnet')}")
+        lines.append(f"- ONNX Runtime: {p.get('onnxruntime')}")
+    lines.append(f"- load: {_load_text(report)}")
+
+    notes = []
+    for e in report["models"]:
+        loads = [f"{ENGINE_TITLES.get(k, k)} {v['background_during']:.0%}"
+                 for k, v in e["engines"].items() if v.get("background_during") is not None]
+        if loads:
+            notes.append(f"- {e['name']}: other processes' share of the CPUs during the reported "
+                         f"runs: {', '.join(loads)}")
+        for n in e.get("notes", []):
+            notes.append(f"- {e['name']}: {n}")
+        for eng_name, res in e["engines"].items():
+            title = ENGINE_TITLES.get(eng_name, eng_name)
+            if "error" in res:
+                notes.append(f"- {e['name']}: **{title} failed**: {res['error']}")
+            chk = res.get("check") or {}
+            if chk.get("ok") is False:
+                notes.append(f"- {e['name']}: **{title} output mismatch** vs "
+                             f"{e['reference']['source']}: {chk['detail']}")
+            for h in res.get("host_nodes") or []:
+                notes.append(f"- {e['name']}: mxc host node {h}")
+    if notes:
+        lines += ["", "## Notes", ""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def _variant(report: dict) -> str:
+    dbs = {(e["engines"].get("mxc") or {}).get("tuning_db") for e in report["models"]} - {None}
+    return f"tuned: MXC_TUNING_DB={', '.join(sorted(dbs))}" if dbs else "untuned"
+
+
+def _ceiling_text(c: dict) -> str:
+    parts = []
+    if "all_cores" in c:
+        parts.append(f"{c['threads']} threads best {c['all_cores']['best_gflops']:.1f} "
+                     f"(n={c['all_cores']['n']})")
+    if "one_core" in c:
+        parts.append(f"1 thread best {c['one_core']['best_gflops']:.1f} "
+                     f"(n={c['one_core']['n']})")
+    return ", ".join(parts) + f"; ceiling = max(all-core, {c['threads']} x one-core)"
+
+
+def _load_text(report: dict) -> str:
+    during, loads = [], []
+    for e in report["models"]:
+        for res in e["engines"].values():
+            if res.get("background_during") is not None:
+                during.append(res["background_during"])
+            if res.get("load_average"):
+                loads.append(res["load_average"][0])
+    parts = []
+    if during:
+        parts.append(f"other processes used {min(during):.0%}–{max(during):.0%} of the CPUs "
+                     f"during the reported runs (per model in Notes)")
+    if loads:
+        parts.append(f"1-min load average {min(loads):.2f}–{max(loads):.2f}")
+    la = report["machine"].get("load_average")
+    if la:
+        parts.append(f"at start {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}")
+    return "; ".join(parts) or "?"
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                    help=f"corpus model names or checkpoint prefixes (default: "
+                         f"{' '.join(DEFAULT_MODELS)}); commas also separate")
+    ap.add_argument("--runs", type=int, default=30, help="timed calls per engine (default 30)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat every engine's measurement; report each engine's best round")
+    ap.add_argument("--peers", action="store_true",
+                    help="also measure MXNet 1.9.1 and ONNX Runtime (bench/.venv-peers)")
+    ap.add_argument("--peers-python", default=None,
+                    help="interpreter that creates the peers' venv (default: this one)")
+    ap.add_argument("--peer-timeout", type=float, default=900, help="seconds per peer run")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for every engine (default: all available cores)")
+    ap.add_argument("--target", default="llvm", help="mxc target (default llvm: this CPU)")
+    ap.add_argument("--corpus", default=None, help="corpus root (default $MXC_CORPUS or "
+                                                   "../shared/corpus)")
+    ap.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                    help="input shape for a checkpoint prefix without inputs (random data)")
+    ap.add_argument("--inputs", default=None, help="npz of inputs for a checkpoint prefix")
+    ap.add_argument("--epoch", type=int, default=None, help="checkpoint epoch (default: latest)")
+    ap.add_argument("--quiet", type=float, default=None, metavar="FRACTION",
+                    help="before each timed engine, wait until other processes keep at most "
+                         "this fraction of the CPUs busy (e.g. 0.1)")
+    ap.add_argument("--quiet-timeout", type=float, default=300,
+                    help="longest wait for --quiet, seconds (default 300)")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the sgemm ceiling")
+    ap.add_argument("--output", default=None,
+                    help="markdown report path (default bench/results/<date>-<time>.md; "
+                         "'-' for none)")
+    ap.add_argument("--json", default=None,
+                    help="JSON report path (default: --output with .json; '-' for none)")
+    ap.add_argument("--keep-artifacts", default=None, metavar="DIR",
+                    help="keep the compiled .mxc artifacts here")
+    args = ap.parse_args(argv)
+    models = []
+    for m in args.models or DEFAULT_MODELS:
+        models += [x for x in m.split(",") if x]
+    args.models = models
+    if args.runs < 1 or args.warmup < 0 or args.rounds < 1:
+        ap.error("--runs and --rounds must be >= 1, --warmup >= 0")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    args.threads = args.threads or machine.available_cores()
+    threads = machine.configure_threads(args.threads)  # before numpy / TVM start thread pools
+
+    import numpy as np  # noqa: F401
+    from bench.ceiling import measure_ceiling
+
+    now = datetime.datetime.now()
+    stamp = now.strftime("%Y-%m-%d-%H%M%S")
+    out_md = None if args.output == "-" else Path(args.output or
+                                                  REPO / "bench" / "results" / f"{stamp}.md")
+    out_json = None if args.json == "-" else (Path(args.json) if args.json else
+                                              out_md.with_suffix(".json") if out_md else None)
+
+    peers_python, peer_versions = None, None
+    if args.peers:
+        from bench.peers import venv
+        try:
+            peers_python, peer_versions = venv.ensure(base_python=args.peers_python, log=log)
+        except RuntimeError as exc:
+            log(f"!!! cannot set up the peers' virtualenv: {exc}")
+            return 2
+        log(f"[peers] {peers_python}: " + ", ".join(f"{k} {v}" for k, v in peer_versions.items()))
+
+    t0 = time.perf_counter()
+    import tvm  # noqa: F401  (imported once, outside every timed compile)
+    import mxc
+    import mxc.runtime  # noqa: F401
+    log(f"[mxc] mxc {mxc.__version__}, TVM imported in {time.perf_counter() - t0:.1f}s; "
+        f"threads: " + ", ".join(f"{k}={v}" for k, v in threads.items()))
+    info = machine.machine_info()
+    ceiling = None
+    if not args.no_ceiling:
+        wait_quiet(args)
+        ceiling = measure_ceiling(args.threads)
+        if ceiling.get("best_gflops"):
+            log(f"[ceiling] numpy sgemm: {ceiling['best_gflops']:.1f} GFLOP/s "
+                f"({_ceiling_text(ceiling)})")
+        else:
+            ceiling = None
+
+    report = {"schema": SCHEMA, "date": now.isoformat(timespec="seconds"),
+              "command": " ".join(["python", "bench/bench_models.py"] +
+                                  [shlex.quote(a) for a in (argv if argv is not None
+                                                            else sys.argv[1:])]),
+              "settings": {"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds,
+                           "threads": args.threads, "target": args.target,
+                           "quiet": args.quiet},
+              "machine": info, "ceiling": ceiling, "peers": peer_versions, "models": []}
+    if args.peers:
+        report["peer_settings"] = {
+            "mxnet": "mx.sym.load + simple_bind(grad_req='null') + forward(is_train=False) + "
+                     "asnumpy(); default settings (MXNET_SUBGRAPH_BACKEND unset: oneDNN fusion "
+                     "at bind), threaded engine, OMP_NUM_THREADS=" + str(args.threads),
+            "onnxruntime": "mx.onnx.export_model (initializers removed from graph inputs) → "
+                           "InferenceSession(CPUExecutionProvider, ORT_ENABLE_ALL, "
+                           f"intra_op_num_threads={args.threads}, inter_op 1, sequential)",
+        }
+    failed = False
+    for name in args.models:
+        entry = bench_model(name, args, peers_python, ceiling)
+        report["models"].append(entry)
+        mx = entry["engines"].get("mxc") or {}
+        if "error" in mx or (mx.get("check") or {}).get("ok") is False:
+            failed = True
+        mxnet = entry["engines"].get("mxnet") or {}
+        if "subgraph_backend" in mxnet:  # what the MXNet run itself reported
+            report["peer_settings"]["mxnet_subgraph_backend"] = mxnet["subgraph_backend"]
+            report["peer_settings"]["mxnet_features"] = mxnet.get("features")
+
+    if ceiling is not None and len(args.models) > 1:  # again at the end: keep the higher
+        wait_quiet(args)
+        again = measure_ceiling(args.threads)
+        if (again.get("best_gflops") or 0) > ceiling["best_gflops"]:
+            log(f"[ceiling] measured again: {again['best_gflops']:.1f} GFLOP/s (higher, kept)")
+            again["earlier_best_gflops"] = ceiling["best_gflops"]
+            report["ceiling"] = again
+            for entry in report["models"]:
+                for res in entry["engines"].values():
+                    if res.get("gflops") is not None:
+                        res["fraction_of_sgemm"] = res["gflops"] / again["best_gflops"]
+    md = render_markdown(report)
+    print(md)
+    if out_md:
+        out_md.parent.mkdir(parents=True, exist_ok=True)
+        out_md.write_text(md)
+        log(f"wrote {out_md}")
+    if out_json:
+        out_json.parent.mkdir(parents=True, exist_ok=True)
+        out_json.write_text(json.dumps(report, indent=1, default=_jsonable))
+        log(f"wrote {out_json}")
+    if failed:
+        log("!!! mxc failed or mismatched the reference on at least one model (see Notes)")
+    return 1 if failed else 0
+
+
+def _jsonable(x):
+    try:
+        import numpy as np
+        if isinstance(x, np.generic):
+            return x.item()
+        if isinstance(x, np.ndarray):
+            return x.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    return str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

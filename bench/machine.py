@@ -1,0 +1,202 @@
+"""What machine a benchmark ran on, and the thread settings every engine uses.
+
+:func:`configure_threads` must run before numpy, TVM or any engine starts its
+thread pools (the harness calls it first thing); the peers' subprocesses
+inherit the same environment.  :func:`machine_info` describes the CPU (model,
+cores, ISA flags such as ``avx512f``), memory, OS, Python and the versions of
+numpy, TVM and mxc, plus the load average at the time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: the thread-count variables set to the same value for every engine
+THREAD_VARS = (
+    "OMP_NUM_THREADS",        # OpenMP (MXNet's operators, oneDNN, ONNX Runtime's MLAS is not OpenMP)
+    "MXNET_OMP_MAX_THREADS",  # MXNet's cap on its OpenMP threads
+    "TVM_NUM_THREADS",        # TVM's runtime thread pool (else it uses half the logical CPUs on x86)
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",   # numpy's BLAS (the sgemm ceiling) and MXNet's BLAS
+)
+
+#: CPU flags worth reporting (those that change which kernels are fast)
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+             "avx512dq", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile",
+             "amx_int8", "amx_bf16", "asimd", "sve", "sve2")
+
+
+def available_cores() -> int:
+    """CPUs this process may run on (affinity mask), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def configure_threads(n: int | None = None) -> dict[str, str]:
+    """Set every engine's thread count to *n* (default: all cores) in ``os.environ``."""
+    n = n or available_cores()
+    for var in THREAD_VARS:
+        os.environ[var] = str(n)
+    return {var: os.environ[var] for var in THREAD_VARS}
+
+
+def _cpuinfo() -> dict[str, str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    first = text.split("\n\n", 1)[0]
+    info = {}
+    for line in first.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip()] = value.strip()
+    return info
+
+
+def _lscpu() -> dict[str, str]:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
+
+
+def cpu_info() -> dict:
+    ci = _cpuinfo()
+    ls = _lscpu()
+    flags = set((ci.get("flags") or ci.get("Features") or "").split())
+    model = ci.get("model name") or ls.get("Model name") or platform.processor() or "?"
+    family, mod = ci.get("cpu family"), ci.get("model")
+    if family and mod:
+        model = f"{model} (family {family}, model {mod})"
+    try:
+        sockets = int(ls.get("Socket(s)", "1"))
+        physical = int(ls["Core(s) per socket"]) * sockets
+    except (KeyError, ValueError):
+        physical = None
+    caches = {k: ls[k] for k in ("L1d cache", "L2 cache", "L3 cache") if k in ls}
+    return {
+        "model": model,
+        "vendor": ci.get("vendor_id") or ls.get("Vendor ID"),
+        "logical_cpus": os.cpu_count(),
+        "available_cores": available_cores(),
+        "physical_cores": physical,
+        "threads_per_core": ls.get("Thread(s) per core"),
+        "mhz": ci.get("cpu MHz"),
+        "hypervisor": ls.get("Hypervisor vendor"),
+        "caches": caches,
+        "isa": [f for f in ISA_FLAGS if f in flags],
+        "avx512f": "avx512f" in flags,
+    }
+
+
+def memory_gib() -> float | None:
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^MemTotal:\s+(\d+) kB", text, re.M)
+    return round(int(m.group(1)) / 2 ** 20, 1) if m else None
+
+
+def os_name() -> str:
+    try:
+        rel = Path("/etc/os-release").read_text()
+        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', rel, re.M)
+        distro = m.group(1) if m else ""
+    except OSError:
+        distro = ""
+    return f"{distro or platform.system()} (kernel {platform.release()}, {platform.machine()})"
+
+
+def _version(module: str) -> str | None:
+    try:
+        from importlib.metadata import version
+        return version(module)
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+
+
+def git_revision() -> str | None:
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "-uno"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return f"{rev}{'+dirty' if dirty else ''}" if rev else None
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_info() -> dict:
+    """Everything the report's machine section shows (imports numpy, not TVM)."""
+    import numpy as np
+
+    info = {
+        "cpu": cpu_info(),
+        "memory_gib": memory_gib(),
+        "os": os_name(),
+        "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
+        "numpy": np.__version__,
+        "apache-tvm": _version("apache-tvm"),
+        "apache-tvm-ffi": _version("apache-tvm-ffi"),
+        "mxc": None,
+        "mxc_git": git_revision(),
+        "threads": {var: os.environ.get(var) for var in THREAD_VARS},
+        "load_average": load_average(),
+    }
+    try:
+        import mxc
+        info["mxc"] = mxc.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        from mxc.backends.tvm.build import _host_cpu
+        info["llvm_mcpu"] = _host_cpu()
+    except Exception:  # noqa: BLE001 - TVM missing
+        info["llvm_mcpu"] = None
+    return info
+
+
+def format_machine(info: dict, peers: dict | None = None) -> list[str]:
+    """Markdown bullet lines for the report."""
+    cpu = info["cpu"]
+    isa = ", ".join(cpu["isa"]) or "?"
+    lines = [
+        f"- CPU: {cpu['model']}, {cpu['available_cores']} core(s) available "
+        f"({cpu['physical_cores']} physical, {cpu['threads_per_core']} thread(s)/core"
+        f"{', ' + cpu['hypervisor'] + ' guest' if cpu.get('hypervisor') else ''}); "
+        f"LLVM mcpu {info.get('llvm_mcpu')}",
+        f"- ISA: {isa}; avx512f: {'yes' if cpu['avx512f'] else 'no'}"
+        + (f"; caches: {', '.join(f'{k} {v}' for k, v in cpu['caches'].items())}"
+           if cpu.get("caches") else ""),
+        f"- memory: {info['memory_gib']} GiB; OS: {info['os']}",
+        f"- Python {info['python']}, numpy {info['numpy']}, apache-tvm {info['apache-tvm']} "
+        f"(tvm-ffi {info['apache-tvm-ffi']}), mxc {info['mxc']} ({info['mxc_git']})",
+        "- threads: " + ", ".join(f"{k}={v}" for k, v in info["threads"].items()),
+    ]
+    if peers:
+        lines.append("- peers: " + ", ".join(f"{k} {v}" for k, v in peers.items()))
+    return lines
+
+
+if __name__ == "__main__":
+    import json
+    print(json.dumps(machine_info(), indent=1))
