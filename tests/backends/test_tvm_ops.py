@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("tvm")
 
 from conftest import op_cases, require_corpus
+from oracle import assert_close
 
 from mxc.backends.tvm import ModuleBuilder, build_module, load_vm, run_module
 from mxc.backends.tvm.converter import unsupported_nodes
@@ -124,26 +125,6 @@ def _build_chunk(chunk: str) -> ChunkBuild:
                     cases[cid] = CaseBuild("error", "compilation failed:\n"
                                            + traceback.format_exc())
     return ChunkBuild(cases, vms)
-
-
-def assert_close(got, want, rtol, atol, what):
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    if want.dtype.kind in "biu":
-        if atol >= 1:
-            diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
-            assert diff.max(initial=0) <= atol, f"{what}: max int diff {diff.max()}"
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=what)
-        return
-    g = got.astype(np.float64)
-    w = want.astype(np.float64)
-    assert np.array_equal(np.isnan(g), np.isnan(w)), f"{what}: NaN positions differ"
-    ok = np.isnan(w) | (np.abs(g - w) <= atol + rtol * np.abs(w)) | (g == w)
-    if not ok.all():
-        bad = np.argwhere(~ok)[:5]
-        raise AssertionError(f"{what}: {(~ok).sum()} of {ok.size} elements differ; first at "
-                             f"{bad.tolist()}: got {g[tuple(bad[0])]}, want {w[tuple(bad[0])]}")
 
 
 @pytest.mark.parametrize("case_id", IDS)

@@ -30,6 +30,7 @@ import pytest
 pytest.importorskip("tvm")
 
 from conftest import corpus_path, model_names, op_cases, require_corpus
+from oracle import assert_close
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -159,24 +160,6 @@ def llvm_build(request, tmp_path_factory) -> Build:
 def _write_timings(build: Build, target: str) -> None:
     lines = [f"{k}: {v['seconds']:.1f}s" for k, v in sorted(build.compiled.items())]
     (build.out / f"timings-{target}.txt").write_text("\n".join(lines) + "\n")
-
-
-def assert_close(got, want, rtol, atol, what):
-    """The op corpus' comparison (README of corpus/ops): NaNs agree, integer codes exact
-    unless ``atol >= 1`` (quantized rounding steps)."""
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    if want.dtype.kind in "biu":
-        if atol >= 1:
-            diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
-            assert diff.max(initial=0) <= atol, f"{what}: max int diff {diff.max()}"
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=what)
-        return
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    assert np.array_equal(np.isnan(g), np.isnan(w)), f"{what}: NaN positions differ"
-    ok = np.isnan(w) | (np.abs(g - w) <= atol + rtol * np.abs(w)) | (g == w)
-    assert ok.all(), f"{what}: {(~ok).sum()} of {ok.size} elements differ"
 
 
 def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, what: str) -> None:
