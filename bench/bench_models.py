@@ -162,7 +162,11 @@ def _checkpoint_spec(prefix: Path, symbol: Path, args) -> ModelSpec:
 
 
 def check_outputs(got: list, want: list | None, rtol: float, atol: float) -> dict:
-    """``np.allclose``-style check of every output; ``ok`` False on any mismatch."""
+    """Check every output as the corpus README says; ``ok`` False on any mismatch.
+
+    Shapes and dtypes equal, NaNs in the same places and
+    ``|got - want| <= atol + rtol * |want|`` elementwise (the rule of ``tests/oracle.py``).
+    """
     import numpy as np
 
     if want is None:
@@ -172,8 +176,8 @@ def check_outputs(got: list, want: list | None, rtol: float, atol: float) -> dic
     worst, bad = 0.0, []
     for i, (g, w) in enumerate(zip(got, want)):
         g = np.asarray(g)
-        if g.shape != w.shape:
-            bad.append(f"output {i}: shape {g.shape}, expected {w.shape}")
+        if g.shape != w.shape or g.dtype != w.dtype:
+            bad.append(f"output {i}: {g.dtype}{list(g.shape)}, expected {w.dtype}{list(w.shape)}")
             continue
         diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
         worst = max(worst, float(diff.max()) if diff.size else 0.0)

@@ -132,6 +132,11 @@ def main() -> None:
             report["export"] = strip_initializer_inputs(args.export_onnx)
         except Exception as exc:  # noqa: BLE001 - reported, ORT then is skipped
             report["export_error"] = f"{type(exc).__name__}: {exc}"
+            loss = sorted({n["op"] for n in json.loads(sym.tojson())["nodes"]
+                           if n["op"].endswith("Output")})
+            if loss:
+                report["export_error"] += (f" (MXNet 1.9.1's ONNX exporter does not handle "
+                                           f"{', '.join(loss)} with a label input)")
     print(json.dumps(report))
 
 
