@@ -1,10 +1,18 @@
 """Compile a lowered Relax module into a VM executable.
 
-:func:`build_module` runs TVM's standard per-target Relax pipeline
-(``relax.get_default_pipeline(target)``: legalize, fold constants, fuse,
-then lower to the VM), which for GPU targets also applies the
-``tvm.s_tir.dlight`` default schedules (Matmul, GEMV, Reduction,
-GeneralReduction, Fallback) so every kernel gets thread bindings.
+:func:`build_module` runs mxc's pipeline for the target:
+
+* CPU (``llvm``): :func:`mxc.backends.tvm.schedules.pipeline.cpu_pipeline` --
+  numpy constant folding, channels-last convolutions with weights packed at
+  compile time, fusion, tuned kernels from a database (``db=``, see
+  :mod:`mxc.backends.tvm.tune`) and mxc's default schedules for the rest
+  (parallel, vectorised, register-blocked); then TVM's TIR lowering plus one
+  pass keeping small buffers on the stack (``schedules/tir_pipeline.py``).
+  ``optimize=False`` gives TVM's stock ``relax.get_default_pipeline`` instead.
+  ``docs/performance.md`` describes it.
+* GPU: TVM's CUDA passes with the ``tvm.s_tir.dlight`` default schedules
+  (Matmul, GEMV, Reduction, GeneralReduction, Fallback) so every kernel gets
+  thread bindings.
 
 Targets are TVM 0.27 dicts or ``tvm.target.Target``s; the strings ``"llvm"``
 (or ``"cpu"``) and ``"cuda"`` are shorthands: ``"llvm"`` is the host CPU with
@@ -20,6 +28,7 @@ import contextlib
 import functools
 import os
 import shutil
+import threading
 from typing import Any
 
 import tvm
@@ -165,10 +174,23 @@ def gpu_schedule_pass():
         _guard(dl.gpu.Fallback()))
 
 
-def relax_pipeline(target: tvm.target.Target):
-    """TVM's per-target Relax pipeline; on GPUs with guarded dlight default schedules."""
+def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = None,
+                   optimize: bool = True, stats: dict | None = None):
+    """The Relax pipeline mxc compiles *target* with.
+
+    CPU (``optimize=True``, the default): mxc's CPU pipeline
+    (:func:`mxc.backends.tvm.schedules.pipeline.cpu_pipeline`: numpy constant
+    folding, channels-last convolutions, fusion, tuned schedules from *db*
+    when given, default schedules for every other kernel).  ``optimize=False``:
+    TVM's stock ``relax.get_default_pipeline`` (unscheduled kernels).  GPUs:
+    TVM's CUDA passes with guarded dlight default schedules (and *db*'s tuned
+    kernels first when given).
+    """
     if not is_gpu_target(target):
-        return relax.get_default_pipeline(target)
+        if not optimize:
+            return relax.get_default_pipeline(target)
+        from .schedules.pipeline import cpu_pipeline
+        return cpu_pipeline(target, db=None if db is None else os.fspath(db), stats=stats)
     from tvm.relax.backend.cuda import pipeline as cuda
 
     @tvm.transform.module_pass(opt_level=0, name="MxcGpuPipeline")
@@ -177,7 +199,10 @@ def relax_pipeline(target: tvm.target.Target):
             passes = (cuda.library_dispatch_passes(target)
                       + [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                          relax.transform.FoldConstant(), relax.transform.FuseOps(),
-                         relax.transform.FuseTIR(), gpu_schedule_pass()]
+                         relax.transform.FuseTIR()]
+                      + ([relax.transform.MetaScheduleApplyDatabase(os.fspath(db))]
+                         if db is not None else [])
+                      + [gpu_schedule_pass()]
                       + cuda.dataflow_lower_passes(target)
                       + cuda.finalize_passes(target))
             return tvm.transform.Sequential(passes)(mod)
@@ -185,21 +210,125 @@ def relax_pipeline(target: tvm.target.Target):
     return _pipeline
 
 
-def build_module(mod: tvm.IRModule, target: Any = "llvm") -> relax.VMExecutable:
+#: environment variable naming a tuning database used when build_module gets no ``db=``
+DB_ENV = "MXC_TUNING_DB"
+
+_STATE = threading.local()
+
+
+@contextlib.contextmanager
+def use_database(db: str | os.PathLike | None):
+    """Within the block, :func:`build_module` calls without ``db=`` use *db*.
+
+    This is how a caller that does not pass ``db=`` itself (``mxc.compile``)
+    compiles with tuned schedules; ``$MXC_TUNING_DB`` does the same for a
+    whole process.
+    """
+    previous = getattr(_STATE, "db", None)
+    _STATE.db = db
+    try:
+        yield
+    finally:
+        _STATE.db = previous
+
+
+class ModuleCaptured(Exception):
+    """Raised by :func:`build_module` inside :func:`capture_module` (nothing is built)."""
+
+
+class _Capture:
+    module: tvm.IRModule | None = None
+    target: tvm.target.Target | None = None
+
+
+@contextlib.contextmanager
+def capture_module():
+    """Stop the first :func:`build_module` call in the block and keep its input.
+
+    ``mxc tune`` uses it to tune exactly the module ``mxc.compile`` would
+    build (same graph passes, partitioning and lowering)::
+
+        with capture_module() as cap:
+            try:
+                mxc.compile(sym, params, shapes)
+            except ModuleCaptured:
+                pass
+        cap.module, cap.target
+    """
+    cap = _Capture()
+    previous = getattr(_STATE, "capture", None)
+    _STATE.capture = cap
+    try:
+        yield cap
+    finally:
+        _STATE.capture = previous
+
+
+def _default_db():
+    db = getattr(_STATE, "db", None)
+    if db is None:
+        db = os.environ.get(DB_ENV) or None
+    return db
+
+
+def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
+                 db: str | os.PathLike | None = None,
+                 optimize: bool = True,
+                 stats: dict | None = None) -> relax.VMExecutable:
     """Compile a Relax module (from :func:`lower_graph`) for *target*.
 
     Returns the Relax VM executable; run it with :func:`mxc.backends.tvm.run_module`
     or ``relax.VirtualMachine(exe, device)``.  Raises
     :class:`~mxc.errors.BackendError` when TVM fails.
+
+    db:
+        a tuning database directory (``mxc tune --db``, :func:`mxc.backends.tvm.tune.tune`):
+        kernels it holds a tuned schedule for use it, the others get the default
+        schedules.  Default: the :func:`use_database` block's, else ``$MXC_TUNING_DB``,
+        else none.  A directory without a database is an error.
+    optimize:
+        False compiles with TVM's stock pipeline (no layout change, no default
+        schedules: slow code, for debugging the optimisations).
+    stats:
+        a dict to fill with ``{kernel name: rule}`` -- which default schedule
+        each kernel got (``None``: none applied; kernels tuned from *db* are absent).
     """
     tgt = resolve_target(target)
-    pipeline = relax_pipeline(tgt)
+    cap = getattr(_STATE, "capture", None)
+    if cap is not None and cap.module is None:
+        cap.module, cap.target = mod, tgt
+        raise ModuleCaptured("module captured for tuning")
+    if db is None:
+        db = _default_db()
+    if db is not None:
+        from .tune import check_database
+        db = check_database(db)
+    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats)
+    tir = "default"
+    if optimize and not is_gpu_target(tgt):
+        from .schedules.tir_pipeline import tir_pipeline
+        tir = tir_pipeline()
     ctx = _cuda_compiler() if tgt.kind.name == "cuda" else contextlib.nullcontext()
     try:
         with ctx:
-            return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
+            return tvm.compile(mod, target=tgt, relax_pipeline=pipeline, tir_pipeline=tir)
     except BackendError:
         raise
     except Exception as exc:
+        if tir != "default" and "unknown intrinsic" in str(exc):
+            # an intrinsic without a vector lowering in a vectorised kernel: build again
+            # with vectorisation off rather than fail (slower, but correct)
+            try:
+                cur = tvm.transform.PassContext.current()
+                config = {**dict(cur.config), "tirx.disable_vectorize": True}
+                with tvm.transform.PassContext(opt_level=cur.opt_level, config=config,
+                                               required_pass=cur.required_pass,
+                                               disabled_pass=cur.disabled_pass,
+                                               instruments=list(cur.instruments)):
+                    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats)
+                    return tvm.compile(mod, target=tgt, relax_pipeline=pipeline,
+                                       tir_pipeline=tir)
+            except Exception:  # noqa: BLE001 - report the first error
+                pass
         raise BackendError(f"TVM compilation for {tgt.kind.name} failed: "
                            f"{type(exc).__name__}: {exc}") from exc

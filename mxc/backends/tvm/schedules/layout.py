@@ -1,0 +1,291 @@
+"""Channels-last layout for CPU kernels: a Relax pass that moves 2-D convolutions,
+pooling and everything between them from NCHW to NHWC.
+
+Why: every hot CPU kernel vectorises best along the channel axis (a 3x3 conv
+on a 7x7 or 14x14 map has no long contiguous spatial axis, a depthwise conv
+or a pooling window has no reduction axis to vectorise at all), so the
+activations between layers are kept channels-last and the weights are
+stored ``HWIO`` (output channels innermost: one vector load per
+``(kh, kw, ic)``).  Weights are constants after parameter binding, so their
+transposes are done here, in numpy, at compile time.
+
+TVM's own ``relax.transform.ConvertLayout`` is not used because its
+``where`` layout rule does not move (``where(cond, x, 0)`` -- mxc's
+NaN-propagating ``relu`` -- pins the layout back to NCHW and costs two
+transposes per activation).  This pass is a straight rewrite of each
+dataflow block:
+
+* ``nn.conv2d`` (NCHW/OIHW, any groups) becomes NHWC/HWIO;
+* ``max_pool2d`` / ``avg_pool2d`` / ``adaptive_avg_pool2d`` follow their input;
+* elementwise and broadcasting ops (unary, binary, ``where``, ``clip``,
+  ``astype`` ...) follow any channels-last 4-D operand, the other operands
+  being permuted (constants in numpy, broadcast shapes padded to rank 4);
+* ``nn.pad``, ``concat`` and ``mean``/``sum``/``max``/``min`` over axes remap
+  their axes;
+* anything else gets NCHW operands back (one ``permute_dims``, emitted once
+  per value and only when needed), as do the function's outputs.
+
+Semantics are unchanged: every rewrite is an exact axis permutation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir.expr import Constant
+
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+#: position of NCHW axis i in NHWC
+_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}
+
+_UNARY = {
+    "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "exp",
+    "floor", "isfinite", "isinf", "isnan", "log", "negative", "round", "rsqrt", "sigmoid",
+    "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh", "trunc", "logical_not",
+    "bitwise_not", "erf", "clip", "astype", "nn.relu", "nn.gelu", "nn.gelu_tanh", "nn.silu",
+    "nn.leakyrelu", "nn.softplus", "zeros_like", "ones_like", "full_like",
+}
+_BINARY = {
+    "add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum", "minimum",
+    "mod", "floor_mod", "equal", "not_equal", "greater", "greater_equal", "less",
+    "less_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "atan2", "where",
+}
+_ELEMWISE = {"relax." + n for n in _UNARY | _BINARY}
+_REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"}
+_POOL = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d"}
+
+
+def _shape(expr) -> tuple[int, ...] | None:
+    """The static shape of a tensor expression, else None."""
+    sinfo = getattr(expr, "ty", None)
+    if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
+        return None
+    try:
+        return tuple(int(d) for d in sinfo.shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_tensor(expr) -> bool:
+    return isinstance(getattr(expr, "ty", None), relax.TensorType)
+
+
+class _Rewriter:
+    def __init__(self, bb: relax.BlockBuilder):
+        self.bb = bb
+        self.nchw: dict = {}   # old var -> expr holding its value in the original layout
+        self.nhwc: dict = {}   # old var -> expr holding its value channels-last (4-D only)
+        self.changed = False
+
+    # ----------------------------------------------------------------- values
+    def orig(self, expr):
+        """*expr* (an old expression) in the original layout, in the new function."""
+        if isinstance(expr, relax.Var):
+            if expr in self.nchw:
+                return self.nchw[expr]
+            if expr in self.nhwc:
+                back = self.bb.emit(relax.op.permute_dims(self.nhwc[expr], TO_NCHW))
+                self.nchw[expr] = back
+                return back
+            return expr          # a function parameter
+        if isinstance(expr, relax.Tuple):
+            return relax.Tuple([self.orig(f) for f in expr.fields])
+        if isinstance(expr, relax.TupleGetItem):
+            return relax.TupleGetItem(self.orig(expr.tuple_value), expr.index)
+        if isinstance(expr, relax.Call):
+            return relax.Call(expr.op, [self.orig(a) for a in expr.args], expr.attrs,
+                              expr.ty_args)
+        return expr
+
+    def last(self, expr):
+        """*expr* (an old 4-D tensor expression, or a broadcast operand of one) channels-last."""
+        if isinstance(expr, relax.Var) and expr in self.nhwc:
+            return self.nhwc[expr]
+        shape = _shape(expr)
+        if isinstance(expr, Constant) and shape is not None:
+            arr = expr.value.numpy()
+            if arr.ndim == 0:
+                return expr
+            arr = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+            return relax.const(np.ascontiguousarray(arr.transpose(TO_NHWC)), arr.dtype.name)
+        value = self.orig(expr)
+        if shape is not None and len(shape) == 0:
+            return value
+        if shape is not None and len(shape) < 4:
+            value = self.bb.emit(relax.op.reshape(value, (1,) * (4 - len(shape)) + shape))
+        new = self.bb.emit(relax.op.permute_dims(value, TO_NHWC))
+        if isinstance(expr, relax.Var) and shape is not None and len(shape) == 4:
+            self.nhwc[expr] = new
+        return new
+
+    def is_last(self, expr) -> bool:
+        return isinstance(expr, relax.Var) and expr in self.nhwc
+
+    def rewrite(self, call: relax.Call):
+        """The channels-last replacement of *call* (its result NHWC), or None to keep it."""
+        name = call.op.name
+        out = _shape(call)
+        if name == "relax.nn.conv2d":
+            return self._conv2d(call)
+        if out is None or len(out) != 4:
+            if name in _REDUCE:
+                return self._reduce(call, out)
+            return None
+        if name in _ELEMWISE:
+            return self._elemwise(call, out)
+        if name in _POOL and self.is_last(call.args[0]) and call.attrs.layout == "NCHW" \
+                and call.attrs.out_layout == "NCHW":
+            a = call.attrs
+            fn = relax.op.nn.max_pool2d if name.endswith("max_pool2d") else relax.op.nn.avg_pool2d
+            return fn(self.last(call.args[0]), a.pool_size, a.strides, a.padding, a.dilation,
+                      a.ceil_mode, a.count_include_pad, layout="NHWC", out_layout="NHWC")
+        if name == "relax.nn.adaptive_avg_pool2d" and self.is_last(call.args[0]) \
+                and call.attrs.layout == "NCHW" and call.attrs.out_layout == "NCHW":
+            return relax.op.nn.adaptive_avg_pool2d(self.last(call.args[0]),
+                                                   call.attrs.output_size, layout="NHWC",
+                                                   out_layout="NHWC")
+        if name == "relax.nn.pad" and self.is_last(call.args[0]) \
+                and len(call.attrs.pad_width) == 8:
+            w = [int(v) for v in call.attrs.pad_width]
+            pairs = [w[2 * i:2 * i + 2] for i in range(4)]
+            width = [v for i in TO_NHWC for v in pairs[i]]
+            return relax.op.nn.pad(self.last(call.args[0]), width, call.attrs.pad_mode,
+                                   float(call.attrs.pad_value))
+        if name == "relax.concat" and isinstance(call.args[0], relax.Tuple):
+            fields = call.args[0].fields
+            if any(self.is_last(f) for f in fields) and \
+                    all(len(_shape(f) or ()) == 4 for f in fields):
+                axis = int(call.attrs.axis) % 4
+                return relax.op.concat([self.last(f) for f in fields], _AXIS[axis])
+            return None
+        if name in _REDUCE:
+            return self._reduce(call, out)
+        return None
+
+    def _conv2d(self, call):
+        a = call.attrs
+        x, w = call.args
+        if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
+            return None
+        if len(_shape(x) or ()) != 4 or len(_shape(w) or ()) != 4:
+            return None
+        if isinstance(w, Constant):
+            arr = w.value.numpy()
+            w_new = relax.const(np.ascontiguousarray(arr.transpose(2, 3, 1, 0)), arr.dtype.name)
+        else:
+            w_new = self.bb.emit(relax.op.permute_dims(self.orig(w), (2, 3, 1, 0)))
+        out_dtype = a.out_dtype if str(a.out_dtype) not in ("", "void") else None
+        return relax.op.nn.conv2d(self.last(x), w_new, a.strides, a.padding, a.dilation,
+                                  int(a.groups), data_layout="NHWC", kernel_layout="HWIO",
+                                  out_layout="NHWC", out_dtype=out_dtype)
+
+    def _elemwise(self, call, out):
+        tensors = [a for a in call.args if _is_tensor(a)]
+        if not any(self.is_last(a) for a in tensors):
+            return None
+        for a in tensors:
+            shape = _shape(a)
+            if shape is None or len(shape) > 4:
+                return None
+        args = [self.last(a) if _is_tensor(a) else a for a in call.args]
+        return relax.Call(call.op, args, call.attrs, call.ty_args)
+
+    def _reduce(self, call, out):
+        x = call.args[0]
+        if not self.is_last(x) or call.attrs.axis is None:
+            return None
+        axes = sorted(int(v) % 4 for v in call.attrs.axis)
+        keep = bool(call.attrs.keepdims)
+        new_axes = sorted(_AXIS[i] for i in axes)
+        fn = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max,
+              "relax.min": relax.op.min, "relax.prod": relax.op.prod}[call.op.name]
+        if keep:
+            return fn(self.last(x), new_axes, keepdims=True)
+        # without keepdims the result is channels-last-independent only when the
+        # surviving axes keep their relative order (e.g. mean over H, W -> (N, C))
+        rest_old = [i for i in range(4) if i not in axes]
+        rest_new = sorted(rest_old, key=lambda i: _AXIS[i])
+        if rest_old != rest_new:
+            return None
+        return _Plain(fn(self.last(x), new_axes, keepdims=False))
+
+
+class _Plain:
+    """A rewritten call whose result is NOT channels-last (same value as the original)."""
+
+    def __init__(self, expr):
+        self.expr = expr
+
+
+def _convert(func: relax.Function) -> relax.Function | None:
+    body = func.body
+    if not isinstance(body, relax.SeqExpr):
+        return None
+    for block in body.blocks:
+        for b in block.bindings:
+            if not isinstance(b, relax.VarBinding):
+                return None
+    bb = relax.BlockBuilder()
+    rw = _Rewriter(bb)
+    with bb.function("__mxc_nhwc", list(func.params), pure=func.is_pure):
+        for block in body.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                with bb.dataflow():
+                    for b in block.bindings:
+                        _bind(rw, b.var, b.value)
+            else:
+                for b in block.bindings:
+                    _bind(rw, b.var, b.value)
+        result = rw.orig(body.body)
+        bb.emit_func_output(result)
+    if not rw.changed:
+        return None
+    new = bb.get()["__mxc_nhwc"].without_attr("global_symbol")
+    if func.attrs is not None:
+        new = new.with_attrs(func.attrs)
+    return new
+
+
+def _bind(rw: _Rewriter, var, value) -> None:
+    new = rw.rewrite(value) if isinstance(value, relax.Call) and \
+        isinstance(value.op, tvm.ir.Op) else None
+    if isinstance(new, _Plain):
+        rw.changed = True
+        if isinstance(var, relax.DataflowVar):
+            rw.nchw[var] = rw.bb.emit(new.expr, name_hint=str(var.name))
+        else:
+            rw.nchw[var] = rw.bb.emit_output(new.expr, name_hint=str(var.name))
+        return
+    if new is not None:
+        rw.changed = True
+        expr = rw.bb.emit(new, name_hint=str(var.name))
+        rw.nhwc[var] = expr
+        if not isinstance(var, relax.DataflowVar):
+            rw.nchw[var] = rw.bb.emit_output(relax.op.permute_dims(expr, TO_NCHW))
+        return
+    value = rw.orig(value)
+    if isinstance(var, relax.DataflowVar):
+        rw.nchw[var] = rw.bb.emit(value, name_hint=str(var.name))
+    else:
+        rw.nchw[var] = rw.bb.emit_output(value, name_hint=str(var.name))
+
+
+@tvm.transform.module_pass(opt_level=0, name="MxcChannelsLast")
+def channels_last(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    """Rewrite every Relax function of *mod* to keep 2-D conv activations NHWC."""
+    updates = {}
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function) and not (func.attrs and
+                                                     "Primitive" in func.attrs):
+            new = _convert(func)
+            if new is not None:
+                updates[gv] = new
+    if not updates:
+        return mod
+    mod = mod.clone()
+    for gv, func in updates.items():
+        mod.update_func(gv, func)
+    return mod

@@ -1,0 +1,54 @@
+"""The mxc CPU compilation pipeline (see ``docs/performance.md``)."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+from .cpu import cpu_info, cpu_schedule_pass
+from .fold import fold_constants_numpy, inline_scalar_constants
+from .layout import channels_last
+from .legalize import cpu_legalize_map
+
+
+def graph_passes(target: tvm.target.Target, layout: bool = True) -> list:
+    """Relax-level passes up to fused TIR kernels (what tuning extracts tasks from)."""
+    passes = [fold_constants_numpy]
+    legalize_map = None
+    if layout:
+        passes.append(channels_last)
+        legalize_map = cpu_legalize_map(cpu_info(target))
+    passes += [
+        relax.backend.DispatchSampling(),
+        relax.backend.DispatchSortScan(),
+        relax.transform.LegalizeOps(legalize_map),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+        inline_scalar_constants,
+        relax.transform.DeadCodeElimination(),
+    ]
+    return passes
+
+
+def cpu_pipeline(target: tvm.target.Target, *, db: str | None = None, layout: bool = True,
+                 schedule: bool = True, stats: dict | None = None) -> tvm.transform.Pass:
+    """Graph passes, tuned schedules from *db*, default schedules, VM lowering."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    @tvm.transform.module_pass(opt_level=0, name="MxcCpuPipeline")
+    def _pipeline(mod, _ctx):
+        with target:
+            mod = tvm.transform.Sequential(graph_passes(target, layout))(mod)
+            if db is not None:
+                from tvm.s_tir import meta_schedule as ms
+                database = ms.database.JSONDatabase(work_dir=db, allow_missing=False,
+                                                    module_equality="structural")
+                with database:   # (a work_dir argument would make the pass log a warning)
+                    mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+            passes = [cpu_schedule_pass(target, stats)] if schedule else []
+            passes += cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
+            return tvm.transform.Sequential(passes)(mod)
+
+    return _pipeline

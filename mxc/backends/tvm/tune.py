@@ -1,0 +1,548 @@
+"""Tune a model's kernels with MetaSchedule into a persistent database.
+
+:func:`tune` takes a lowered Relax module (or an mxc graph plus shapes and
+params), runs mxc's CPU graph passes (the ones :func:`build_module` runs, so
+the kernels match exactly), extracts one MetaSchedule task per distinct fused
+kernel and tunes them into a ``JSONDatabase`` in *db_dir*.  Then::
+
+    build_module(mod, target, db=db_dir)          # or: mxc compile ... --db DIR
+
+uses the tuned schedule of every kernel the database knows; the rest keep
+mxc's default schedules.
+
+The database is shared: across compiles and across models, keyed by the
+kernel itself (its TIR, structurally), so the same workload is never tuned
+twice -- a task whose database records already number at least the
+requested trials is skipped, and a task with fewer (an interrupted run) gets
+only the missing ones.  Records are appended after every measured batch, so
+an interrupted tuning loses at most one batch.
+
+Measurement is local by default; ``rpc=(host, port, key)`` measures on the
+devices registered with a TVM RPC tracker under *key* (``python -m
+tvm.exec.rpc_tracker`` + ``python -m tvm.exec.rpc_server --tracker ...``),
+building locally -- see ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ...errors import BackendError
+
+#: file names of MetaSchedule's JSONDatabase inside a database directory
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+
+
+def check_database(db: str | os.PathLike) -> str:
+    """*db* as a path string; refuse a directory without a tuning database."""
+    path = Path(db)
+    if not path.is_dir():
+        raise BackendError(f"tuning database {str(path)!r} is not a directory "
+                           f"(create one with `mxc tune ... --db {path}`)")
+    if not (path / WORKLOAD_FILE).is_file():
+        raise BackendError(f"{str(path)!r} holds no tuning database ({WORKLOAD_FILE} missing; "
+                           f"create one with `mxc tune ... --db {path}`)")
+    return os.fspath(path)
+
+
+# ---------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------
+@dataclass
+class TaskReport:
+    """One tuning task: a distinct fused kernel of the model."""
+
+    name: str
+    weight: int                    # how many times the model calls it
+    trials_before: int             # records in the database before this run
+    trials_run: int = 0            # trials measured by this run
+    best_ms: float | None = None   # best measured latency (database, after the run)
+    default_ms: float | None = None  # mxc's default schedule, measured by this run
+    skipped: bool = False          # already tuned enough
+
+    @property
+    def trials(self) -> int:
+        return self.trials_before + self.trials_run
+
+
+@dataclass
+class TuneReport:
+    """What :func:`tune` did."""
+
+    db_dir: str
+    target: str
+    tasks: list[TaskReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def trials_run(self) -> int:
+        return sum(t.trials_run for t in self.tasks)
+
+    def summary(self) -> str:
+        tuned = [t for t in self.tasks if not t.skipped]
+        lines = [f"{len(self.tasks)} task(s), {len(tuned)} tuned now, "
+                 f"{len(self.tasks) - len(tuned)} already in the database; "
+                 f"{self.trials_run} trial(s) in {self.seconds:.0f} s; database {self.db_dir}"]
+        for t in self.tasks:
+            best = f"{t.best_ms:.4f} ms" if t.best_ms is not None else "-"
+            state = "skipped" if t.skipped else f"+{t.trials_run}"
+            default = f" (default schedule {t.default_ms:.4f} ms)" if t.default_ms else ""
+            lines.append(f"  {t.name}: x{t.weight}, {t.trials} trial(s) ({state}), "
+                         f"best {best}{default}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# task extraction
+# ---------------------------------------------------------------------------
+def _to_module(mod_or_graph, shapes, params, dtypes):
+    import tvm
+    if isinstance(mod_or_graph, tvm.IRModule):
+        return mod_or_graph
+    from .converter import lower_graph
+    graph = getattr(mod_or_graph, "graph", mod_or_graph)   # a Symbol or a Graph
+    if callable(graph):
+        graph = graph()
+    return lower_graph(graph, shapes=shapes, dtypes=dtypes, params=params)
+
+
+def fused_module(mod, target):
+    """*mod* after mxc's graph passes: the fused kernels :func:`build_module` schedules."""
+    import tvm
+
+    from .schedules.pipeline import graph_passes
+    with target:
+        return tvm.transform.Sequential(graph_passes(target))(mod)
+
+
+def _is_tunable(func) -> bool:
+    """Kernels worth measuring: those with a reduction (conv, dense, pooling ...)."""
+    from tvm import s_tir, tirx
+    try:
+        sch = s_tir.Schedule(func)
+        root = sch.get_sblock("root")
+        blocks = _all_blocks(sch, root)
+    except Exception:  # noqa: BLE001
+        return True
+    return any(any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(b).iter_vars)
+               for b in blocks)
+
+
+def _all_blocks(sch, root):
+    out = []
+    for b in sch.get_child_blocks(root):
+        out.append(b)
+        out.extend(_all_blocks(sch, b))
+    return out
+
+
+def extract_tasks(mod, target, *, all_kernels: bool = False):
+    """MetaSchedule tasks of *mod*'s fused kernels (reductions only unless *all_kernels*)."""
+    from tvm.s_tir import meta_schedule as ms
+    fused = fused_module(mod, target)
+    tasks = ms.relax_integration.extract_tasks(fused, target)
+    if not all_kernels:
+        tasks = [t for t in tasks if _is_tunable(t.dispatched[0]["main"])]
+    return tasks
+
+
+# ---------------------------------------------------------------------------
+# the database
+# ---------------------------------------------------------------------------
+def open_database(db_dir: str | os.PathLike):
+    """MetaSchedule's JSONDatabase in *db_dir* (created when missing)."""
+    from tvm.s_tir import meta_schedule as ms
+    Path(db_dir).mkdir(parents=True, exist_ok=True)
+    return ms.database.JSONDatabase(work_dir=os.fspath(db_dir), module_equality="structural")
+
+
+def trials_done(database, task_mod) -> int:
+    """How many tuning records (measured trials, failed ones included) *task_mod* has."""
+    import tvm_ffi
+    if not database.has_workload(task_mod):
+        return 0
+    count = 0
+    seen: dict = {}
+    for rec in database.get_all_tuning_records():
+        wl = rec.workload
+        match = seen.get(wl)
+        if match is None:
+            match = bool(tvm_ffi.structural_equal(wl.mod, task_mod))
+            seen[wl] = match
+        count += match
+    return count
+
+
+def best_latency_ms(database, task_mod) -> float | None:
+    if not database.has_workload(task_mod):
+        return None
+    wl = database.commit_workload(task_mod)
+    top = database.get_top_k(wl, 1)
+    if not top:
+        return None
+    secs = [float(s) for s in top[0].run_secs]
+    return 1e3 * sum(secs) / len(secs)
+
+
+# ---------------------------------------------------------------------------
+# progress
+# ---------------------------------------------------------------------------
+class _Progress:
+    """Writes ``[mxc tune] ...`` lines after each measured batch."""
+
+    def __init__(self, stream: TextIO | None, names: list[str], goal: dict[str, int],
+                 done_before: dict[str, int]):
+        self.stream = stream
+        self.names = names
+        self.goal = goal
+        self.done = dict(done_before)
+        self.best: dict[str, float] = {}
+        self.start = time.time()
+        self.total_goal = sum(goal.values())
+        self.total_done = 0
+        self.run_counts: dict[str, int] = {n: 0 for n in names}
+
+    def batch(self, name: str, latencies: list[float | None]) -> None:  # noqa: C901
+        n = len(latencies)
+        self.done[name] = self.done.get(name, 0) + n
+        self.run_counts[name] = self.run_counts.get(name, 0) + n
+        self.total_done += n
+        ok = [x for x in latencies if x is not None]
+        if ok:
+            best = min(ok)
+            if name not in self.best or best < self.best[name]:
+                self.best[name] = best
+        if self.stream is None:
+            return
+        idx = self.names.index(name) + 1 if name in self.names else 0
+        best = self.best.get(name)
+        elapsed = time.time() - self.start
+        msg = (f"[mxc tune] task {idx}/{len(self.names)} {name}: "
+               f"{self.done[name]}/{self.goal.get(name, '?')} trials, "
+               f"best {best * 1e3:.4f} ms" if best is not None else
+               f"[mxc tune] task {idx}/{len(self.names)} {name}: "
+               f"{self.done[name]}/{self.goal.get(name, '?')} trials, no valid run yet")
+        msg += f" | all: {self.total_done}/{self.total_goal} trials, {elapsed:.0f} s"
+        if ok and len(ok) < n:
+            msg += f" ({n - len(ok)} failed)"
+        elif not ok:
+            msg += f" ({n} failed)"
+        print(msg, file=self.stream, flush=True)
+
+
+def _progress_callback(progress: _Progress, names: list[str]):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.ir.utils import derived_object
+
+    @derived_object
+    class _Callback(ms.measure_callback.PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
+                  runner_results):
+            lat = []
+            for br, rr in zip(builder_results, runner_results):
+                if br.error_msg is not None or rr.error_msg is not None or not rr.run_secs:
+                    lat.append(None)
+                else:
+                    secs = [float(s) for s in rr.run_secs]
+                    lat.append(sum(secs) / len(secs))
+            progress.batch(names[int(task_id)], lat)
+
+    return _Callback()
+
+
+# ---------------------------------------------------------------------------
+# tune
+# ---------------------------------------------------------------------------
+def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
+         db_dir: str | os.PathLike = "mxc-tuning", *,
+         shapes: Mapping[str, Sequence[int]] | None = None,
+         params: Mapping[str, Any] | None = None,
+         dtypes: Mapping[str, str] | None = None,
+         rpc: tuple[str, int, str] | None = None,
+         rpc_workers: int = 1,
+         trials_per_iter: int = 64,
+         max_workers: int | None = None,
+         timeout_s: float = 30.0,
+         all_kernels: bool = False,
+         search: str = "evolutionary",
+         seed_default: bool = True,
+         seed: int | None = None,
+         progress: TextIO | None | bool = True,
+         verbose: bool = False) -> TuneReport:
+    """Tune every kernel of a model to at least *trials* measured trials.
+
+    mod_or_graph:
+        a Relax module from :func:`lower_graph`, or an mxc Graph/Symbol
+        (then *shapes* and *params* are passed to :func:`lower_graph`).
+    trials:
+        measured trials per kernel (tasks with as many records are skipped).
+    db_dir:
+        the database directory (created when missing), shared by every model.
+    rpc:
+        ``(tracker_host, tracker_port, key)``: measure on the RPC tracker's
+        devices of that key (*rpc_workers* sessions in parallel) instead of
+        locally.
+    trials_per_iter:
+        candidates measured per batch (the database grows batch by batch).
+    all_kernels:
+        also tune injective kernels (transposes, padding ...); by default only
+        kernels with a reduction are tuned, the others keep default schedules.
+    search:
+        ``"evolutionary"`` (MetaSchedule's cost-model-guided search; its
+        population scales with *trials*) or ``"random"`` (replay random
+        samples of the design space: no cost model, fast to start, for smoke
+        tests and tiny budgets).
+    seed_default:
+        also measure mxc's default schedule of each kernel tuned now and store
+        it as a database record (it then counts as one of the trials), so a
+        tuned build is never slower than the untuned one where the search
+        found nothing better.
+    progress:
+        a stream for progress lines (True: stderr, False/None: silent).
+    verbose:
+        let MetaSchedule log to the console too (it always logs to
+        ``DB_DIR/logs/``).
+    """
+    from .build import resolve_target
+
+    if trials < 1:
+        raise BackendError(f"trials must be >= 1, not {trials}")
+    stream = sys.stderr if progress is True else (progress or None)
+    start = time.time()
+    tgt = _tuning_target(resolve_target(target))
+    mod = _to_module(mod_or_graph, shapes, params, dtypes)
+    try:
+        tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
+    except Exception as exc:
+        raise BackendError(f"extracting tuning tasks failed: {type(exc).__name__}: {exc}") \
+            from exc
+    db_dir = os.fspath(db_dir)
+    database = open_database(db_dir)
+    report = TuneReport(db_dir=db_dir, target=str(tgt))
+
+    pending: dict[int, list] = {}      # remaining trials -> [(report, extracted task)]
+    for task in tasks:
+        task_mod = task.dispatched[0]
+        done = trials_done(database, task_mod)
+        rep = TaskReport(name=task.task_name, weight=int(task.weight), trials_before=done)
+        report.tasks.append(rep)
+        if done >= trials:
+            rep.skipped = True
+            continue
+        pending.setdefault(trials - done, []).append((rep, task))
+
+    if stream is not None:
+        todo = sum(len(v) for v in pending.values())
+        print(f"[mxc tune] {len(tasks)} task(s) for {tgt}, {todo} to tune "
+              f"({len(tasks) - todo} already in {db_dir}), {trials} trial(s) each",
+              file=stream, flush=True)
+
+    names = [r.name for r in report.tasks if not r.skipped]
+    goal = {r.name: trials for r in report.tasks}
+    prog = _Progress(stream, names, goal, {r.name: r.trials_before for r in report.tasks})
+    workers = max_workers or _cpu_count()
+    with _quiet_metaschedule(not verbose):
+        _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
+                     timeout_s, trials_per_iter, search, seed, seed_default)
+
+    for rep, task in zip(report.tasks, tasks):
+        rep.best_ms = best_latency_ms(database, task.dispatched[0])
+    report.seconds = time.time() - start
+    if stream is not None:
+        print(f"[mxc tune] done: {report.trials_run} trial(s) in {report.seconds:.0f} s, "
+              f"database {db_dir}", file=stream, flush=True)
+    return report
+
+
+def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers, timeout_s,
+                 trials_per_iter, search, seed, seed_default) -> None:
+    """Tune the pending tasks one at a time.
+
+    One ``tune_tasks`` call per task (sharing one builder and runner): MetaSchedule
+    commits a task's records when it joins its measurements, and its gradient
+    scheduler joins nothing until every task has had a first batch -- per task,
+    the database grows batch by batch and an interruption loses one batch at most.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    runner = _runner(rpc, rpc_workers, timeout_s)
+    builder = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=max(timeout_s, 30),
+                                      f_build=BUILD_FUNC, initializer=_builder_init)
+    try:
+        for remaining, group in sorted(pending.items(), reverse=True):
+            for rep, task in group:
+                with _light_tensor_intrin(tgt):
+                    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                        [task], work_dir=db_dir, strategy=_strategy(search, remaining),
+                        num_threads=workers, seed=seed)
+                if seed_default:
+                    rep.default_ms = _measure_default(task, tgt, database, builder, runner)
+                callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
+                callbacks.append(_progress_callback(prog, [rep.name]))
+                try:
+                    ms.tune_tasks(
+                        tasks=contexts, task_weights=weights, work_dir=db_dir,
+                        max_trials_global=remaining, max_trials_per_task=remaining,
+                        num_trials_per_iter=max(1, min(trials_per_iter, remaining)),
+                        builder=builder, runner=runner, database=database,
+                        measure_callbacks=callbacks, task_scheduler="round-robin")
+                except Exception as exc:
+                    raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
+                                       f"{exc}") from exc
+                rep.trials_run = prog.run_counts.get(rep.name, 0)
+    finally:
+        for obj in (builder, runner):
+            pool = getattr(obj, "pool", None)
+            if pool is not None:
+                try:
+                    pool.shutdown(wait=False)
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def _measure_default(task, target, database, builder, runner) -> float | None:
+    """Measure mxc's default schedule of *task* and commit it as a tuning record."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from .schedules.cpu import cpu_info, default_schedule
+    task_mod = task.dispatched[0]
+    func = task_mod["main"]
+    try:
+        _, sch = default_schedule(func, cpu_info(target))
+        if sch is None:
+            return None
+        args_info = ArgInfo.from_prim_func(func)
+        built = builder.build([ms.builder.BuilderInput(sch.mod, target)])[0]
+        if built.error_msg is not None:
+            return None
+        result = runner.run([ms.runner.RunnerInput(built.artifact_path, "cpu", args_info)])[0]
+        result = result.result()
+        if result.error_msg is not None or not result.run_secs:
+            return None
+        secs = [float(x) for x in result.run_secs]
+        workload = database.commit_workload(task_mod)
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, secs, target, args_info))
+        return 1e3 * sum(secs) / len(secs)
+    except Exception as exc:  # noqa: BLE001 - the search still runs without it
+        logging.getLogger(__name__).warning("measuring the default schedule of %s failed: %s",
+                                            task.task_name, exc)
+        return None
+
+
+class _DropLevelNag(logging.Filter):
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("Logging level set to")
+
+
+@contextlib.contextmanager
+def _quiet_metaschedule(quiet: bool):
+    """MetaSchedule's console log (task tables, XGBoost iterations) off; its files stay."""
+    if not quiet:
+        yield
+        return
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    level = logger.level
+    nag = _DropLevelNag()
+    logger.setLevel(logging.WARNING)
+    logger.addFilter(nag)
+    try:
+        yield
+    finally:
+        logger.removeFilter(nag)
+        logger.setLevel(level)
+
+
+#: the build function MetaSchedule's builder workers call (registered by _builder_init)
+BUILD_FUNC = "mxc.tune.build"
+
+
+def _build(mod, target, _params):
+    """Build a measured candidate with mxc's TIR pipeline (as ``build_module`` will)."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    from .schedules.tir_pipeline import tir_pipeline
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.tirx.build(mod, target=target, pipeline=tir_pipeline())
+
+
+def _builder_init() -> None:
+    """Builder worker set-up: register :data:`BUILD_FUNC`; CPU builds need no tensor
+    intrinsics, so skip importing them (tens of seconds per worker)."""
+    import sys
+    import types
+
+    import tvm
+    sys.modules.setdefault("tvm.s_tir.tensor_intrin",
+                           types.ModuleType("tvm.s_tir.tensor_intrin"))
+    tvm.register_global_func(BUILD_FUNC, _build, override=True)
+
+
+@contextlib.contextmanager
+def _light_tensor_intrin(target):
+    """While creating tuning contexts for a CPU target, don't import TVM's tensor
+    intrinsics (CUDA/ROCm/Hexagon/... tables: 10-30 s; float32 CPU rules use none)."""
+    name = "tvm.s_tir.tensor_intrin"
+    if target.kind.name != "llvm" or name in sys.modules:
+        yield
+        return
+    import types
+    sys.modules[name] = types.ModuleType(name)
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is not None and not hasattr(sys.modules[name], "cuda"):
+            del sys.modules[name]
+
+
+def _strategy(search: str, trials: int):
+    from tvm.s_tir import meta_schedule as ms
+    if search == "random":
+        return ms.search_strategy.ReplayTrace()
+    if search != "evolutionary":
+        raise BackendError(f"unknown search {search!r} (evolutionary or random)")
+    # MetaSchedule's default population (512) costs about a minute of search per batch on a
+    # small machine whatever the budget; scale it with the trials asked for
+    population = int(min(512, max(64, 4 * trials)))
+    return ms.search_strategy.EvolutionarySearch(
+        population_size=population, init_min_unmeasured=min(50, population // 2))
+
+
+def _tuning_target(target):
+    """MetaSchedule wants ``num-cores`` on CPU targets (its parallel-loop rules use it)."""
+    import tvm
+    if target.kind.name != "llvm" or target.attrs.get("num-cores"):
+        return target
+    spec = dict(target.export())
+    spec["num-cores"] = _cpu_count()
+    return tvm.target.Target(spec)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except Exception:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+def _runner(rpc, workers: int, timeout_s: float):
+    from tvm.s_tir import meta_schedule as ms
+    evaluator = ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=100,
+                                          enable_cpu_cache_flush=False)
+    if rpc is None:
+        return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator)
+    host, port, key = rpc
+    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key,
+                                 session_timeout_sec=int(max(timeout_s, 10)))
+    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator,
+                               max_workers=max(1, workers))

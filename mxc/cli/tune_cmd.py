@@ -1,0 +1,98 @@
+"""``mxc tune``: tune a model's kernels with MetaSchedule into a reusable database.
+
+    mxc tune resnet18-symbol.json --params resnet18-0000.params \\
+        --shape data=1,3,224,224 --trials 64 --db tuning/
+    MXC_TUNING_DB=tuning/ mxc compile resnet18-symbol.json ...
+
+The kernels tuned are exactly those ``mxc compile`` builds with the same
+``--target``/``--passes``/``--dtype``/``--no-bind-params`` options.  Kernels
+the database already holds with at least ``--trials`` trials are skipped, so
+tuning a second model (or re-running after an interruption) only measures
+what is new.  Progress goes to stderr, one line per measured batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import MxcError
+from . import register_command
+from .common import add_model_arguments, load_model
+
+
+def parse_rpc(text: str) -> tuple[str, int, str]:
+    """``HOST:PORT:KEY`` (an RPC tracker and the device key)."""
+    parts = text.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
+        raise argparse.ArgumentTypeError(f"expected TRACKER_HOST:PORT:KEY, got {text!r}")
+    return parts[0], int(parts[1]), parts[2]
+
+
+@register_command("tune", help="tune a model's kernels (MetaSchedule) into a database")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .compile_cmd import add_compile_arguments
+    add_model_arguments(p)
+    add_compile_arguments(p)
+    p.add_argument("--trials", type=int, default=64,
+                   help="measured trials per kernel (default 64); kernels with as many "
+                        "records in the database are skipped")
+    p.add_argument("--db", metavar="DIR", required=True,
+                   help="tuning database directory (created if missing; share it between "
+                        "models and runs)")
+    p.add_argument("--rpc", metavar="HOST:PORT:KEY", type=parse_rpc, default=None,
+                   help="measure on the devices of a TVM RPC tracker registered under KEY "
+                        "(default: measure locally)")
+    p.add_argument("--rpc-workers", type=int, default=1,
+                   help="parallel RPC measurement sessions (default 1)")
+    p.add_argument("--batch", type=int, default=64,
+                   help="candidates measured per batch (default 64)")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds per build/measurement (default 30)")
+    p.add_argument("--all-kernels", action="store_true",
+                   help="also tune injective kernels (transposes, padding); by default only "
+                        "kernels with a reduction (conv, dense, pooling) are tuned")
+    p.add_argument("--search", choices=("evolutionary", "random"), default="evolutionary",
+                   help="evolutionary (cost-model guided, default) or random (design-space "
+                        "samples: quick start, for smoke tests)")
+    p.add_argument("--no-default-record", dest="seed_default", action="store_false",
+                   help="do not measure and store mxc's default schedule of each kernel")
+    p.add_argument("--verbose-tuning", action="store_true",
+                   help="let MetaSchedule log to the console as well (it always logs to "
+                        "DIR/logs)")
+    p.add_argument("--seed", type=int, default=None, help="search seed")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def capture_module(args, loaded=None):
+    """(Relax module, target) that ``mxc compile`` with the same options would build."""
+    from ..backends.tvm.build import ModuleCaptured, capture_module as _capture
+    from ..backends.tvm.compile import compile as compile_model
+    from .compile_cmd import parse_target
+    sym, arg, aux = loaded if loaded is not None else load_model(args)
+    with _capture() as cap:
+        try:
+            compile_model(sym, (arg, aux), dict(args.shape), dict(args.dtype),
+                          target=parse_target(args.target), passes=args.passes,
+                          bind_params=args.bind_params, progress=False,
+                          name=Path(args.model).name)
+        except ModuleCaptured:
+            pass
+    if cap.module is None:
+        raise MxcError("nothing to tune: no part of the model is compiled with TVM")
+    return cap.module, cap.target
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..backends.tvm.tune import tune
+    if args.trials < 1:
+        raise MxcError(f"--trials must be >= 1, not {args.trials}")
+    mod, target = capture_module(args)
+    report = tune(mod, target, args.trials, args.db, rpc=args.rpc,
+                  rpc_workers=args.rpc_workers, trials_per_iter=args.batch,
+                  timeout_s=args.timeout, all_kernels=args.all_kernels, search=args.search,
+                  seed_default=args.seed_default, seed=args.seed, progress=not args.quiet,
+                  verbose=args.verbose_tuning)
+    print(report.summary())
+    print(f"compile with it: MXC_TUNING_DB={args.db} mxc compile {args.model} ...")
+    return 0
