@@ -213,6 +213,8 @@ class _Progress:
 
     def batch(self, name: str, latencies: list[float | None]) -> None:  # noqa: C901
         n = len(latencies)
+        if n == 0:          # an empty batch (the search found no new candidate)
+            return
         self.done[name] = self.done.get(name, 0) + n
         self.run_counts[name] = self.run_counts.get(name, 0) + n
         self.total_done += n
