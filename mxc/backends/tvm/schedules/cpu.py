@@ -181,13 +181,16 @@ def _inline_injective(sch, params, keep=()) -> None:
             break
 
 
-def _schedule_elementwise_block(sch, block_rv, info: CpuInfo, fused_only=False) -> None:
+def _schedule_elementwise_block(sch, block_rv, info: CpuInfo) -> None:
     loops = sch.get_loops(block_rv)
     if not loops:
         return
     extents = [_int(sch.get(lp).extent) for lp in loops]
     if any(e is None for e in extents):
         sch.parallel(loops[0])
+        return
+    if not _streams_innermost(sch.get(block_rv), len(loops)):
+        _schedule_strided_block(sch, block_rv, loops, extents, info)
         return
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     total = math.prod(extents)
@@ -209,6 +212,60 @@ def _schedule_elementwise_block(sch, block_rv, info: CpuInfo, fused_only=False) 
         outer = fused
     if total >= 4096:
         sch.parallel(outer)
+
+
+def _streams_innermost(block, nloops: int) -> bool:
+    """Whether every buffer the block touches is walked contiguously by its innermost
+    iter var (or not at all: a broadcast), so that fusing all loops into one and
+    vectorising it reads and writes memory linearly.  A transpose is the counter
+    example: there the fused index would need a division per element per access."""
+    if nloops != len(block.iter_vars):
+        return False
+    last = block.iter_vars[-1].var
+    for region in list(block.reads) + list(block.writes):
+        if not region.region:
+            continue
+        tail = region.region[-1].min
+        if isinstance(tail, tirx.Var) and tail.same_as(last):
+            continue
+        if any(_uses(rg.min, last) for rg in region.region):
+            return False
+    return True
+
+
+def _schedule_strided_block(sch, block_rv, loops, extents, info: CpuInfo) -> None:
+    """A transpose- or concatenate-like block: the outer loops fused and parallel (one
+    division per row, not per element).  The innermost loop is cut where a
+    condition on it changes value (the seams of a concatenation), so that each
+    piece reads one input linearly and is vectorised; a short one is unrolled."""
+    outer = loops[:-1] or loops
+    par = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+    if math.prod(extents) >= 4096:
+        sch.parallel(par)
+    if len(loops) < 2:
+        return
+    inner_ext = extents[-1]
+    cuts = _seams(sch.get(block_rv), inner_ext)
+    if cuts and all(c % info.lanes == 0 for c in cuts) and inner_ext % info.lanes == 0:
+        bounds = [0, *cuts, inner_ext]
+        sizes = [b - a for a, b in zip(bounds, bounds[1:])]
+        pieces = sch.loop_partition(loops[-1], sizes[:-1] + [None])
+        for piece in pieces:      # (a piece may not start at 0, which split refuses)
+            sch.vectorize(piece)
+    elif inner_ext <= 16:
+        sch.unroll(loops[-1])
+
+
+def _seams(block, extent: int) -> list[int]:
+    """Constants K with ``K <= v`` / ``v < K`` in *block*'s body, *v* its innermost
+    iter var: where a concatenation switches input along that axis."""
+    import re
+    name = re.escape(block.iter_vars[-1].var.name)
+    num = r"(?:T\.int(?:32|64)\()?(\d+)\)?"
+    text = str(block.body)
+    found = {int(k) for k in re.findall(num + r"\s*<=\s*" + name + r"\b", text)}
+    found |= {int(k) for k in re.findall(r"\b" + name + r"\s*<\s*" + num, text)}
+    return sorted(k for k in found if 0 < k < extent)
 
 
 def rule_elementwise(func: tirx.PrimFunc, info: CpuInfo):
@@ -244,13 +301,14 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
     if nc is not None:
         shapes = [nc]
     else:
+        # whole vectors (rule_reduction unrolls a multi-vector tile vector by vector)
         shapes = [v * lanes for v in (1, 2, 3, 4) if cext % (v * lanes) == 0]
         if not shapes:      # channels not a multiple of the vector: a power-of-two part
             pow2 = 1        # of a vector (odd-length vectors are handled element-wise)
             while pow2 * 2 <= lanes and cext % (pow2 * 2) == 0:
                 pow2 *= 2
             shapes = [pow2]
-    best = None
+    best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
     for cand in shapes:
         v = -(-cand // lanes)
         for rw in range(1, max(rext, 1) + 1):
@@ -259,13 +317,20 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
                 break
             loads = (acc if streaming else rw) + v
             cycles = max(_FMA_LATENCY, acc / _FMA_PORTS, loads / _LOAD_PORTS)
-            waste = -(-rext // rw) * rw / rext       # a partial last block (predicated)
+            waste = -(-rext // rw) * rw / rext
             score = (round(acc / cycles / waste, 2), -loads / acc, acc)
-            if best is None or score > best[0]:
-                best = (score, cand, rw)
-    if best is None:
+            exact = rext % rw == 0
+            if best[exact] is None or score > best[exact][0]:
+                best[exact] = (score, cand, rw)
+    # a partial last block puts a predicate on every FMA of every block (measured 2-3x
+    # slower for the first convolution of a network), so a block length dividing the
+    # extent wins unless it is clearly worse (49 pixels: 2x5 beats 1x7 by 40%)
+    pick = best[True]
+    if pick is None or (best[False] is not None and best[False][0][0] > 1.1 * pick[0][0]):
+        pick = best[False]
+    if pick is None:
         return shapes[0], 1
-    return best[1], best[2]
+    return pick[1], pick[2]
 
 
 def _packed_nc(block, cext: int) -> int | None:
@@ -399,7 +464,13 @@ def rule_reduction(func: tirx.PrimFunc, info: CpuInfo):
         else:
             outer_spatial.append(loops[pix[0]])
     red = [loops[i] for i in reduce_]
-    order = [co] + outer_spatial + red + inner + [ci]
+    # a tile of several vectors is unrolled vector by vector: LLVM legalises a wide
+    # vector type (3 x 8 lanes especially) into far worse code than separate registers
+    lanes_loop = []
+    if nc > info.lanes and nc % info.lanes == 0:
+        cv, ci = sch.split(ci, [None, info.lanes])
+        lanes_loop = [cv]
+    order = [co] + outer_spatial + red + inner + lanes_loop + [ci]
     sch.reorder(*order)
     par = sch.fuse(co, *outer_spatial) if outer_spatial else co
     for epi in epilogues:
@@ -409,7 +480,7 @@ def rule_reduction(func: tirx.PrimFunc, info: CpuInfo):
     sch.parallel(par)
     if _int(sch.get(red[-1]).extent) <= 8:
         sch.unroll(red[-1])
-    for lp in inner:
+    for lp in inner + lanes_loop:
         sch.unroll(lp)
     sch.vectorize(ci)
     for epi in epilogues:

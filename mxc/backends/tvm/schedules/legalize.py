@@ -111,7 +111,8 @@ def _conv2d(info: CpuInfo):
                 or ydt not in _FLOATS:
             return default(bb, call)
         kh, kw, c, k = ws
-        nc, _ = tile_shape(k, ys[2], info)
+        # the schedule register-blocks the fused n*h*w pixel axis: pack for that tile
+        nc, _ = tile_shape(k, int(ys[0]) * int(ys[1]) * int(ys[2]), info)
         if nc is None or k % nc:
             return default(bb, call)
         arr = w.value.numpy()                                 # [KH, KW, C, K]
