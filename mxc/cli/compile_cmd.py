@@ -32,8 +32,9 @@ def parse_target(text: str):
     return text
 
 
-def add_compile_arguments(p: argparse.ArgumentParser) -> None:
-    """The options ``mxc compile`` shares with ``mxc run --backend tvm``."""
+def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
+    """The options ``mxc compile`` shares with ``mxc run --backend tvm`` (and, but for
+    ``--db``, with ``mxc tune``, which has its own)."""
     p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
                    default=[], help="dtype of an input that is not float32 (repeatable)")
     p.add_argument("--target", default="llvm",
@@ -44,6 +45,11 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-bind-params", dest="bind_params", action="store_false",
                    help="keep weights as run-time inputs stored beside the library instead of "
                         "compiling them in as constants")
+    if tuning_db:
+        p.add_argument("--db", metavar="DIR", default=None,
+                       help="tuning database made by `mxc tune --db DIR`: kernels it holds "
+                            "use their tuned schedules, the others the default ones "
+                            "(default: $MXC_TUNING_DB if set, else none)")
 
 
 @register_command("compile", help="compile a model ahead of time into a .mxc artifact")
@@ -74,7 +80,7 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
                          dtypes if dtypes is not None else dict(args.dtype),
                          target=parse_target(args.target), passes=args.passes,
                          bind_params=args.bind_params, progress=progress,
-                         name=Path(args.model).name)
+                         name=Path(args.model).name, db=getattr(args, "db", None))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +90,12 @@ def run(args: argparse.Namespace) -> int:
     regions, host = len(model.regions), len(model.host_nodes)
     print(f"wrote {out} ({out.stat().st_size:,} bytes): target {model.manifest['target']['kind']}"
           f", {regions} compiled region(s), {host} host node(s)")
+    tuning = model.manifest.get("tuning_db")
+    if tuning:
+        rest = tuning["kernels"] - tuning["kernels_tuned"]
+        print(f"  tuning database {tuning['path']}: {tuning['kernels_tuned']} of "
+              f"{tuning['kernels']} kernel(s) tuned"
+              + (f", {rest} with default schedules" if rest else ""))
     for name, why in model.host_nodes.items():
         print(f"  host node {name}: {why}")
     return 0

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_artifact(args)
     if args.profile and args.backend != "tvm":
         raise MxcError("--profile needs an .mxc artifact or --backend tvm")
+    if args.db and args.backend != "tvm":
+        raise MxcError("--db (a tuning database) needs --backend tvm")
     if args.backend == "tvm":
         return _run_tvm(args)
     return _run_reference(args)
@@ -62,9 +64,9 @@ def _report(args, names, outputs, profile) -> int:
 
 
 def _run_artifact(args) -> int:
-    if args.params or args.backend:
-        raise MxcError(f"{args.model} is a compiled artifact: its parameters and backend are "
-                       f"fixed (drop --params/--backend)")
+    if args.params or args.backend or args.db:
+        raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
+                       f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
     session = load(args.model)
     feeds = load_inputs(args.inputs)

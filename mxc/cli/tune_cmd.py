@@ -2,13 +2,14 @@
 
     mxc tune resnet18-symbol.json --params resnet18-0000.params \\
         --shape data=1,3,224,224 --trials 64 --db tuning/
-    MXC_TUNING_DB=tuning/ mxc compile resnet18-symbol.json ...
+    mxc compile resnet18-symbol.json ... --db tuning/
 
 The kernels tuned are exactly those ``mxc compile`` builds with the same
 ``--target``/``--passes``/``--dtype``/``--no-bind-params`` options.  Kernels
 the database already holds with at least ``--trials`` trials are skipped, so
 tuning a second model (or re-running after an interruption) only measures
-what is new.  Progress goes to stderr, one line per measured batch.
+what is new.  Progress goes to stderr, one line per measured batch.  Each
+run appends a line (model, trials, wall time) to ``DIR/mxc-tune-log.jsonl``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def parse_rpc(text: str) -> tuple[str, int, str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .compile_cmd import add_compile_arguments
     add_model_arguments(p)
-    add_compile_arguments(p)
+    add_compile_arguments(p, tuning_db=False)
     p.add_argument("--trials", type=int, default=64,
                    help="measured trials per kernel (default 64); kernels with as many "
                         "records in the database are skipped")
@@ -83,6 +84,19 @@ def capture_module(args, loaded=None):
     return cap.module, cap.target
 
 
+def model_name(path: str) -> str:
+    """``resnet18-symbol.json`` -> ``resnet18``; a corpus ``NAME/symbol.json`` -> ``NAME``."""
+    p = Path(path)
+    stem = p.name
+    for suffix in ("-symbol.json", ".json"):
+        if stem.endswith(suffix):
+            stem = stem[:-len(suffix)]
+            break
+    if stem == "symbol" and p.resolve().parent.name:
+        return p.resolve().parent.name
+    return stem
+
+
 def run(args: argparse.Namespace) -> int:
     from ..backends.tvm.tune import tune
     if args.trials < 1:
@@ -92,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
                   rpc_workers=args.rpc_workers, trials_per_iter=args.batch,
                   timeout_s=args.timeout, all_kernels=args.all_kernels, search=args.search,
                   seed_default=args.seed_default, seed=args.seed, progress=not args.quiet,
-                  verbose=args.verbose_tuning)
+                  verbose=args.verbose_tuning,
+                  model_info={"model": model_name(args.model),
+                              "symbol": str(Path(args.model).resolve()),
+                              "shapes": {k: list(v) for k, v in args.shape}})
     print(report.summary())
-    print(f"compile with it: MXC_TUNING_DB={args.db} mxc compile {args.model} ...")
+    print(f"compile with it: mxc compile {args.model} ... --db {args.db}")
     return 0

@@ -13,7 +13,9 @@ memory through the same runtime.
 3. **lower** -- each region becomes one Relax function of ONE ``IRModule``
    (:class:`~mxc.backends.tvm.converter.ModuleBuilder`), parameters bound as
    constants unless ``bind_params=False``;
-4. **build** -- one ``tvm.compile`` for the target (one library);
+4. **build** -- one ``tvm.compile`` for the target (one library), kernels
+   found in a tuning database (``db=``, ``mxc compile --db``) with their tuned
+   schedules;
 5. **runtime graph** -- the plan the runtime executes: value slots, steps
    (regions and host nodes with their parsed parameters), inputs, outputs.
 
@@ -246,7 +248,8 @@ class CompiledModel:
 def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = None,  # noqa: A001
             dtypes: Mapping[str, Any] | None = None, target: Any = "llvm",
             passes: str | None = None, bind_params: bool = True, *,
-            progress: bool | Progress = False, name: str | None = None) -> CompiledModel:
+            progress: bool | Progress = False, name: str | None = None,
+            db: str | os.PathLike | None = None) -> CompiledModel:
     """Compile a model ahead of time with TVM.
 
     Parameters
@@ -276,19 +279,32 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         Show a progress line on stderr (or pass a :class:`Progress`).
     name:
         A model name for the manifest.
+    db:
+        A tuning database directory (``mxc tune --db DIR``,
+        :func:`mxc.backends.tvm.tune.tune`): every kernel it holds a tuned
+        schedule for uses it, the others get mxc's default schedules.  Default:
+        the :func:`~mxc.backends.tvm.build.use_database` block's, else
+        ``$MXC_TUNING_DB``, else none.  A path that is not a tuning database is
+        a :class:`~mxc.errors.BackendError` (raised before anything is
+        compiled).  The manifest's ``tuning_db`` records the database and the
+        kernels taken from it.
 
     Returns a :class:`CompiledModel`.  Raises :class:`~mxc.errors.BackendError`
     (and the pass/partition errors of the stages).
     """
+    if db is not None:  # a wrong path fails now, not after the passes and lowering
+        from .tune import check_database
+        db = check_database(db)
     prog = progress if isinstance(progress, Progress) else Progress(bool(progress))
     try:
-        return _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog, name)
+        return _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog, name,
+                        db)
     finally:
         prog.close()
 
 
 def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Progress,
-             name) -> CompiledModel:
+             name, db=None) -> CompiledModel:
     from ...compiler.partition import optimize_graph
     from . import property as _prop  # registers the "tvm" backend
 
@@ -350,16 +366,24 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     # 4. build
     prog.start(f"build for {tgt.kind.name}")
     executable = None
+    tuning = None
     if regions:
-        executable = _build(functions["__module__"], tgt, prog)
-    timings["build"] = prog.done("one library" if regions else "nothing to compile")
+        from .build import _default_db
+        db = db if db is not None else _default_db()
+        tuning = _TunedKernels(db) if db is not None else None
+        executable = _build(functions["__module__"], tgt, prog, db, tuning)
+    summary = "one library" if regions else "nothing to compile"
+    if tuning is not None:
+        summary += (f", {len(tuning.tuned)} of {tuning.kernels} kernel(s) from the tuning "
+                    f"database")
+    timings["build"] = prog.done(summary)
 
     # 5. the runtime graph and manifest
     prog.start("runtime graph")
     rt_graph, rt_params = _runtime_graph(pg, regions, functions, params, pshapes, pdtypes,
                                          output_names, host_reasons)
     manifest = _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline,
-                         bind_params, name, pshapes, pg)
+                         bind_params, name, pshapes, pg, tuning)
     timings["runtime graph"] = prog.done(f"{len(rt_graph['steps'])} step(s)")
     return CompiledModel(pg, rt_graph, manifest, rt_params, executable, host_reasons, timings)
 
@@ -480,18 +504,78 @@ def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: Progress)
     return functions
 
 
-def _build(mod, tgt, prog: Progress):
+def _build(mod, tgt, prog: Progress, db=None, tuning: "_TunedKernels | None" = None):
     from .build import build_module
-    instrument = _pass_counter(prog) if prog.tty else None
-    if instrument is None:
-        return build_module(mod, tgt)
+    kwargs = {} if db is None else {"db": db}
+    instruments = []
+    if prog.tty:
+        instruments.append(_pass_counter(prog))
+    if tuning is not None:
+        instruments.append(tuning.instrument())
+    instruments = [i for i in instruments if i is not None]
+    if not instruments:
+        return build_module(mod, tgt, **kwargs)
     import tvm
     cur = tvm.transform.PassContext.current()
     ctx = tvm.transform.PassContext(opt_level=cur.opt_level, required_pass=cur.required_pass,
                                     disabled_pass=cur.disabled_pass, config=cur.config,
-                                    instruments=list(cur.instruments) + [instrument])
+                                    instruments=list(cur.instruments) + instruments)
     with ctx:
-        return build_module(mod, tgt)
+        return build_module(mod, tgt, **kwargs)
+
+
+#: the TVM pass that replaces kernels by their tuned schedules from a database
+_APPLY_DATABASE = "MetaScheduleApplyDatabase"
+
+
+class _TunedKernels:
+    """Which kernels of a build came from the tuning database *path*.
+
+    A pass instrument compares the module's kernels (TIR PrimFuncs) before and
+    after ``MetaScheduleApplyDatabase``: the ones it replaced have a tuned
+    schedule; the rest go on to the default schedules.
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.kernels = 0              # kernels the database was asked about
+        self.tuned: list[str] = []    # the ones it had a schedule for
+        self._before: dict[str, Any] = {}
+
+    def instrument(self):
+        try:
+            from tvm.ir.instrument import pass_instrument
+        except ImportError:  # pragma: no cover
+            return None
+        owner = self
+
+        @pass_instrument
+        class _ApplyDatabaseWatch:
+            def run_before_pass(self, mod, info):
+                if info.name == _APPLY_DATABASE:
+                    owner._before = _prim_funcs(mod)
+
+            def run_after_pass(self, mod, info):
+                if info.name == _APPLY_DATABASE:
+                    after = _prim_funcs(mod)
+                    # a rebuild (the vectorisation fallback) counts once: last one wins
+                    owner.kernels = len(owner._before)
+                    owner.tuned = sorted(k for k, f in owner._before.items()
+                                         if k in after and not after[k].same_as(f))
+                    owner._before = {}
+
+        return _ApplyDatabaseWatch()
+
+    def as_manifest(self) -> dict:
+        return {"path": os.path.abspath(self.path), "kernels": self.kernels,
+                "kernels_tuned": len(self.tuned), "tuned": list(self.tuned)}
+
+
+def _prim_funcs(mod) -> dict:
+    import tvm
+    prim = getattr(tvm, "tirx", None)
+    prim_func = getattr(prim, "PrimFunc", None) or tvm.tir.PrimFunc
+    return {gv.name_hint: f for gv, f in mod.functions_items() if isinstance(f, prim_func)}
 
 
 def _pass_counter(prog: Progress):
@@ -654,7 +738,7 @@ def _arch_of(triple: str) -> str:
 
 
 def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_params, name,
-              shapes, pg) -> dict:
+              shapes, pg, tuning: _TunedKernels | None = None) -> dict:
     import tvm
     from ... import __version__
     by_name = {s["name"]: s for s in rt_graph["steps"]}
@@ -676,4 +760,6 @@ def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_pa
         "host_nodes": [{"name": s["name"], "op": s["op"], "reason": s["reason"]}
                        for s in rt_graph["steps"] if s["kind"] == "host"],
         "num_params_stored": len(rt_graph["params"]),
+        # None: default schedules only; else the database and the kernels taken from it
+        "tuning_db": tuning.as_manifest() if tuning is not None else None,
     }

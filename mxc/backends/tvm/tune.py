@@ -17,6 +17,11 @@ requested trials is skipped, and a task with fewer (an interrupted run) gets
 only the missing ones.  Records are appended after every measured batch, so
 an interrupted tuning loses at most one batch.
 
+Every :func:`tune` call appends one line to :data:`TUNE_LOG` in the
+database directory (model, target, trials, tasks, wall seconds; read it with
+:func:`read_tune_log`): what tuning a model cost, which
+``bench/bench_models.py --db`` reports beside the tuned latencies.
+
 Measurement is local by default; ``rpc=(host, port, key)`` measures on the
 devices registered with a TVM RPC tracker under *key* (``python -m
 tvm.exec.rpc_tracker`` + ``python -m tvm.exec.rpc_server --tracker ...``),
@@ -26,6 +31,8 @@ building locally -- see ``docs/performance.md``.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import json
 import logging
 import os
 import sys
@@ -40,6 +47,8 @@ from ...errors import BackendError
 #: file names of MetaSchedule's JSONDatabase inside a database directory
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
+#: mxc's log of the tuning runs into a database directory: JSON lines, one per tune()
+TUNE_LOG = "mxc-tune-log.jsonl"
 
 
 def check_database(db: str | os.PathLike) -> str:
@@ -99,6 +108,43 @@ class TuneReport:
             lines.append(f"  {t.name}: x{t.weight}, {t.trials} trial(s) ({state}), "
                          f"best {best}{default}")
         return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# the tuning log
+# ---------------------------------------------------------------------------
+def append_tune_log(db_dir: str | os.PathLike, entry: Mapping[str, Any]) -> None:
+    """Append *entry* as one JSON line to ``DB_DIR/`` :data:`TUNE_LOG`."""
+    path = Path(db_dir) / TUNE_LOG
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(dict(entry), default=str) + "\n")
+    except OSError as exc:  # the records are what matters; the log is informational
+        logging.getLogger(__name__).warning("cannot append to %s: %s", path, exc)
+
+
+def read_tune_log(db_dir: str | os.PathLike) -> list[dict]:
+    """The entries of ``DB_DIR/`` :data:`TUNE_LOG`, oldest first ([] when none).
+
+    Each is a dict: ``model`` (name, or None), ``symbol`` and ``shapes`` when
+    ``mxc tune`` wrote it, ``target``, ``trials`` (asked per kernel),
+    ``trials_run``, ``tasks``, ``tasks_tuned`` (not skipped), ``task_names``,
+    ``search``, ``rpc``, ``started`` (UTC, ISO 8601), ``seconds`` (wall time
+    of the call) and ``status`` (``"done"``, ``"interrupted"`` or ``"failed"``).
+    Lines that are not JSON objects (a write cut short) are skipped.
+    """
+    path = Path(db_dir) / TUNE_LOG
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -279,7 +325,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
          seed_default: bool = True,
          seed: int | None = None,
          progress: TextIO | None | bool = True,
-         verbose: bool = False) -> TuneReport:
+         verbose: bool = False,
+         model_info: Mapping[str, Any] | None = None) -> TuneReport:
     """Tune every kernel of a model to at least *trials* measured trials.
 
     mod_or_graph:
@@ -313,6 +360,9 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     verbose:
         let MetaSchedule log to the console too (it always logs to
         ``DB_DIR/logs/``).
+    model_info:
+        what to say about the model in the database's tuning log
+        (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
     """
     from .build import resolve_target
 
@@ -352,9 +402,26 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     goal = {r.name: trials for r in report.tasks}
     prog = _Progress(stream, names, goal, {r.name: r.trials_before for r in report.tasks})
     workers = max_workers or _cpu_count()
-    with _quiet_metaschedule(not verbose):
-        _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
-                     timeout_s, trials_per_iter, search, seed, seed_default)
+    status = "failed"
+    try:
+        with _quiet_metaschedule(not verbose):
+            _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
+                         timeout_s, trials_per_iter, search, seed, seed_default)
+        status = "done"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        info = dict(model_info or {})
+        append_tune_log(db_dir, {
+            "model": info.pop("model", None), **info,
+            "target": str(tgt), "trials": int(trials),
+            "trials_run": sum(prog.run_counts.values()), "tasks": len(report.tasks),
+            "tasks_tuned": len(names), "task_names": [r.name for r in report.tasks],
+            "search": search, "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
+            "started": datetime.datetime.fromtimestamp(
+                start, datetime.timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - start, 3), "status": status})
 
     for rep, task in zip(report.tasks, tasks):
         rep.best_ms = best_latency_ms(database, task.dispatched[0])
