@@ -3,29 +3,40 @@
     python bench/bench_models.py                 # mxc only, the three default corpus models
     python bench/bench_models.py --peers         # + MXNet 1.9.1 and ONNX Runtime, same run
     python bench/bench_models.py --models resnet18_v1 examples/mlp/mlp --runs 50
+    python bench/bench_models.py --db tuning/    # untuned and tuned (mxc tune --db tuning/)
 
-For every model: compile with ``mxc.compile`` (timed), save the ``.mxc``
-artifact, load it with ``mxc.runtime.load`` (the way a user deploys it),
-check its outputs against the reference (``io.npz``: MXNet 1.9.1's outputs,
+For every model: compile with ``mxc.compile`` (timed) and save the ``.mxc``
+artifact in one subprocess (``bench/mxc_runner.py compile``), then in another
+(``bench/mxc_runner.py run``) load it with ``mxc.runtime.load`` (the way a
+user deploys it) and time ``Session.run``: ``--warmup`` untimed calls, then
+``--runs`` timed calls; the median and the p10-p90 range are reported.  The
+outputs are checked against the reference (``io.npz``: MXNet 1.9.1's outputs,
 within ``meta.json``'s tolerance; for a checkpoint prefix, mxc's numpy
-reference executor) and time ``Session.run``: ``--warmup`` untimed calls,
-then ``--runs`` timed calls; the median and the p10-p90 range are reported.
+reference executor).  Each subprocess reports its peak resident memory
+(``VmHWM``, see ``bench/memory.py``): the compile's and the deployment's.
+
+With ``--db DIR`` (a tuning database from ``mxc tune --db DIR``) every model
+is compiled and measured twice in the same run, untuned and tuned, and the
+report shows both, the kernels taken from the database and the time ``mxc
+tune`` spent on the model (from ``DIR/mxc-tune-log.jsonl``).  Without it,
+``$MXC_TUNING_DB`` (if set) makes the one mxc measurement a tuned one.
 
 With ``--peers`` MXNet (``simple_bind`` + ``forward(is_train=False)``, its
 default oneDNN fusion on) and ONNX Runtime (MXNet's ONNX export,
 ``ORT_ENABLE_ALL``) time the same inputs, each in a subprocess of the
 ``bench/.venv-peers`` virtualenv (created on first use; see
 ``bench/peers/venv.py``), and their outputs are checked against the same
-reference.  Every engine gets the same thread count (all cores unless
-``--threads``).  Results: a markdown table on stdout and in ``--output``
-(default ``bench/results/<date>-<time>.md``) and everything, raw per-call
-times included, in ``--json`` (default: the same name with ``.json``).
+reference; their peak resident memory is reported too.  Every engine gets
+the same thread count (all cores unless ``--threads``).  Results: markdown
+tables on stdout and in ``--output`` (default
+``bench/results/<date>-<time>.md``) and everything, raw per-call times
+included, in ``--json`` (default: the same name with ``.json``).
 
 Models are corpus names (``$MXC_CORPUS`` or ``../shared/corpus``) or
 checkpoint prefixes (``PREFIX-symbol.json`` + ``PREFIX-<epoch>.params``;
 inputs from ``--inputs``, an ``input.npz`` beside the checkpoint, or random
-with ``--shape``).  Exit status 1 when an mxc compile/run fails or its
-outputs mismatch the reference.
+with ``--shape``).  Exit status 1 when an mxc compile/run (untuned or tuned)
+fails or its outputs mismatch the reference.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import datetime
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,11 +58,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import machine  # noqa: E402  (stdlib only: safe before the thread setup)
+from bench.memory import fmt_bytes  # noqa: E402  (stdlib only)
 
 DEFAULT_MODELS = ["resnet18_v1", "mobilenetv2_0.25", "squeezenet1.1"]
 SCHEMA = "mxc-bench-models/1"
-ENGINES = ("mxc", "mxnet", "onnxruntime")
-ENGINE_TITLES = {"mxc": "mxc", "mxnet": "MXNet", "onnxruntime": "ORT"}
+ENGINES = ("mxc", "mxc-tuned", "mxnet", "onnxruntime")
+ENGINE_TITLES = {"mxc": "mxc", "mxc-tuned": "mxc tuned", "mxnet": "MXNet", "onnxruntime": "ORT"}
+MXC_ENGINES = ("mxc", "mxc-tuned")
+PEERS = ("mxnet", "onnxruntime")
 
 
 def log(msg: str) -> None:
@@ -254,65 +269,98 @@ def wait_quiet(args) -> float | None:
 # ---------------------------------------------------------------------------
 # engines
 # ---------------------------------------------------------------------------
-def prepare_mxc(spec: ModelSpec, args, workdir: Path) -> tuple[dict, object, dict]:
-    """Compile, save, load and check; returns (result, session, feeds) ready to time."""
+def inputs_npz(spec: ModelSpec, workdir: Path) -> Path:
+    """The model's inputs as an npz every engine's subprocess reads (written once)."""
     import numpy as np
-    import mxc
-    import mxc.runtime
 
-    db = os.environ.get("MXC_TUNING_DB") or None  # mxc.compile picks tuned kernels from it
-    res: dict = {"engine": "mxc", "variant": "tuned" if db else "untuned", "tuning_db": db,
-                 "target": args.target}
-    t0 = time.perf_counter()
-    sym = mxc.sym.load(str(spec.symbol))
-    params = mxc.nd.load(str(spec.params))
-    res["load_model_s"] = time.perf_counter() - t0
-    shapes = {k: v.shape for k, v in spec.inputs.items()}
+    path = workdir / f"{spec.name}-inputs.npz"
+    if not path.exists():
+        np.savez(path, **spec.inputs)
+    return path
+
+
+def prepare_mxc(spec: ModelSpec, args, workdir: Path, db: str | None = None,
+                engine: str = "mxc") -> dict:
+    """Compile and save in a subprocess (``mxc_runner.py compile``): its report, the
+    artifact's path in ``res["artifact"]``.
+
+    *db*: a tuning database (the tuned variant); None compiles without one
+    (unless ``$MXC_TUNING_DB`` is set and ``--db`` is not given).
+    """
+    import numpy as np
+
+    suffix = "" if engine == "mxc" else "-" + engine.split("-", 1)[1]
+    artifact = workdir / f"{spec.name}{suffix}.mxc"
+    shapes = {k: list(v.shape) for k, v in spec.inputs.items()}
     dtypes = {k: v.dtype.name for k, v in spec.inputs.items() if v.dtype != np.float32}
-    t0 = time.perf_counter()
-    model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes or None, target=args.target,
-                        name=spec.name)
-    res["compile_only_s"] = time.perf_counter() - t0
-    res["stages_s"] = dict(model.timings)
-    artifact = workdir / f"{spec.name}.mxc"
-    t0 = time.perf_counter()
-    model.save(artifact)
-    res["save_s"] = time.perf_counter() - t0
-    res["compile_s"] = res["compile_only_s"] + res["save_s"]  # what `mxc compile` costs
-    res["artifact_bytes"] = artifact.stat().st_size
-    res["regions"] = len(model.regions)
-    res["host_nodes"] = [f"{h['name']} ({h['op']}): {h['reason']}"
-                         for h in model.manifest["host_nodes"]]
-    res["target_string"] = model.target
-    del model
-    t0 = time.perf_counter()
-    sess = mxc.runtime.load(artifact)  # the deployed artifact, not the in-memory model
-    res["load_s"] = time.perf_counter() - t0
-    names = {i["name"] for i in sess.manifest["inputs"]}
-    feeds = {k: v for k, v in spec.inputs.items() if k in names}
-    outputs = sess.run(feeds)
-    res["check"] = check_outputs(outputs, spec.reference, spec.rtol, spec.atol)
-    if args.keep_artifacts:
-        keep = Path(args.keep_artifacts)
-        keep.mkdir(parents=True, exist_ok=True)
-        os.replace(artifact, keep / artifact.name)
-    return res, sess, feeds
+    cmd = [sys.executable, str(REPO / "bench" / "mxc_runner.py"), "compile",
+           "--symbol", str(spec.symbol), "--params", str(spec.params),
+           "--shapes", json.dumps(shapes), "--target", args.target, "--name", spec.name,
+           "--artifact", str(artifact)]
+    if dtypes:
+        cmd += ["--dtypes", json.dumps(dtypes)]
+    if db is not None:
+        cmd += ["--db", db]
+    res = _run_child(cmd, args.timeout, env=dict(os.environ))
+    if "error" in res:
+        raise RuntimeError(res["error"])
+    res.update(engine=engine, artifact=str(artifact))
+    if db is not None:
+        res["tuning"] = tuning_cost(db, spec)
+    return res
 
 
-def time_mxc(base: dict, sess, feeds: dict, args) -> dict:
-    """One timed measurement of ``Session.run`` (a copy of *base* with the timings)."""
-    from bench.timing import measure, summarize
-
+def time_mxc(base: dict, spec: ModelSpec, args, workdir: Path) -> dict:
+    """One timed measurement in a subprocess (``mxc_runner.py run``): a copy of *base*
+    with the timings, the check of the outputs and the process's peak memory."""
     res = dict(base)
+    out = workdir / f"{Path(base['artifact']).stem}-out.npz"
+    cmd = [sys.executable, str(REPO / "bench" / "mxc_runner.py"), "run",
+           "--artifact", base["artifact"], "--inputs", str(inputs_npz(spec, workdir)),
+           "--warmup", str(args.warmup), "--runs", str(args.runs), "--outputs", str(out)]
     res["background_busy"] = wait_quiet(args)
     res["load_average"] = machine.load_average()
     with CpuWindow() as window:
-        res["times_s"] = measure(lambda: sess.run(feeds), args.warmup, args.runs)
+        run = _run_child(cmd, args.timeout, env=dict(os.environ))
     res["background_during"] = window.busy
-    res["latency"] = summarize(res["times_s"])
-    _, prof = sess.run(feeds, profile=True)
-    res["profile_one_run"] = prof.as_dict()
+    if "error" in run:
+        return {"engine": base["engine"], "variant": base.get("variant"),
+                "error": run["error"]}
+    run.pop("engine", None)
+    res.update(run)
+    _finish_peer(res, out, spec)
     return res
+
+
+def tuning_cost(db: str, spec: ModelSpec) -> dict | None:
+    """What ``mxc tune`` spent on *spec*'s model, from the database's tuning log.
+
+    Runs are matched by symbol file (else model name) and, when the log has
+    them, by input shapes; their wall times add up (a resumed or extended
+    tuning is several runs).  None when no run of this model is logged.
+    """
+    from mxc.backends.tvm.tune import read_tune_log
+
+    shapes = {k: list(v.shape) for k, v in spec.inputs.items()}
+    symbol = str(spec.symbol.resolve())
+    runs = []
+    for entry in read_tune_log(db):
+        same = entry.get("symbol") == symbol if entry.get("symbol") else \
+            entry.get("model") == spec.name
+        logged = entry.get("shapes")
+        if same and logged and {k: list(v) for k, v in logged.items()} != \
+                {k: v for k, v in shapes.items() if k in logged}:
+            same = False
+        if same:
+            runs.append(entry)
+    if not runs:
+        return None
+    return {"seconds": sum(float(e.get("seconds") or 0) for e in runs), "runs": len(runs),
+            "trials": max(int(e.get("trials") or 0) for e in runs),
+            "trials_run": sum(int(e.get("trials_run") or 0) for e in runs),
+            "tasks": max(int(e.get("tasks") or 0) for e in runs),
+            "status": sorted({str(e.get("status")) for e in runs}),
+            "log": runs}
 
 
 def _peer_env() -> dict:
@@ -321,11 +369,12 @@ def _peer_env() -> dict:
     return env
 
 
-def _run_peer(cmd: list[str], timeout: float) -> dict:
+def _run_child(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Run *cmd*; the JSON object on the last line of its stdout, or ``{"error": ...}``."""
     log("    $ " + " ".join(shlex.quote(c) for c in cmd))
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                             env=_peer_env(), cwd=str(REPO))
+                             env=env if env is not None else _peer_env(), cwd=str(REPO))
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f}s"}
     lines = out.stdout.strip().splitlines()
@@ -340,11 +389,7 @@ def _run_peer(cmd: list[str], timeout: float) -> dict:
 
 def run_peers(spec: ModelSpec, args, python: Path, workdir: Path) -> dict[str, dict]:
     """MXNet, then ONNX Runtime (on MXNet's ONNX export, made on the first call)."""
-    import numpy as np
-
-    inputs = workdir / f"{spec.name}-inputs.npz"
-    if not inputs.exists():
-        np.savez(inputs, **spec.inputs)
+    inputs = inputs_npz(spec, workdir)
     onnx_path = workdir / f"{spec.name}.onnx"
     export = [] if onnx_path.exists() else ["--export-onnx", str(onnx_path)]
     results: dict[str, dict] = {}
@@ -355,9 +400,9 @@ def run_peers(spec: ModelSpec, args, python: Path, workdir: Path) -> dict[str, d
     load = machine.load_average()
     mx_out = workdir / f"{spec.name}-mxnet-out.npz"
     with CpuWindow() as window:
-        res = _run_peer([str(python), str(peers_dir / "mxnet_runner.py"), "--symbol",
-                         str(spec.symbol), "--params", str(spec.params), *common,
-                         "--outputs", str(mx_out), *export], args.peer_timeout)
+        res = _run_child([str(python), str(peers_dir / "mxnet_runner.py"), "--symbol",
+                          str(spec.symbol), "--params", str(spec.params), *common,
+                          "--outputs", str(mx_out), *export], args.timeout)
     res.update(engine="mxnet", background_busy=busy, load_average=load,
                background_during=window.busy)
     _finish_peer(res, mx_out, spec)
@@ -371,9 +416,9 @@ def run_peers(spec: ModelSpec, args, python: Path, workdir: Path) -> dict[str, d
     load = machine.load_average()
     ort_out = workdir / f"{spec.name}-ort-out.npz"
     with CpuWindow() as window:
-        res = _run_peer([str(python), str(peers_dir / "ort_runner.py"), "--model",
-                         str(onnx_path), "--threads", str(args.threads), *common,
-                         "--outputs", str(ort_out)], args.peer_timeout)
+        res = _run_child([str(python), str(peers_dir / "ort_runner.py"), "--model",
+                          str(onnx_path), "--threads", str(args.threads), *common,
+                          "--outputs", str(ort_out)], args.timeout)
     res.update(engine="onnxruntime", background_busy=busy, load_average=load,
                background_during=window.busy)
     _finish_peer(res, ort_out, spec)
@@ -415,34 +460,45 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
     except Exception as exc:  # noqa: BLE001 - FLOPs are informational
         entry["flops"] = {"error": f"{type(exc).__name__}: {exc}"}
 
+    variants = [("mxc", None)] + ([("mxc-tuned", args.db)] if args.db else [])
     with tempfile.TemporaryDirectory(prefix="mxc-bench-") as tmp:
         work = Path(tmp)
-        log("  [mxc] compile, save, load, check")
-        mxc_state = None
-        try:
-            mxc_state = prepare_mxc(spec, args, work)
-            base = mxc_state[0]
-            log(f"    mxc: compiled in {base['compile_s']:.1f}s, {base['regions']} region(s), "
-                f"{len(base['host_nodes'])} host node(s), check {base['check']['detail']}")
-        except Exception as exc:  # noqa: BLE001 - reported in the table
-            entry["engines"]["mxc"] = {"engine": "mxc", "error": f"{type(exc).__name__}: {exc}"}
-            _log_result(entry["engines"]["mxc"])
+        prepared: dict[str, dict] = {}
+        for engine, db in variants:
+            title = ENGINE_TITLES[engine] if args.db else "mxc"
+            log(f"  [{title}] compile and save" + (f" (tuning database {db})" if db else ""))
+            try:
+                base = prepare_mxc(spec, args, work, db=db, engine=engine)
+                prepared[engine] = base
+                tuned = (f", {base['kernels_tuned']}/{base['kernels']} kernel(s) from the "
+                         f"tuning database" if base.get("tuning_db") else "")
+                log(f"    {title}: compiled in {base['compile_s']:.1f}s, {base['regions']} "
+                    f"region(s), {len(base['host_nodes'])} host node(s){tuned}, peak memory "
+                    f"{fmt_bytes(base.get('compile_peak_rss_bytes'))}")
+            except Exception as exc:  # noqa: BLE001 - reported in the table
+                why = str(exc) if isinstance(exc, RuntimeError) else \
+                    f"{type(exc).__name__}: {exc}"
+                entry["engines"][engine] = {"engine": engine, "error": why}
+                _log_result(entry["engines"][engine])
         for r in range(args.rounds):
             rnd: dict = {}
             tag = f" (round {r + 1}/{args.rounds})" if args.rounds > 1 else ""
-            if mxc_state is not None:
-                log(f"  [mxc] {args.warmup} warm-up + {args.runs} timed Session.run{tag}")
+            for engine, base in prepared.items():
+                title = ENGINE_TITLES[engine] if args.db else "mxc"
+                log(f"  [{title}] load, check, {args.warmup} warm-up + {args.runs} timed "
+                    f"Session.run{tag}")
                 try:
-                    rnd["mxc"] = time_mxc(mxc_state[0], mxc_state[1], mxc_state[2], args)
+                    rnd[engine] = time_mxc(base, spec, args, work)
                 except Exception as exc:  # noqa: BLE001
-                    rnd["mxc"] = {"engine": "mxc", "error": f"{type(exc).__name__}: {exc}"}
-                _log_result(rnd["mxc"])
+                    rnd[engine] = {"engine": engine, "error": f"{type(exc).__name__}: {exc}"}
+                _log_result(rnd[engine])
             if peers_python is not None:
                 log(f"  [peers] MXNet, then ONNX Runtime{tag}")
                 rnd.update(run_peers(spec, args, peers_python, work))
                 _log_result(rnd["mxnet"])
                 _log_result(rnd["onnxruntime"])
             entry["rounds"].append({k: {"latency": v.get("latency"), "error": v.get("error"),
+                                        "peak_rss_bytes": v.get("peak_rss_bytes"),
                                         "background_busy": v.get("background_busy"),
                                         "background_during": v.get("background_during")}
                                     for k, v in rnd.items()})
@@ -450,7 +506,20 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
                 best = entry["engines"].get(eng)
                 if best is None or _median(res) < _median(best):
                     entry["engines"][eng] = res
-        del mxc_state
+        if args.keep_artifacts:
+            keep = Path(args.keep_artifacts)
+            keep.mkdir(parents=True, exist_ok=True)
+            for base in prepared.values():
+                art = Path(base["artifact"])
+                if art.exists():
+                    shutil.move(str(art), str(keep / art.name))
+                    for res in entry["engines"].values():
+                        if res.get("artifact") == str(art):
+                            res["artifact"] = str(keep / art.name)
+
+    for res in entry["engines"].values():  # the temporary copy is gone
+        if res.get("artifact") and not Path(res["artifact"]).exists():
+            res.pop("artifact")
 
     total = (entry.get("flops") or {}).get("total")
     for eng, res in entry["engines"].items():
@@ -459,12 +528,13 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
             res["gflops"] = total / (med / 1e3) / 1e9
             if ceiling:
                 res["fraction_of_sgemm"] = res["gflops"] / ceiling["best_gflops"]
-    mx = entry["engines"].get("mxc")
     entry["ratios"] = {}
-    for peer in ("mxnet", "onnxruntime"):
-        p = entry["engines"].get(peer)
-        if mx and p and _median(mx) < float("inf") and _median(p) < float("inf"):
-            entry["ratios"][f"mxc/{peer}"] = _median(mx) / _median(p)
+    for mine in MXC_ENGINES:
+        m = entry["engines"].get(mine)
+        for other in PEERS + (("mxc",) if mine == "mxc-tuned" else ()):
+            o = entry["engines"].get(other)
+            if m and o and _median(m) < float("inf") and _median(o) < float("inf"):
+                entry["ratios"][f"{mine}/{other}"] = _median(m) / _median(o)
     return entry
 
 
@@ -482,6 +552,8 @@ def _log_result(res: dict) -> None:
         return
     chk = res.get("check") or {}
     extra = f", compile {res['compile_s']:.1f}s" if "compile_s" in res else ""
+    if res.get("peak_rss_bytes") is not None:
+        extra += f", peak memory {fmt_bytes(res['peak_rss_bytes'])}"
     busy, during = res.get("background_busy"), res.get("background_during")
     log(f"    {eng}: {fmt_latency(res.get('latency'))}{extra}, check {chk.get('detail', '?')}"
         + (f", others' load {busy:.0%} before" if busy is not None else "")
@@ -510,40 +582,96 @@ def _shape_text(entry: dict) -> str:
     return ", ".join(f"{k} {'x'.join(map(str, v['shape']))}" for k, v in entry["inputs"].items())
 
 
+def _check_cell(res: dict) -> str:
+    chk = res.get("check") or {}
+    if "error" in res:
+        return "**FAILED**"
+    if chk.get("ok") is False:
+        return f"**MISMATCH** ({chk.get('max_abs_diff', float('nan')):.2g})"
+    if chk.get("ok"):
+        return f"ok ({chk['max_abs_diff']:.1g})"
+    return "–"
+
+
+def _ratio_cell(entry: dict, key: str) -> str:
+    r = entry["ratios"].get(key)
+    return f"{r:.2f}×" if r is not None else "–"
+
+
+def _tune_cell(res: dict) -> str:
+    t = res.get("tuning")
+    if not t:
+        return "–"
+    runs = f"{t['runs']} runs, " if t["runs"] > 1 else ""
+    return f"{_duration(t['seconds'])} ({runs}{t['trials']} trials/kernel)"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
 def render_markdown(report: dict) -> str:
     s = report["settings"]
+    tuned = bool(s.get("tuning_db"))
     lines = [f"# mxc model benchmark — {report['date']}", "",
              f"Command: `{report['command']}`", "",
              f"Batch-1 CPU latency: {s['warmup']} warm-up calls, then {s['runs']} timed calls per "
              f"engine (best of {s['rounds']} round(s)); median, p10–p90 in parentheses. mxc: "
              f"`mxc.compile` ({_variant(report)}, target {s['target']}) → `.mxc` artifact → "
-             f"`mxc.runtime.load` → `Session.run`. Ratio > 1 means mxc is slower.", ""]
+             f"`mxc.runtime.load` → `Session.run`, compile and run each in a process of its "
+             f"own. Ratio > 1 means mxc is slower.", ""]
     peers = report.get("peers") is not None
-    head = ["model", "input", "GFLOP", "mxc compile", "mxc", "check"]
-    if peers:
-        head += ["MXNet", "ORT", "mxc/MXNet", "mxc/ORT"]
+    mine = ["mxc", "mxc-tuned"] if tuned else ["mxc"]
+    if tuned:
+        head = ["model", "input", "GFLOP", "mxc untuned", "mxc tuned", "tuned/untuned",
+                "check (untuned, tuned)"]
+        if peers:
+            head += ["MXNet", "ORT", "untuned/MXNet", "tuned/MXNet", "untuned/ORT", "tuned/ORT"]
+    else:
+        head = ["model", "input", "GFLOP", "mxc compile", "mxc", "check"]
+        if peers:
+            head += ["MXNet", "ORT", "mxc/MXNet", "mxc/ORT"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in report["models"]:
         eng = e["engines"]
         mx = eng.get("mxc") or {}
-        chk = mx.get("check") or {}
-        if "error" in mx:
-            check = "**FAILED**"
-        elif chk.get("ok") is False:
-            check = f"**MISMATCH** ({chk.get('max_abs_diff', float('nan')):.2g})"
-        elif chk.get("ok"):
-            check = f"ok ({chk['max_abs_diff']:.1g})"
-        else:
-            check = "–"
         gflop = (e.get("flops") or {}).get("total")
-        row = [e["name"], _shape_text(e), f"{gflop / 1e9:.3g}" if gflop else "?",
-               f"{mx['compile_s']:.1f} s" if "compile_s" in mx else "–", _cell(mx), check]
-        if peers:
-            row += [_cell(eng.get("mxnet")), _cell(eng.get("onnxruntime"))]
-            for key in ("mxc/mxnet", "mxc/onnxruntime"):
-                r = e["ratios"].get(key)
-                row.append(f"{r:.2f}×" if r is not None else "–")
+        row = [e["name"], _shape_text(e), f"{gflop / 1e9:.3g}" if gflop else "?"]
+        if tuned:
+            row += [_cell(eng.get("mxc")), _cell(eng.get("mxc-tuned")),
+                    _ratio_cell(e, "mxc-tuned/mxc"),
+                    ", ".join(_check_cell(eng.get(m) or {}) for m in mine)]
+            if peers:
+                row += [_cell(eng.get("mxnet")), _cell(eng.get("onnxruntime"))]
+                row += [_ratio_cell(e, f"{m}/{p}") for p in PEERS for m in mine]
+        else:
+            row += [f"{mx['compile_s']:.1f} s" if "compile_s" in mx else "–", _cell(mx),
+                    _check_cell(mx)]
+            if peers:
+                row += [_cell(eng.get("mxnet")), _cell(eng.get("onnxruntime"))]
+                row += [_ratio_cell(e, f"mxc/{p}") for p in PEERS]
         lines.append("| " + " | ".join(row) + " |")
+
+    if tuned:
+        lines += ["", f"Compile time (`mxc.compile` + writing the artifact) untuned and with the "
+                      f"tuning database `{s['tuning_db']}`; kernels taken from it; tuning time: "
+                      f"the wall time of the `mxc tune` runs of the model recorded in the "
+                      f"database's `mxc-tune-log.jsonl` (a kernel another model already tuned "
+                      f"costs nothing again).", "",
+                  "| model | compile untuned | compile tuned | kernels tuned | tuning time |",
+                  "|---|---|---|---|---|"]
+        for e in report["models"]:
+            u, t = e["engines"].get("mxc") or {}, e["engines"].get("mxc-tuned") or {}
+            kernels = (f"{t['kernels_tuned']}/{t['kernels']}" if t.get("kernels") is not None
+                       else "–")
+            lines.append(f"| {e['name']} | "
+                         + " | ".join([f"{u['compile_s']:.1f} s" if "compile_s" in u else "–",
+                                       f"{t['compile_s']:.1f} s" if "compile_s" in t else "–",
+                                       kernels, _tune_cell(t)]) + " |")
 
     ceiling = report.get("ceiling")
     if ceiling:
@@ -551,8 +679,8 @@ def render_markdown(report: dict) -> str:
                       f"at the median latency; sgemm ceiling {ceiling['best_gflops']:.1f} GFLOP/s "
                       f"(`bench/ceiling.py`, numpy float32 matmul, {ceiling.get('blas', '?')}: "
                       f"{_ceiling_text(ceiling)}; same run).", ""]
-        engines = ["mxc"] + (["mxnet", "onnxruntime"] if peers else [])
-        lines += ["| model | " + " | ".join(f"{ENGINE_TITLES[x]} GFLOP/s (% of sgemm)"
+        engines = mine + (list(PEERS) if peers else [])
+        lines += ["| model | " + " | ".join(f"{_title(x, tuned)} GFLOP/s (% of sgemm)"
                                              for x in engines) + " |",
                   "|---|" + "---|" * len(engines)]
         for e in report["models"]:
@@ -562,6 +690,8 @@ def render_markdown(report: dict) -> str:
                 g, f = res.get("gflops"), res.get("fraction_of_sgemm")
                 cells.append(f"{g:.1f} ({f:.0%})" if g is not None and f is not None else "–")
             lines.append(f"| {e['name']} | " + " | ".join(cells) + " |")
+
+    lines += _memory_table(report, mine, peers, tuned)
 
     lines += ["", "## Machine", ""]
     lines += machine.format_machine(report["machine"], report.get("peers"))
@@ -573,29 +703,72 @@ def render_markdown(report: dict) -> str:
 
     notes = []
     for e in report["models"]:
-        loads = [f"{ENGINE_TITLES.get(k, k)} {v['background_during']:.0%}"
+        loads = [f"{_title(k, tuned)} {v['background_during']:.0%}"
                  for k, v in e["engines"].items() if v.get("background_during") is not None]
         if loads:
             notes.append(f"- {e['name']}: other processes' share of the CPUs during the reported "
                          f"runs: {', '.join(loads)}")
         for n in e.get("notes", []):
             notes.append(f"- {e['name']}: {n}")
+        host_nodes: list[str] = []
         for eng_name, res in e["engines"].items():
-            title = ENGINE_TITLES.get(eng_name, eng_name)
+            title = _title(eng_name, tuned)
             if "error" in res:
                 notes.append(f"- {e['name']}: **{title} failed**: {res['error']}")
             chk = res.get("check") or {}
             if chk.get("ok") is False:
                 notes.append(f"- {e['name']}: **{title} output mismatch** vs "
                              f"{e['reference']['source']}: {chk['detail']}")
-            for h in res.get("host_nodes") or []:
-                notes.append(f"- {e['name']}: mxc host node {h}")
+            host_nodes += [h for h in res.get("host_nodes") or [] if h not in host_nodes]
+            if eng_name == "mxc-tuned" and "error" not in res and not res.get("tuning"):
+                notes.append(f"- {e['name']}: no `mxc tune` run of this model in "
+                             f"`{s['tuning_db']}/mxc-tune-log.jsonl` (tuned under another "
+                             f"name or shape, by an older mxc, or only through other models' "
+                             f"shared kernels): tuning time unknown")
+        for h in host_nodes:
+            notes.append(f"- {e['name']}: mxc host node {h}")
     if notes:
         lines += ["", "## Notes", ""] + notes
     return "\n".join(lines) + "\n"
 
 
+def _title(engine: str, tuned: bool) -> str:
+    if engine == "mxc" and tuned:
+        return "mxc untuned"
+    return ENGINE_TITLES.get(engine, engine)
+
+
+def _memory_table(report: dict, mine: list[str], peers: bool, tuned: bool) -> list[str]:
+    """Peak resident memory of every engine's processes (``bench.memory.peak_rss_bytes``)."""
+    cols: list[tuple[str, str, str]] = []     # (title, engine, key)
+    for m in mine:
+        cols += [(f"{_title(m, tuned)} compile", m, "compile_peak_rss_bytes"),
+                 (f"{_title(m, tuned)} run", m, "peak_rss_bytes")]
+    if peers:
+        cols += [(ENGINE_TITLES[p], p, "peak_rss_bytes") for p in PEERS]
+    rows, known = [], False
+    for e in report["models"]:
+        values = [(e["engines"].get(eng) or {}).get(key) for _, eng, key in cols]
+        known = known or any(v is not None for v in values)
+        rows.append(f"| {e['name']} | " + " | ".join(fmt_bytes(v) for v in values) + " |")
+    if not known:
+        return []
+    return ["", "Peak resident memory (`VmHWM` of each engine's own process, "
+                "`bench/memory.py`: the "
+                "interpreter, numpy and the engine's libraries included; the JSON also has "
+                "`rss_after_import_bytes`, what they hold before any model). mxc compile: "
+                "`mxc.compile` + save, TVM imported; mxc run: `mxc.runtime.load` + the timed "
+                "`Session.run` calls"
+            + ("; MXNet: bind + timed calls (before its ONNX export); ORT: session + timed "
+               "calls" if peers else "") + ".", "",
+            "| model | " + " | ".join(c[0] for c in cols) + " |",
+            "|---|" + "---|" * len(cols)] + rows
+
+
 def _variant(report: dict) -> str:
+    db = report["settings"].get("tuning_db")
+    if db:
+        return f"untuned, and tuned with the database `{db}` (`--db`)"
     dbs = {(e["engines"].get("mxc") or {}).get("tuning_db") for e in report["models"]} - {None}
     return f"tuned: MXC_TUNING_DB={', '.join(sorted(dbs))}" if dbs else "untuned"
 
@@ -649,7 +822,12 @@ def parse_args(argv=None):
                     help="also measure MXNet 1.9.1 and ONNX Runtime (bench/.venv-peers)")
     ap.add_argument("--peers-python", default=None,
                     help="interpreter that creates the peers' venv (default: this one)")
-    ap.add_argument("--peer-timeout", type=float, default=900, help="seconds per peer run")
+    ap.add_argument("--timeout", "--peer-timeout", dest="timeout", type=float, default=900,
+                    help="seconds per subprocess: each mxc compile, mxc run and peer run "
+                         "(default 900)")
+    ap.add_argument("--db", metavar="DIR", default=None,
+                    help="a tuning database (mxc tune --db DIR): measure every model untuned "
+                         "and tuned with it, side by side, with the tuning time from its log")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every engine (default: all available cores)")
     ap.add_argument("--target", default="llvm", help="mxc target (default llvm: this CPU)")
@@ -679,6 +857,8 @@ def parse_args(argv=None):
     args.models = models
     if args.runs < 1 or args.warmup < 0 or args.rounds < 1:
         ap.error("--runs and --rounds must be >= 1, --warmup >= 0")
+    if args.db is not None:
+        args.db = os.path.abspath(args.db)
     return args
 
 
@@ -697,6 +877,17 @@ def main(argv=None) -> int:
     out_json = None if args.json == "-" else (Path(args.json) if args.json else
                                               out_md.with_suffix(".json") if out_md else None)
 
+    if args.db is not None:
+        from mxc.backends.tvm.tune import check_database
+        from mxc.errors import MxcError
+        try:
+            check_database(args.db)
+        except MxcError as exc:
+            log(f"!!! --db: {exc}")
+            return 2
+        if os.environ.pop("MXC_TUNING_DB", None):  # the untuned variant must be untuned
+            log("[mxc] --db given: MXC_TUNING_DB ignored (unset for the compiles)")
+
     peers_python, peer_versions = None, None
     if args.peers:
         from bench.peers import venv
@@ -708,7 +899,8 @@ def main(argv=None) -> int:
         log(f"[peers] {peers_python}: " + ", ".join(f"{k} {v}" for k, v in peer_versions.items()))
 
     t0 = time.perf_counter()
-    import tvm  # noqa: F401  (imported once, outside every timed compile)
+    import tvm  # noqa: F401  (the machine report asks it for the host CPU; compiles and
+    #                             runs happen in subprocesses: bench/mxc_runner.py)
     import mxc
     import mxc.runtime  # noqa: F401
     log(f"[mxc] mxc {mxc.__version__}, TVM imported in {time.perf_counter() - t0:.1f}s; "
@@ -730,7 +922,7 @@ def main(argv=None) -> int:
                                                             else sys.argv[1:])]),
               "settings": {"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds,
                            "threads": args.threads, "target": args.target,
-                           "quiet": args.quiet},
+                           "quiet": args.quiet, "tuning_db": args.db},
               "machine": info, "ceiling": ceiling, "peers": peer_versions, "models": []}
     if args.peers:
         report["peer_settings"] = {
@@ -745,9 +937,10 @@ def main(argv=None) -> int:
     for name in args.models:
         entry = bench_model(name, args, peers_python, ceiling)
         report["models"].append(entry)
-        mx = entry["engines"].get("mxc") or {}
-        if "error" in mx or (mx.get("check") or {}).get("ok") is False:
-            failed = True
+        for engine in MXC_ENGINES:
+            mx = entry["engines"].get(engine) or {}
+            if "error" in mx or (mx.get("check") or {}).get("ok") is False:
+                failed = True
         mxnet = entry["engines"].get("mxnet") or {}
         if "subgraph_backend" in mxnet:  # what the MXNet run itself reported
             report["peer_settings"]["mxnet_subgraph_backend"] = mxnet["subgraph_backend"]

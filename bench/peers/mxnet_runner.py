@@ -15,6 +15,10 @@ With ``--export-onnx`` the model is then exported with ``mx.onnx.export_model``;
 MXNet lists every weight as a graph input too, which keeps ONNX Runtime from
 constant-folding them, so initializers are removed from the graph inputs.
 
+``peak_rss_bytes`` is the process's peak resident memory (``VmHWM``, see
+``bench/memory.py``) right after the timed calls, before the export;
+``rss_after_import_bytes`` what MXNet and numpy alone hold.
+
 Prints one JSON object on the last line of stdout.
 """
 
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.memory import current_rss_bytes, peak_rss_bytes  # noqa: E402
 from bench.timing import measure  # noqa: E402
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MKL_NUM_THREADS",
@@ -79,7 +84,8 @@ def main() -> None:
 
     report: dict = {"engine": "mxnet", "mxnet": mx.__version__, "numpy": np.__version__,
                     "python": sys.version.split()[0],
-                    "env": {k: os.environ.get(k) for k in THREAD_VARS}}
+                    "env": {k: os.environ.get(k) for k in THREAD_VARS},
+                    "rss_after_import_bytes": current_rss_bytes()}
     features = runtime.Features()
     report["features"] = sorted(k for k in features.keys() if features.is_enabled(k))
     mkldnn = features.is_enabled("MKLDNN")
@@ -112,6 +118,7 @@ def main() -> None:
     outputs = run()
     report["times_s"] = measure(run, args.warmup, args.runs)
     report["warmup"], report["runs"] = args.warmup, args.runs
+    report["peak_rss_bytes"] = peak_rss_bytes()   # before the ONNX export adds its own
     if args.outputs:
         np.savez(args.outputs, **{f"out{i}": o for i, o in enumerate(outputs)})
 

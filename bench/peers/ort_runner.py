@@ -8,6 +8,10 @@ ONNX Runtime at its best for latency: ``GraphOptimizationLevel.ORT_ENABLE_ALL``,
 one inter-op thread, CPUExecutionProvider.  Each timed call is
 ``session.run(None, feeds)`` on the numpy inputs (outputs come back as numpy).
 
+``peak_rss_bytes`` is the process's peak resident memory (``VmHWM``, see
+``bench/memory.py``) after the timed calls; ``rss_after_import_bytes`` what
+onnxruntime and numpy alone hold.
+
 Prints one JSON object on the last line of stdout.
 """
 
@@ -21,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.memory import current_rss_bytes, peak_rss_bytes  # noqa: E402
 from bench.timing import measure  # noqa: E402
 
 
@@ -36,6 +41,8 @@ def main() -> None:
 
     import numpy as np
     import onnxruntime as ort
+
+    rss_after_import = current_rss_bytes()
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -60,6 +67,7 @@ def main() -> None:
 
     outputs = run()
     times = measure(run, args.warmup, args.runs)
+    peak = peak_rss_bytes()
     if args.outputs:
         np.savez(args.outputs, **{f"out{i}": np.asarray(o) for i, o in enumerate(outputs)})
     print(json.dumps({
@@ -68,6 +76,7 @@ def main() -> None:
         "intra_op_num_threads": args.threads, "inter_op_num_threads": 1,
         "execution_mode": "ORT_SEQUENTIAL", "session_load_s": load_s,
         "fed": sorted(feeds), "times_s": times, "warmup": args.warmup, "runs": args.runs,
+        "peak_rss_bytes": peak, "rss_after_import_bytes": rss_after_import,
     }))
 
 

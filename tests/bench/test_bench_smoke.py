@@ -1,8 +1,10 @@
-"""The benchmark harness: its FLOP counter on hand-computed cases and an end-to-end smoke run.
+"""The benchmark harness: its FLOP counter on hand-computed cases and end-to-end smoke runs.
 
-No timing is asserted (benchmarks are never timed unit tests); the smoke run
-only checks that ``bench/bench_models.py`` compiles, checks and times the
-tiny ``examples/mlp`` model and writes its reports.
+No timing is asserted (benchmarks are never timed unit tests); the smoke runs
+only check that ``bench/bench_models.py`` compiles, checks and times the tiny
+``examples/mlp`` model (and, with ``--db``, a tiny convolution untuned and
+tuned) and writes its reports; the report's tables are checked on a made-up
+report.
 """
 
 from __future__ import annotations
@@ -104,6 +106,153 @@ def test_harness_end_to_end_on_the_mlp_example(tmp_path):
     assert res["check"]["ok"] is True
     assert res["latency"]["n"] == 3 and len(res["times_s"]) == 3
     assert res["compile_s"] > 0 and res["variant"] == "untuned"
+    assert res["tuning_db"] is None and "mxc-tuned" not in entry["engines"]
+    # peak memory of the compile's and the run's own processes
+    assert res["compile_peak_rss_bytes"] > res["peak_rss_bytes"] > 0
+    assert "Peak resident memory" in table and "| mxc compile | mxc run |" in table
     # three FullyConnected layers 784->128->64->10 at batch 4
     assert entry["flops"]["total"] == 2 * 4 * (784 * 128 + 128 * 64 + 64 * 10)
     assert report["machine"]["threads"]["TVM_NUM_THREADS"] == str(report["settings"]["threads"])
+
+
+# ---------------------------------------------------------------------------
+# tuned and untuned columns, peak memory
+# ---------------------------------------------------------------------------
+def _made_up_report(tuned: bool, peers: bool) -> dict:
+    def engine(name, median, **extra):
+        return {"engine": name, "latency": {"n": 5, "median_ms": median, "p10_ms": median * 0.9,
+                                            "p90_ms": median * 1.1},
+                "check": {"ok": True, "max_abs_diff": 1e-6, "detail": "ok"},
+                "peak_rss_bytes": 200 * 2 ** 20, **extra}
+
+    engines = {"mxc": engine("mxc", 4.0, variant="untuned", compile_s=3.0,
+                             compile_peak_rss_bytes=900 * 2 ** 20, host_nodes=[])}
+    ratios = {}
+    if tuned:
+        engines["mxc-tuned"] = engine(
+            "mxc-tuned", 2.0, variant="tuned", compile_s=3.5, tuning_db="/db",
+            kernels=10, kernels_tuned=7, compile_peak_rss_bytes=950 * 2 ** 20,
+            tuning={"seconds": 754.0, "runs": 2, "trials": 64, "trials_run": 640, "tasks": 7,
+                    "status": ["done"], "log": []})
+        ratios["mxc-tuned/mxc"] = 0.5
+    if peers:
+        engines["mxnet"] = engine("mxnet", 3.0)
+        engines["onnxruntime"] = engine("onnxruntime", 1.0, peak_rss_bytes=3 * 2 ** 30)
+        ratios.update({"mxc/mxnet": 4 / 3, "mxc/onnxruntime": 4.0})
+        if tuned:
+            ratios.update({"mxc-tuned/mxnet": 2 / 3, "mxc-tuned/onnxruntime": 2.0})
+    cpu = {"model": "cpu", "available_cores": 2, "physical_cores": 2, "threads_per_core": 1,
+           "isa": ["avx2"], "avx512f": False}
+    return {"date": "2026-01-01T00:00:00", "command": "python bench/bench_models.py",
+            "settings": {"runs": 5, "warmup": 1, "rounds": 1, "threads": 2, "target": "llvm",
+                         "quiet": None, "tuning_db": "/db" if tuned else None},
+            "machine": {"cpu": cpu, "memory_gib": 8, "os": "linux", "python": "3",
+                        "numpy": "2", "apache-tvm": "0.27", "apache-tvm-ffi": "0.1",
+                        "mxc": "0.1", "mxc_git": "abc", "threads": {}, "load_average": None},
+            "ceiling": None, "peers": {"mxnet": "1.9.1"} if peers else None,
+            "peer_settings": {"mxnet": "default", "onnxruntime": "all"},
+            "models": [{"name": "net", "inputs": {"data": {"shape": [1, 3, 8, 8]}},
+                        "flops": {"total": 2e9}, "reference": {"source": "io.npz"},
+                        "notes": [], "engines": engines, "ratios": ratios}]}
+
+
+def _table_rows(md: str, header_start: str) -> tuple[list[str], list[str]]:
+    """(header cells, first row cells) of the table whose header starts with *header_start*."""
+    lines = md.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(header_start))
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")]
+             for line in (lines[i], lines[i + 2])]
+    return cells[0], cells[1]
+
+
+def test_report_tables_untuned_and_tuned_columns():
+    from bench.bench_models import render_markdown
+
+    md = render_markdown(_made_up_report(tuned=True, peers=True))
+    head, row = _table_rows(md, "| model | input |")
+    cols = dict(zip(head, row))
+    assert head[3:] == ["mxc untuned", "mxc tuned", "tuned/untuned", "check (untuned, tuned)",
+                        "MXNet", "ORT", "untuned/MXNet", "tuned/MXNet", "untuned/ORT",
+                        "tuned/ORT"]
+    assert cols["mxc untuned"].startswith("4 ms") and cols["mxc tuned"].startswith("2 ms")
+    assert cols["tuned/untuned"] == "0.50×" and cols["check (untuned, tuned)"] == \
+        "ok (1e-06), ok (1e-06)"
+    assert (cols["untuned/MXNet"], cols["tuned/MXNet"]) == ("1.33×", "0.67×")
+    assert (cols["untuned/ORT"], cols["tuned/ORT"]) == ("4.00×", "2.00×")
+    # compile time of each variant, kernels from the database, the tuning time from its log
+    head, row = _table_rows(md, "| model | compile untuned |")
+    assert dict(zip(head, row)) == {"model": "net", "compile untuned": "3.0 s",
+                                    "compile tuned": "3.5 s", "kernels tuned": "7/10",
+                                    "tuning time": "13 min (2 runs, 64 trials/kernel)"}
+    head, row = _table_rows(md, "| model | mxc untuned compile |")
+    assert dict(zip(head, row)) == {"model": "net", "mxc untuned compile": "900 MiB",
+                                    "mxc untuned run": "200 MiB",
+                                    "mxc tuned compile": "950 MiB", "mxc tuned run": "200 MiB",
+                                    "MXNet": "200 MiB", "ORT": "3.00 GiB"}
+
+
+def test_report_tables_without_db_keep_one_mxc_column():
+    from bench.bench_models import render_markdown
+
+    md = render_markdown(_made_up_report(tuned=False, peers=False))
+    head, row = _table_rows(md, "| model | input |")
+    assert head == ["model", "input", "GFLOP", "mxc compile", "mxc", "check"]
+    assert row[3] == "3.0 s" and "tuned" not in md.split("## Machine")[0].replace("untuned", "")
+    head, row = _table_rows(md, "| model | mxc compile |")
+    assert row[1:] == ["900 MiB", "200 MiB"]
+
+
+def _tiny_checkpoint(root: Path) -> Path:
+    """A one-convolution checkpoint (prefix) with an input.npz beside it."""
+    from mxc.compiler.infer import infer_shapes
+    from mxc.frontend.params import save_params
+
+    x = S.var("data")
+    y = S.Activation(S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv"),
+                     act_type="relu", name="relu")
+    shapes = infer_shapes(y.graph, {"data": (1, 4, 8, 8)})
+    rng = np.random.RandomState(0)
+    params = {f"arg:{n.name}": rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
+              for n in y.graph.input_nodes() if n.name != "data"}
+    y.save(str(root / "tiny-symbol.json"))
+    save_params(str(root / "tiny-0000.params"), params)
+    np.savez(root / "input.npz", data=rng.uniform(-1, 1, (1, 4, 8, 8)).astype("float32"))
+    return root / "tiny"
+
+
+def test_harness_with_db_measures_untuned_and_tuned(tmp_path):
+    pytest.importorskip("tvm")
+    from mxc.cli import main
+
+    prefix = _tiny_checkpoint(tmp_path)
+    db = tmp_path / "db"
+    assert main(["tune", f"{prefix}-symbol.json", "--params", f"{prefix}-0000.params",
+                 "--shape", "data=1,4,8,8", "--trials", "2", "--db", str(db),
+                 "--search", "random", "-q"]) == 0
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    cmd = [sys.executable, str(REPO / "bench" / "bench_models.py"), "--models", str(prefix),
+           "--runs", "2", "--warmup", "1", "--no-ceiling", "--db", str(db),
+           "--output", str(md), "--json", str(js)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    report = json.loads(js.read_text())
+    assert report["settings"]["tuning_db"] == str(db)
+    (entry,) = report["models"]
+    untuned, tuned = entry["engines"]["mxc"], entry["engines"]["mxc-tuned"]
+    assert untuned["variant"] == "untuned" and untuned["tuning_db"] is None
+    assert tuned["variant"] == "tuned" and tuned["tuning_db"] == str(db)
+    assert tuned["kernels_tuned"] >= 1
+    for res in (untuned, tuned):
+        assert res["check"]["ok"] is True and res["latency"]["n"] == 2
+        assert res["compile_s"] > 0 and res["peak_rss_bytes"] > 0
+    assert tuned["tuning"]["runs"] == 1 and tuned["tuning"]["seconds"] > 0
+    assert tuned["tuning"]["trials"] == 2
+    assert set(entry["ratios"]) == {"mxc-tuned/mxc"}
+    table = md.read_text()
+    assert "| mxc untuned | mxc tuned | tuned/untuned |" in table
+    assert "| tiny | data 1x4x8x8 |" in table and "MISMATCH" not in table
+    assert "trials/kernel" in table and "| mxc tuned run |" in table
+    # a --db that is no tuning database: refused before anything runs
+    bad = subprocess.run(cmd[:-4] + ["--db", str(tmp_path / "nothing"), "--output", "-"],
+                         capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    assert bad.returncode == 2 and "not a directory" in bad.stderr
