@@ -334,11 +334,13 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
 
 
 def _packed_nc(block, cext: int) -> int | None:
-    """The channel tile of pre-packed weights (``[K/nc, ..., nc]``) read by *block*."""
+    """The channel tile of pre-packed weights read by *block*: a read whose last
+    dim ``nc`` divides the channels, with ``cext / nc`` among its other dims
+    (``[K/nc, KH, KW, C, nc]``, Winograd's ``[E, K/nc, C, nc]``)."""
     for r in block.reads:
         shape = [_int(d) for d in r.source.shape]
-        if len(shape) >= 3 and None not in shape and shape[0] * shape[-1] == cext \
-                and shape[-1] < cext:
+        if len(shape) >= 3 and None not in shape and shape[-1] < cext \
+                and cext % shape[-1] == 0 and cext // shape[-1] in shape[:-1]:
             return shape[-1]
     return None
 
@@ -404,15 +406,21 @@ def rule_reduction(func: tirx.PrimFunc, info: CpuInfo):
     # so that a register block of rw pixels may wrap rows and compute-at regions stay
     # exact (a loop-level fuse would make the epilogue's region a bounding box of rows)
     pix = [i for i in spatial[:-1] if _int(ivs[i].dom.extent) > 1]
+    vvar = ivs[vi].var
+    streaming = sum(1 for r in block.reads
+                    if any(_uses(rg.min, vvar) for rg in r.region)) > 1
+    if not streaming:
+        # a register block shares its weight vectors: only axes the weights do not
+        # depend on may be blocked (Winograd's tile position e indexes the weights)
+        weights = [r for r in block.reads if any(_uses(rg.min, vvar) for rg in r.region)]
+        pix = [i for i in pix if not any(_uses(rg.min, ivs[i].var)
+                                         for r in weights for rg in r.region)]
     rext = 1
     for i in pix:
         rext *= _int(ivs[i].dom.extent)
 
-    # does every reduction step load a vector of the vector axis from an input (depthwise,
-    # pooling) rather than broadcast a scalar (dense conv)?
-    vvar = ivs[vi].var
-    streaming = sum(1 for r in block.reads
-                    if any(_uses(rg.min, vvar) for rg in r.region)) > 1
+    # (streaming: every reduction step loads a vector of the vector axis from an input,
+    # as depthwise convolution and pooling do, rather than broadcast a scalar)
     nc, rw = tile_shape(cext, rext, info, nc=_packed_nc(block, cext), streaming=streaming)
 
     # the epilogue: consumers of main (inlined chains end in output blocks)
@@ -544,7 +552,12 @@ def rule_fallback(func: tirx.PrimFunc, info: CpuInfo):
     return sch if done else None
 
 
-RULES = (("reduction", rule_reduction), ("elementwise", rule_elementwise),
+def rule_winograd(func: tirx.PrimFunc, info: CpuInfo):
+    from .winograd import rule_winograd as rule
+    return rule(func, info)
+
+
+RULES = (("winograd", rule_winograd), ("reduction", rule_reduction), ("elementwise", rule_elementwise),
          ("fallback", rule_fallback))
 
 

@@ -11,6 +11,8 @@ time and the kernel is a TE compute reading the packed array:
 
 * ``relax.nn.conv2d`` NHWC/HWIO, ``groups == 1``, constant weight ->
   ``conv2d_nhwc_packed`` (zero padding as its own ``pad_temp`` stage, as TOPI);
+* the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.winograd`): input
+  transform, batched product with pre-transformed packed weights, output transform;
 * ``relax.matmul`` ``[M, K] x [K, N]`` with a constant ``[K, N]`` ->
   ``dense_packed`` over ``[N/nc, K, nc]``.
 
@@ -27,6 +29,7 @@ import tvm
 from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
+from . import winograd
 from .cpu import CpuInfo, tile_shape
 
 _FLOATS = ("float32", "float64", "float16")
@@ -111,6 +114,12 @@ def _conv2d(info: CpuInfo):
                 or ydt not in _FLOATS:
             return default(bb, call)
         kh, kw, c, k = ws
+        if winograd.enabled() and winograd.eligible(xs, ws, a.strides, a.dilation, 1,
+                                                    info.lanes):
+            out = winograd.emit(bb, x, w.value.numpy(), a.padding, ys, ydt,
+                                lambda kk, px: tile_shape(kk, px, info)[0])
+            if out is not None:
+                return out
         # the schedule register-blocks the fused n*h*w pixel axis: pack for that tile
         nc, _ = tile_shape(k, int(ys[0]) * int(ys[1]) * int(ys[2]), info)
         if nc is None or k % nc:

@@ -1,0 +1,285 @@
+"""Winograd convolution for 3x3, stride-1 channels-last convolutions on CPU.
+
+A direct 3x3 convolution does 9 multiply-adds per input channel per output
+pixel.  Winograd's minimal filtering F(m, 3) computes an ``m x m`` output
+tile from an ``(m+2) x (m+2)`` input tile with ``(m+2)^2`` multiply-adds per
+channel pair instead of ``9 m^2``: 2.25x fewer for F(2, 3), 4x for F(4, 3).
+The work becomes three kernels, each of a shape the default schedules know:
+
+1. ``winograd_input``: ``V[e, p, c] = (B^T d_p B)[e]`` -- every input tile
+   ``d_p`` (zero padding read in place) transformed by the constant matrix
+   ``B``; ``e`` runs over the ``(m+2)^2`` tile positions, ``p`` over the tiles.
+2. ``winograd_bgemm``: ``M[e, p, k] = sum_c V[e, p, c] U[e, c, k]`` -- one
+   matrix product per tile position, ``U = G g G^T`` the transformed weights,
+   computed in numpy at compile time (the weights are constants) and packed
+   ``[e, K/nc, C, nc]`` like the direct convolution's.
+3. ``winograd_output``: ``Y = A^T M_p A`` per tile, cropped to the output,
+   with the convolution's epilogue (bias, BatchNorm affine, residual add,
+   activation) fused after it by FuseOps.
+
+The transform matrices come from TVM's Cook-Toom construction.  Their
+coefficients are selected by the tile position inside the kernels; the
+schedules unroll that position so every coefficient becomes a literal and
+zero terms vanish.  The batched product is kept out of operator fusion (it is
+marked opaque) so that each kernel keeps its own loop nest.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from tvm import s_tir, te, tirx
+
+#: the PrimFunc ``op_pattern`` FuseOps never fuses across
+_OPAQUE = 8
+
+
+@functools.lru_cache(maxsize=None)
+def transform_matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A, B, G) of F(m, r) in float64: ``Y = A^T [(G g G^T) * (B^T d B)] A``."""
+    from tvm.topi.nn import winograd_util
+    points = winograd_util._interpolation_points(m + r - 1)
+    a, b, g = winograd_util._cook_toom_convolution(points, m, r)
+    return np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(g, np.float64)
+
+
+#: environment switch: ``MXC_WINOGRAD=0`` lowers 3x3 convolutions directly
+ENV = "MXC_WINOGRAD"
+
+
+#: smallest output side worth transforming: at 7x7 (ResNet's last stage) F(2, 3) has
+#: only 16 tiles to reuse 16/9 more weight bytes, and the 50 MB of transformed
+#: weights of such a stage no longer stay in cache between runs
+MIN_SIZE = 8
+
+
+def enabled() -> bool:
+    import os
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def tile_size(oh: int, ow: int) -> int:
+    """F(4, 3) where the output is large enough to fill its 4x4 tiles, else F(2, 3)."""
+    return 4 if min(oh, ow) >= 8 else 2
+
+
+def eligible(xs, ws, strides, dilation, groups: int, lanes: int) -> bool:
+    """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= MIN_SIZE."""
+    if len(xs) != 4 or len(ws) != 4:
+        return False
+    kh, kw, c, k = ws
+    return ((kh, kw) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilation) == (1, 1)
+            and groups == 1 and c % lanes == 0 and k % lanes == 0 and c >= 16
+            and min(xs[1], xs[2]) >= MIN_SIZE)
+
+
+def transform_weights(w_hwio: np.ndarray, m: int, nc: int) -> np.ndarray:
+    """``U = G g G^T`` per (input, output) channel pair, packed ``[E, K/nc, C, nc]``."""
+    _, _, g = transform_matrices(m)
+    alpha = m + 2
+    kh, kw, c, k = w_hwio.shape
+    u = np.einsum("ai,ijck,bj->abck", g, w_hwio.astype(np.float64), g)   # [a, a, C, K]
+    u = u.reshape(alpha * alpha, c, k // nc, nc).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(u.astype(w_hwio.dtype))
+
+
+def _select(matrix: np.ndarray, row: int, col, dtype: str):
+    """``matrix[row, col]`` for a symbolic *col*: a Select chain folding to a
+    literal once *col* is a constant (the schedules unroll it)."""
+    value = tirx.const(0.0, dtype)
+    for j in range(matrix.shape[1]):
+        coef = float(matrix[row, j])
+        if coef != 0.0:
+            value = tirx.Select(col == j, tirx.const(coef, dtype), value)
+    return value
+
+
+def _tiles(n: int, oh: int, ow: int, m: int) -> tuple[int, int, int]:
+    th, tw = -(-oh // m), -(-ow // m)
+    return th, tw, n * th * tw
+
+
+def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int) -> te.Tensor:
+    """``V[e, p, c]``: every (m+2)x(m+2) input tile through ``B^T d B``."""
+    n, h, w, c = (int(d) for d in data.shape)
+    pt, pl = int(padding[0]), int(padding[1])
+    _, b, _ = transform_matrices(m)
+    alpha = m + 2
+    th, tw, tiles = _tiles(n, oh, ow, m)
+    dtype = data.dtype
+    zero = tirx.const(0.0, dtype)
+
+    def compute(e, p, ch):
+        eps, nu = e // alpha, e % alpha
+        i, ty, tx = p // (th * tw), p // tw % th, p % tw
+        total = zero
+        for r1 in range(alpha):
+            for r2 in range(alpha):
+                y, x = ty * m + r1 - pt, tx * m + r2 - pl
+                inside = tirx.all(y >= 0, y < h, x >= 0, x < w)
+                d = tirx.if_then_else(inside, data[i, y, x, ch], zero)
+                coef = _select(b, r1, eps, dtype) * _select(b, r2, nu, dtype)
+                total = total + coef * d
+        return total
+
+    return te.compute((alpha * alpha, tiles, c), compute, name="winograd_input")
+
+
+def batch_matmul(v: te.Tensor, u: te.Tensor) -> te.Tensor:
+    """``M[e, p, k] = sum_c V[e, p, c] U[e, k // nc, c, k % nc]``."""
+    e_, tiles, c = (int(d) for d in v.shape)
+    _, ko, c2, nc = (int(d) for d in u.shape)
+    assert c == c2
+    rc = te.reduce_axis((0, c), name="rc")
+    return te.compute((e_, tiles, ko * nc),
+                      lambda e, p, k: te.sum(v[e, p, rc] * u[e, k // nc, rc, k % nc], axis=[rc]),
+                      name="winograd_bgemm")
+
+
+def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tensor:
+    """``Y[n, h, w, k]``: every tile through ``A^T M A``, cropped to the output."""
+    a, _, _ = transform_matrices(m)
+    alpha = m + 2
+    th, tw, _ = _tiles(n, oh, ow, m)
+    k = int(mm.shape[2])
+    dtype = mm.dtype
+
+    def compute(i, y, x, ch):
+        p = i * (th * tw) + (y // m) * tw + x // m
+        yi, xi = y % m, x % m
+        total = tirx.const(0.0, dtype)
+        for eps in range(alpha):
+            for nu in range(alpha):
+                coef = _select(a, eps, yi, dtype) * _select(a, nu, xi, dtype)
+                total = total + coef * mm[eps * alpha + nu, p, ch]
+        return total
+
+    return te.compute((n, oh, ow, k), compute, name="winograd_output")
+
+
+def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for):
+    """Emit the three kernels of a Winograd convolution into *bb*; returns the output.
+
+    ``nc_for(k, pixels)`` picks the channel tile of the batched product (the
+    register-tile model of :func:`.cpu.tile_shape`)."""
+    from tvm import relax
+    n, oh, ow, k = (int(d) for d in out_shape)
+    m = tile_size(oh, ow)
+    _, _, tiles = _tiles(n, oh, ow, m)
+    nc = nc_for(k, tiles)
+    if nc is None or k % nc:
+        return None
+    u = relax.const(transform_weights(w_hwio, m, nc), dtype)
+    v = bb.emit(_opaque(bb, bb.call_te(input_transform, x, m, [int(p) for p in padding],
+                                       oh, ow, primfunc_name_hint="winograd_input")))
+    mm = bb.emit(_opaque(bb, bb.call_te(batch_matmul, v, u,
+                                        primfunc_name_hint="winograd_bgemm")))
+    return bb.call_te(output_transform, mm, m, n, oh, ow, primfunc_name_hint="winograd_output")
+
+
+def _opaque(bb, call):
+    """Keep *call*'s kernel out of operator fusion: fused into the producer's epilogue
+    (an output transform, a convolution) the input transform would leave that kernel
+    without a schedule that fits; the product is a plain reduction only alone."""
+    gv = call.args[0]
+    bb.update_func(gv, bb.get()[gv].with_attr("op_pattern", _OPAQUE))
+    return call
+
+
+# ---------------------------------------------------------------------------
+# schedules of the two transforms (the batched product is a plain reduction)
+# ---------------------------------------------------------------------------
+def _block(sch, name):
+    try:
+        return sch.get_sblock(name)
+    except Exception:  # noqa: BLE001 - not there
+        return None
+
+
+def rule_winograd(func: tirx.PrimFunc, info):
+    """Schedule ``winograd_input`` / ``winograd_output`` kernels; None for others."""
+    sch = s_tir.Schedule(func)
+    if _block(sch, "winograd_input") is not None:
+        return _schedule_input(sch, info)
+    if _block(sch, "winograd_output") is not None:
+        return _schedule_output(sch, func, info)
+    return None
+
+
+def _int(x) -> int:
+    return int(x)
+
+
+def _schedule_input(sch, info):
+    blk = sch.get_sblock("winograd_input")
+    e, p, c = sch.get_loops(blk)
+    cext = _int(sch.get(c).extent)
+    if cext % info.lanes:
+        return None
+    co, ci = sch.split(c, [None, info.lanes])
+    sch.reorder(p, co, e, ci)
+    sch.parallel(sch.fuse(p, co))
+    sch.unroll(e)               # coefficients become literals
+    sch.vectorize(ci)
+    return sch
+
+
+def _schedule_output(sch, func, info):
+    from .cpu import _inline_injective, _writes_param
+    params = list(func.params)
+    wino = sch.get_sblock("winograd_output")
+    _inline_injective(sch, params, keep=[wino])
+    roots = list(sch.get_child_blocks(sch.get_sblock("root")))
+    m = _tile_of(sch.get(wino))
+    if m is None:
+        return None
+    if _writes_param(sch, wino, params):
+        final, loops = wino, sch.get_loops(wino)
+    else:
+        finals = [b for b in roots if not sch.get(b).name_hint == "winograd_output"]
+        if len(finals) != 1:
+            return None
+        final = finals[0]
+        loops = sch.get_loops(final)
+    if len(loops) != 4:
+        return None
+    n, y, x, ch = loops
+    if _int(sch.get(ch).extent) % info.lanes:
+        return None
+    ty, yi = sch.split(y, [None, m])
+    tx, xi = sch.split(x, [None, m])
+    co, ci = sch.split(ch, [None, info.lanes])
+    sch.reorder(n, ty, tx, co, yi, xi, ci)
+    par = sch.fuse(n, ty, tx)
+    sch.parallel(par)
+    if final is not wino:
+        sch.set_scope(wino, 0, "local")
+        sch.compute_at(wino, co, preserve_unit_loops=True)
+        inner = sch.get_loops(wino)[-3:]
+        for lp in inner[:2]:
+            sch.unroll(lp)
+        sch.vectorize(inner[2])
+    sch.unroll(yi)
+    sch.unroll(xi)
+    sch.vectorize(ci)
+    return sch
+
+
+def _tile_of(block) -> int | None:
+    """m of the block's F(m, 3), from the ``[(m+2)^2, tiles, K]`` product it reads."""
+    for region in block.reads:
+        shape = region.source.shape
+        if len(shape) == 3:
+            alpha = math.isqrt(int(shape[0]))
+            if alpha * alpha == int(shape[0]) and alpha > 2:
+                return alpha - 2
+    return None
+
+
+def flops_saved(c: int, k: int, oh: int, ow: int) -> float:
+    """Ratio of direct to Winograd multiply-adds (the batched product only)."""
+    m = tile_size(oh, ow)
+    tiles = math.ceil(oh / m) * math.ceil(ow / m)
+    return (9 * oh * ow) / ((m + 2) ** 2 * tiles)
