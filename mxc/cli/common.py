@@ -42,6 +42,19 @@ def add_model_arguments(p: argparse.ArgumentParser, *, params_required: bool = F
                    default=[], help="input shape, e.g. data=1,3,224,224 (repeatable)")
 
 
+def model_name(path: str) -> str:
+    """``resnet18-symbol.json`` -> ``resnet18``; a corpus ``NAME/symbol.json`` -> ``NAME``."""
+    p = Path(path)
+    stem = p.name
+    for suffix in ("-symbol.json", ".json"):
+        if stem.endswith(suffix):
+            stem = stem[:-len(suffix)]
+            break
+    if stem == "symbol" and p.resolve().parent.name:
+        return p.resolve().parent.name
+    return stem
+
+
 def load_model(args):
     """(symbol, arg_params, aux_params) from the common model arguments."""
     from ..compiler.symbol import load

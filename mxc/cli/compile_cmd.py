@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, parse_key_value
+from .common import add_model_arguments, load_model, model_name, parse_key_value
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -62,13 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def default_output(model: str) -> Path:
-    path = Path(model)
-    stem = path.name
-    for suffix in ("-symbol.json", ".json"):
-        if stem.endswith(suffix):
-            stem = stem[:-len(suffix)]
-            break
-    return Path(stem + ".mxc")
+    return Path(model_name(model) + ".mxc")
 
 
 def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = None,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model
+from .common import add_model_arguments, load_model, model_name
 
 
 def parse_rpc(text: str) -> tuple[str, int, str]:
@@ -82,19 +82,6 @@ def capture_module(args, loaded=None):
     if cap.module is None:
         raise MxcError("nothing to tune: no part of the model is compiled with TVM")
     return cap.module, cap.target
-
-
-def model_name(path: str) -> str:
-    """``resnet18-symbol.json`` -> ``resnet18``; a corpus ``NAME/symbol.json`` -> ``NAME``."""
-    p = Path(path)
-    stem = p.name
-    for suffix in ("-symbol.json", ".json"):
-        if stem.endswith(suffix):
-            stem = stem[:-len(suffix)]
-            break
-    if stem == "symbol" and p.resolve().parent.name:
-        return p.resolve().parent.name
-    return stem
 
 
 def run(args: argparse.Namespace) -> int:
