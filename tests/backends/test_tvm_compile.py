@@ -283,3 +283,15 @@ def test_terminal_progress_redraws_one_line_with_the_tvm_pass():
     text = term.getvalue()
     assert "\r\x1b[K[4/5] build for llvm: one library" in text and text.endswith("\n")
     assert model.run({"x": np.zeros(2, np.float32)})[0].tolist() == [1.0, 1.0]
+
+
+def test_shape_for_an_unknown_input_names_the_data_inputs():
+    """A misspelt input: the message suggests the data input and does not bury it
+    under the weights' names."""
+    sym, args, aux = mxc.load_checkpoint(str(MLP / "mlp"), 0)
+    with pytest.raises(BackendError) as err:
+        mxc.compile(sym, (args, aux), {"dta": (4, 784)})
+    msg = str(err.value)
+    assert "'dta' (did you mean 'data'?)" in msg
+    assert "its data inputs are data, softmax_label (and 6 parameter(s))" in msg
+    assert "fc1_weight" not in msg

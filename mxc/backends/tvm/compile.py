@@ -316,9 +316,7 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     inputs = set(graph.list_inputs())
     unknown = sorted((set(shapes) | set(dtypes)) - inputs)
     if unknown:
-        raise BackendError(f"shapes/dtypes given for {', '.join(map(repr, unknown))}, which "
-                           f"the model does not have as inputs; its inputs are "
-                           f"{', '.join(graph.list_inputs())}")
+        raise BackendError(_unknown_inputs_message(unknown, graph.list_inputs(), params))
     timings: dict[str, float] = {}
 
     # 1. passes
@@ -386,6 +384,22 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
                          bind_params, name, pshapes, pg, tuning)
     timings["runtime graph"] = prog.done(f"{len(rt_graph['steps'])} step(s)")
     return CompiledModel(pg, rt_graph, manifest, rt_params, executable, host_reasons, timings)
+
+
+def _unknown_inputs_message(unknown, inputs, params) -> str:
+    """Name the data inputs (those without a parameter array) first: a ResNet has
+    one of them beside hundreds of weights, which a full list would bury."""
+    import difflib
+    data = [n for n in inputs if n not in params]
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, data or inputs, n=1)
+        parts.append(repr(name) + (f" (did you mean {close[0]!r}?)" if close else ""))
+    shown = data if data else inputs[:10]
+    more = len(inputs) - len(shown)
+    return (f"shapes/dtypes given for {', '.join(parts)}, which the model does not have as "
+            f"inputs; its {'data ' if data else ''}inputs are {', '.join(shown) or 'none'}"
+            + (f" (and {more} parameter(s))" if more > 0 else ""))
 
 
 def _graph_of(sym) -> Graph:
