@@ -4,6 +4,7 @@
     python bench/bench_models.py --peers         # + MXNet 1.9.1 and ONNX Runtime, same run
     python bench/bench_models.py --models resnet18_v1 examples/mlp/mlp --runs 50
     python bench/bench_models.py --db tuning/    # untuned and tuned (mxc tune --db tuning/)
+    python bench/bench_models.py --peers --db tuning/ --tune 64 --rounds 3   # tune, then measure
 
 For every model: compile with ``mxc.compile`` (timed) and save the ``.mxc``
 artifact in one subprocess (``bench/mxc_runner.py compile``), then in another
@@ -332,6 +333,27 @@ def time_mxc(base: dict, spec: ModelSpec, args, workdir: Path) -> dict:
     return res
 
 
+def tune_model(spec: ModelSpec, args) -> None:
+    """``mxc tune`` the model into ``--db`` (``--tune TRIALS``); kernels the database
+    already holds are skipped, and the time it takes lands in the tuning log."""
+    shapes = [f"{k}={','.join(str(d) for d in v.shape)}" for k, v in spec.inputs.items()]
+    cmd = [sys.executable, "-m", "mxc", "tune", str(spec.symbol), "--params", str(spec.params),
+           "--trials", str(args.tune), "--db", args.db, "--search", args.tune_search, "-q"]
+    for item in shapes:
+        cmd += ["--shape", item]
+    log(f"  [mxc] tune: {args.tune} trials per kernel into {args.db}")
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, timeout=args.tune_timeout, text=True,
+                              capture_output=True)
+    except subprocess.TimeoutExpired:
+        log(f"  !!! mxc tune ran past --tune-timeout ({args.tune_timeout:.0f} s); its "
+            f"measured records are kept")
+        return
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+        log(f"  !!! mxc tune failed ({proc.returncode}): {tail[0]}")
+
+
 def tuning_cost(db: str, spec: ModelSpec) -> dict | None:
     """What ``mxc tune`` spent on *spec*'s model, from the database's tuning log.
 
@@ -460,6 +482,8 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
     except Exception as exc:  # noqa: BLE001 - FLOPs are informational
         entry["flops"] = {"error": f"{type(exc).__name__}: {exc}"}
 
+    if args.tune:
+        tune_model(spec, args)
     variants = [("mxc", None)] + ([("mxc-tuned", args.db)] if args.db else [])
     with tempfile.TemporaryDirectory(prefix="mxc-bench-") as tmp:
         work = Path(tmp)
@@ -828,6 +852,14 @@ def parse_args(argv=None):
     ap.add_argument("--db", metavar="DIR", default=None,
                     help="a tuning database (mxc tune --db DIR): measure every model untuned "
                          "and tuned with it, side by side, with the tuning time from its log")
+    ap.add_argument("--tune", type=int, default=None, metavar="TRIALS",
+                    help="with --db: first run `mxc tune --trials TRIALS` on every model into "
+                         "the database (created if missing; tuned kernels are skipped), so "
+                         "one command tunes and measures")
+    ap.add_argument("--tune-search", choices=("evolutionary", "random"), default="evolutionary",
+                    help="mxc tune --search for --tune (default evolutionary)")
+    ap.add_argument("--tune-timeout", type=float, default=3600,
+                    help="seconds per model for --tune (default 3600)")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every engine (default: all available cores)")
     ap.add_argument("--target", default="llvm", help="mxc target (default llvm: this CPU)")
@@ -859,6 +891,8 @@ def parse_args(argv=None):
         ap.error("--runs and --rounds must be >= 1, --warmup >= 0")
     if args.db is not None:
         args.db = os.path.abspath(args.db)
+    if args.tune is not None and (args.db is None or args.tune < 1):
+        ap.error("--tune TRIALS needs --db DIR and TRIALS >= 1")
     return args
 
 
@@ -877,7 +911,9 @@ def main(argv=None) -> int:
     out_json = None if args.json == "-" else (Path(args.json) if args.json else
                                               out_md.with_suffix(".json") if out_md else None)
 
-    if args.db is not None:
+    if args.tune:
+        Path(args.db).mkdir(parents=True, exist_ok=True)   # mxc tune fills it
+    elif args.db is not None:
         from mxc.backends.tvm.tune import check_database
         from mxc.errors import MxcError
         try:
@@ -885,8 +921,8 @@ def main(argv=None) -> int:
         except MxcError as exc:
             log(f"!!! --db: {exc}")
             return 2
-        if os.environ.pop("MXC_TUNING_DB", None):  # the untuned variant must be untuned
-            log("[mxc] --db given: MXC_TUNING_DB ignored (unset for the compiles)")
+    if args.db is not None and os.environ.pop("MXC_TUNING_DB", None):
+        log("[mxc] --db given: MXC_TUNING_DB ignored (unset for the compiles)")  # untuned = untuned
 
     peers_python, peer_versions = None, None
     if args.peers:

@@ -222,18 +222,16 @@ def _tiny_checkpoint(root: Path) -> Path:
 
 def test_harness_with_db_measures_untuned_and_tuned(tmp_path):
     pytest.importorskip("tvm")
-    from mxc.cli import main
 
     prefix = _tiny_checkpoint(tmp_path)
     db = tmp_path / "db"
-    assert main(["tune", f"{prefix}-symbol.json", "--params", f"{prefix}-0000.params",
-                 "--shape", "data=1,4,8,8", "--trials", "2", "--db", str(db),
-                 "--search", "random", "-q"]) == 0
     md, js = tmp_path / "r.md", tmp_path / "r.json"
     cmd = [sys.executable, str(REPO / "bench" / "bench_models.py"), "--models", str(prefix),
            "--runs", "2", "--warmup", "1", "--no-ceiling", "--db", str(db),
            "--output", str(md), "--json", str(js)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    # one command: tune into a new database (mxc tune --trials 2), then measure both
+    out = subprocess.run(cmd + ["--tune", "2", "--tune-search", "random"], capture_output=True,
+                         text=True, timeout=600, cwd=str(tmp_path))
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     report = json.loads(js.read_text())
     assert report["settings"]["tuning_db"] == str(db)

@@ -208,14 +208,10 @@ def rule_winograd(func: tirx.PrimFunc, info):
     return None
 
 
-def _int(x) -> int:
-    return int(x)
-
-
 def _schedule_input(sch, info):
     blk = sch.get_sblock("winograd_input")
     e, p, c = sch.get_loops(blk)
-    cext = _int(sch.get(c).extent)
+    cext = int(sch.get(c).extent)
     if cext % info.lanes:
         return None
     co, ci = sch.split(c, [None, info.lanes])
@@ -231,14 +227,14 @@ def _schedule_output(sch, func, info):
     params = list(func.params)
     wino = sch.get_sblock("winograd_output")
     _inline_injective(sch, params, keep=[wino])
-    roots = list(sch.get_child_blocks(sch.get_sblock("root")))
     m = _tile_of(sch.get(wino))
     if m is None:
         return None
     if _writes_param(sch, wino, params):
         final, loops = wino, sch.get_loops(wino)
     else:
-        finals = [b for b in roots if not sch.get(b).name_hint == "winograd_output"]
+        finals = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
+                  if sch.get(b).name_hint != "winograd_output"]
         if len(finals) != 1:
             return None
         final = finals[0]
@@ -246,7 +242,7 @@ def _schedule_output(sch, func, info):
     if len(loops) != 4:
         return None
     n, y, x, ch = loops
-    if _int(sch.get(ch).extent) % info.lanes:
+    if int(sch.get(ch).extent) % info.lanes:
         return None
     ty, yi = sch.split(y, [None, m])
     tx, xi = sch.split(x, [None, m])
@@ -276,10 +272,3 @@ def _tile_of(block) -> int | None:
             if alpha * alpha == int(shape[0]) and alpha > 2:
                 return alpha - 2
     return None
-
-
-def flops_saved(c: int, k: int, oh: int, ow: int) -> float:
-    """Ratio of direct to Winograd multiply-adds (the batched product only)."""
-    m = tile_size(oh, ow)
-    tiles = math.ceil(oh / m) * math.ceil(ow / m)
-    return (9 * oh * ow) / ((m + 2) ** 2 * tiles)
