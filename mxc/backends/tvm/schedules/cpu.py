@@ -39,6 +39,8 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
+from .module_utils import rewrite_functions
+
 log = logging.getLogger(__name__)
 
 _SCHEDULED = "tirx.is_scheduled"
@@ -596,20 +598,14 @@ def cpu_schedule_pass(target: Target, stats: dict | None = None) -> tvm.transfor
 
     @tvm.transform.module_pass(opt_level=0, name="MxcCpuDefaultSchedule")
     def _pass(mod, _ctx):
-        updates = {}
-        for gv, func in mod.functions_items():
+        def schedule(gv, func):
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
-                continue
+                return None
             name, new = schedule_func(func, info)
             if stats is not None:
                 stats[gv.name_hint] = name
-            if name is not None:
-                updates[gv] = new
-        if not updates:
-            return mod
-        mod = mod.clone()
-        for gv, func in updates.items():
-            mod.update_func(gv, func)
-        return mod
+            return new if name is not None else None
+
+        return rewrite_functions(mod, schedule)
 
     return _pass

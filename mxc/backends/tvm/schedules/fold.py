@@ -17,6 +17,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from .module_utils import rewrite_functions, static_shape, tensor_dtype
+
 _BINARY = {
     "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
     "relax.divide": np.divide, "relax.maximum": np.maximum, "relax.minimum": np.minimum,
@@ -28,24 +30,9 @@ _FLOATS = ("float32", "float64")
 _MAX_ELEMENTS = 1 << 26
 
 
-def _out_shape(call) -> tuple[int, ...] | None:
-    sinfo = getattr(call, "ty", None)
-    if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in sinfo.shape)
-    except (TypeError, ValueError):
-        return None
-
-
-def _out_dtype(call) -> str | None:
-    sinfo = getattr(call, "ty", None)
-    return str(sinfo.dtype) if isinstance(sinfo, relax.TensorType) else None
-
-
 def _evaluate(call, args: list[np.ndarray]) -> np.ndarray | None:
     name = call.op.name
-    shape, dtype = _out_shape(call), _out_dtype(call)
+    shape, dtype = static_shape(call), tensor_dtype(call)
     if shape is None or dtype is None or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
         return None
     if name in _BINARY or name in _UNARY:
@@ -120,18 +107,9 @@ def _substitute(func: relax.Function, replace: dict) -> relax.Function:
 @tvm.transform.module_pass(opt_level=0, name="MxcFoldConstantsNumpy")
 def fold_constants_numpy(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     """Evaluate constant elementwise/reshape chains in numpy (see module docstring)."""
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            new = _fold_function(func)
-            if new is not None:
-                updates[gv] = new
-    if not updates:
-        return mod
-    mod = mod.clone()
-    for gv, func in updates.items():
-        mod.update_func(gv, func)
-    return relax.transform.DeadCodeElimination()(mod)
+    new = rewrite_functions(
+        mod, lambda _gv, f: _fold_function(f) if isinstance(f, relax.Function) else None)
+    return mod if new is mod else relax.transform.DeadCodeElimination()(new)
 
 
 # ---------------------------------------------------------------------------

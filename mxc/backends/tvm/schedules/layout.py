@@ -35,6 +35,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from .module_utils import rewrite_functions, static_shape
+
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 #: position of NCHW axis i in NHWC
@@ -56,17 +58,6 @@ _BINARY = {
 _ELEMWISE = {"relax." + n for n in _UNARY | _BINARY}
 _REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"}
 _POOL = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d"}
-
-
-def _shape(expr) -> tuple[int, ...] | None:
-    """The static shape of a tensor expression, else None."""
-    sinfo = getattr(expr, "ty", None)
-    if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in sinfo.shape)
-    except (TypeError, ValueError):
-        return None
 
 
 def _is_tensor(expr) -> bool:
@@ -104,7 +95,7 @@ class _Rewriter:
         """*expr* (an old 4-D tensor expression, or a broadcast operand of one) channels-last."""
         if isinstance(expr, relax.Var) and expr in self.nhwc:
             return self.nhwc[expr]
-        shape = _shape(expr)
+        shape = static_shape(expr)
         if isinstance(expr, Constant) and shape is not None:
             arr = expr.value.numpy()
             if arr.ndim == 0:
@@ -127,7 +118,7 @@ class _Rewriter:
     def rewrite(self, call: relax.Call):
         """The channels-last replacement of *call* (its result NHWC), or None to keep it."""
         name = call.op.name
-        out = _shape(call)
+        out = static_shape(call)
         if name == "relax.nn.conv2d":
             return self._conv2d(call)
         if out is None or len(out) != 4:
@@ -157,7 +148,7 @@ class _Rewriter:
         if name == "relax.concat" and isinstance(call.args[0], relax.Tuple):
             fields = call.args[0].fields
             if any(self.is_last(f) for f in fields) and \
-                    all(len(_shape(f) or ()) == 4 for f in fields):
+                    all(len(static_shape(f) or ()) == 4 for f in fields):
                 axis = int(call.attrs.axis) % 4
                 return relax.op.concat([self.last(f) for f in fields], _AXIS[axis])
             return None
@@ -170,7 +161,7 @@ class _Rewriter:
         x, w = call.args
         if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
             return None
-        if len(_shape(x) or ()) != 4 or len(_shape(w) or ()) != 4:
+        if len(static_shape(x) or ()) != 4 or len(static_shape(w) or ()) != 4:
             return None
         if isinstance(w, Constant):
             arr = w.value.numpy()
@@ -187,7 +178,7 @@ class _Rewriter:
         if not any(self.is_last(a) for a in tensors):
             return None
         for a in tensors:
-            shape = _shape(a)
+            shape = static_shape(a)
             if shape is None or len(shape) > 4:
                 return None
         args = [self.last(a) if _is_tensor(a) else a for a in call.args]
@@ -276,16 +267,9 @@ def _bind(rw: _Rewriter, var, value) -> None:
 @tvm.transform.module_pass(opt_level=0, name="MxcChannelsLast")
 def channels_last(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     """Rewrite every Relax function of *mod* to keep 2-D conv activations NHWC."""
-    updates = {}
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function) and not (func.attrs and
-                                                     "Primitive" in func.attrs):
-            new = _convert(func)
-            if new is not None:
-                updates[gv] = new
-    if not updates:
-        return mod
-    mod = mod.clone()
-    for gv, func in updates.items():
-        mod.update_func(gv, func)
-    return mod
+    def convert(_gv, func):
+        if isinstance(func, relax.Function) and not (func.attrs and "Primitive" in func.attrs):
+            return _convert(func)
+        return None
+
+    return rewrite_functions(mod, convert)

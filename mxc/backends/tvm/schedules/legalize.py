@@ -31,22 +31,13 @@ from tvm.ir.expr import Constant
 
 from . import winograd
 from .cpu import CpuInfo, tile_shape
+from .module_utils import static_shape, tensor_dtype
 
 _FLOATS = ("float32", "float64", "float16")
 
 
-def _static(shape) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        return None
-
-
 def _sinfo_shape(expr):
-    sinfo = getattr(expr, "ty", None)
-    if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
-        return None, None
-    return _static(sinfo.shape), str(sinfo.dtype)
+    return static_shape(expr), tensor_dtype(expr)
 
 
 def conv2d_nhwc_packed(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
