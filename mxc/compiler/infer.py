@@ -12,7 +12,7 @@ Results are keyed by ``Entry.key`` (``(id(node), output index)``).
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..errors import DTypeError, MxcError, ShapeError
 from .ir import Entry, Graph, Node
@@ -67,7 +67,21 @@ def _known_count_dtype(v) -> int:
     return 0 if v is None else 1
 
 
-def _run(graph: Graph, given: Mapping[str, object], *, kind: str) -> dict[Key, object]:
+def _normalize(kind: str, v):
+    if kind == "shape" and v is not None:
+        return tuple(int(d) if d is not None else None for d in v)
+    return v
+
+
+def _run(graph: Graph, given: Mapping[str, object], *, kind: str,
+         seeds: Iterable[tuple[Key, object, str]] | None = None) -> dict[Key, object]:
+    """Bidirectional inference of *kind* ("shape"/"dtype") over *graph*.
+
+    *given*: values of variables by name (else their ``__shape__``/``__dtype__``
+    attributes).  *seeds*: ``(entry key, value, description)`` merged in
+    first, for any entry, outputs included -- how a nested graph is inferred
+    from its outer node's inputs *and* outputs; a conflict names the description.
+    """
     check_supported(graph)
     if kind == "shape":
         hidden, merge, count = _hidden_shape, _merge_shape, _known_count_shape
@@ -79,12 +93,15 @@ def _run(graph: Graph, given: Mapping[str, object], *, kind: str) -> dict[Key, o
     values: dict[Key, object] = {}
     for node in order:
         if node.op is None:
-            v = given.get(node.name)
-            if kind == "shape" and v is not None:
-                v = tuple(int(d) if d is not None else None for d in v)
-            if v is None:
+            v = _normalize(kind, given.get(node.name))
+            if v is None and seeds is None:   # (seeded: the seeds decide)
                 v = hidden(node)
             values[(id(node), 0)] = v
+    for key, v, what in seeds or ():
+        try:
+            values[key] = merge(values.get(key), _normalize(kind, v))
+        except ValueError as exc:
+            raise err(f"inconsistent {kind} of {what}: {exc}") from None
     op_nodes = [n for n in order if n.op is not None]
 
     def visit(node: Node) -> bool:
@@ -128,6 +145,13 @@ def _run(graph: Graph, given: Mapping[str, object], *, kind: str) -> dict[Key, o
         if not changed:
             break
     return values
+
+
+def infer_seeded(graph: Graph, kind: str, seeds: Iterable[tuple[Key, object, str]]
+                 ) -> dict[Key, object]:
+    """Inference of *kind* from values seeded on any entries (see :func:`_run`);
+    variables' own attributes are not read.  Used for nested subgraphs."""
+    return _run(graph, {}, kind=kind, seeds=seeds)
 
 
 def infer_shapes(graph: Graph, given: Mapping[str, tuple] | None = None) -> dict[Key, object]:

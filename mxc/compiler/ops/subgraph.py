@@ -35,7 +35,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ...errors import DTypeError, ExecutionError, MxcError, OpError, ShapeError
-from .common import fmt_shape, merge_shape
 from .registry import OpDef, Params, get_op, has_op, register_op, unregister_op
 
 __all__ = ["EXTRA_INPUTS_ATTR", "SubgraphOp", "CachedOp", "register_subgraph_op",
@@ -231,83 +230,11 @@ def infer_nested(graph, kind: str, in_values: list, out_values: list,
     :mod:`mxc.compiler.infer` does for whole graphs.  With ``full=True``
     returns every entry's value instead, keyed by ``Entry.key``.
     """
-    if kind == "shape":
-        def merge(a, b):
-            return merge_shape(a, b)
-
-        def count(v):
-            return 0 if v is None else 1 + sum(d is not None for d in v)
-        hook_name, err, fmt = "infer_shape", ShapeError, fmt_shape
-    else:
-        def merge(a, b):
-            if a is None:
-                return b
-            if b is None or a == b:
-                return a
-            raise ValueError(f"{a} vs {b}")
-
-        def count(v):
-            return 0 if v is None else 1
-        hook_name, err, fmt = "infer_type", DTypeError, str
-
-    order = graph.topo_order()
-    inputs = [n for n in order if n.op is None]
-    values: dict[tuple[int, int], Any] = {}
-
-    def put(key, value, what):
-        try:
-            values[key] = merge(values.get(key), value)
-        except ValueError as exc:
-            raise err(f"inconsistent {kind} of {what}: {exc}") from None
-
-    for node, v in zip(inputs, in_values):
-        if kind == "shape" and v is not None:
-            v = tuple(None if d is None else int(d) for d in v)
-        put((id(node), 0), v, f"input {node.name!r}")
-    for k, (e, v) in enumerate(zip(graph.outputs, out_values)):
-        if kind == "shape" and v is not None:
-            v = tuple(None if d is None else int(d) for d in v)
-        put(e.key, v, f"output {k}")
-
-    op_nodes = [n for n in order if n.op is not None]
-
-    def visit(node) -> bool:
-        p = node.params
-        in_keys = [e.key for e in node.inputs]
-        out_keys = [(id(node), i) for i in range(node.num_outputs())]
-        ins = [values.get(k) for k in in_keys]
-        outs = [values.get(k) for k in out_keys]
-        try:
-            new_ins, new_outs = getattr(node.opdef, hook_name)(p, list(ins), list(outs))
-        except MxcError:
-            raise
-        except NotImplementedError as exc:
-            raise err(f"node {node.name!r} ({node.op}): {exc}") from None
-        except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
-            raise err(f"operator {node.op} (node {node.name!r}): cannot infer {kind}s from "
-                      f"inputs {[fmt(s) for s in ins]}: {exc}") from None
-        changed = False
-        for keys, new in ((in_keys, new_ins), (out_keys, new_outs)):
-            for k, nv in zip(keys, new):
-                old = values.get(k)
-                try:
-                    m = merge(old, nv)
-                except ValueError as exc:
-                    raise err(f"operator {node.op} (node {node.name!r}): inconsistent {kind}: "
-                              f"{exc}") from None
-                if count(m) != count(old):
-                    values[k] = m
-                    changed = True
-        return changed
-
-    for _ in range(len(op_nodes) + 2):
-        changed = False
-        for node in op_nodes:
-            changed |= visit(node)
-        for node in reversed(op_nodes):
-            changed |= visit(node)
-        if not changed:
-            break
+    from ..infer import infer_seeded
+    inputs = graph.input_nodes()
+    seeds = [((id(node), 0), v, f"input {node.name!r}") for node, v in zip(inputs, in_values)]
+    seeds += [(e.key, v, f"output {k}") for k, (e, v) in enumerate(zip(graph.outputs, out_values))]
+    values = infer_seeded(graph, kind, seeds)
     if full:
         return values
     return ([values.get((id(n), 0)) for n in inputs],
