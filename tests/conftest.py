@@ -37,20 +37,22 @@ def require_corpus(sub: str = "") -> Path:
     return root / sub
 
 
-@lru_cache(maxsize=1)
-def op_cases() -> list[dict]:
+@lru_cache(maxsize=None)
+def op_cases(split: str = "ops") -> list[dict]:
+    """The single-operator cases of one corpus split (``ops`` or ``wave2/ops``)."""
     root = corpus_path()
-    if root is None or not (root / "ops" / "cases.jsonl").exists():
+    if root is None or not (root / split / "cases.jsonl").exists():
         return []
-    with open(root / "ops" / "cases.jsonl") as f:
+    with open(root / split / "cases.jsonl") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def model_names() -> list[str]:
+def model_names(split: str = "models") -> list[str]:
+    """The exported models of one corpus split (``models`` or ``wave2/models``)."""
     root = corpus_path()
-    if root is None or not (root / "models").is_dir():
+    if root is None or not (root / split).is_dir():
         return []
-    return sorted(p.name for p in (root / "models").iterdir() if (p / "symbol.json").exists())
+    return sorted(p.name for p in (root / split).iterdir() if (p / "symbol.json").exists())
 
 
 @pytest.fixture
