@@ -67,3 +67,24 @@ def test_wave2_model_reference_outputs_match_mxnet(name):
     for i, got in enumerate(outs):
         assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"],
                      f"{name} output {i}")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", MODELS)
+def test_wave2_model_compiles_and_runs(name, tmp_path):
+    """``mxc.compile`` (llvm) -> ``.mxc`` -> ``mxc.runtime.load`` -> MXNet's outputs."""
+    pytest.importorskip("tvm")
+    import mxc.runtime
+
+    root, meta, sym, params = load_model(name)
+    io = np.load(root / "io.npz")
+    feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
+    shapes = {k: v.shape for k, v in feeds.items()}
+    dtypes = {k: str(v.dtype) for k, v in feeds.items() if v.dtype != np.float32}
+    model = mxc.compile(sym, split_params(params), shapes=shapes, dtypes=dtypes or None)
+    sess = mxc.runtime.load(model.save(tmp_path / f"{name}.mxc"))
+    outs = sess.run(feeds)
+    assert len(outs) == len(meta["list_outputs"])
+    for i, got in enumerate(outs):
+        assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"],
+                     f"{name} output {i} (compiled)")
