@@ -72,6 +72,10 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     print(f"target: {target.get('string')}")
     if host:
         print(f"  host CPU: {host.get('cpu')} ({host.get('arch')})")
+    if target.get("kind") != "cuda":
+        from ..runtime.threads import allowed_cores, pool_size
+        print(f"threads: {pool_size()} here (this process may use {allowed_cores()} cores; "
+              f"TVM_NUM_THREADS or `mxc run --threads N` changes it)")
     print(f"passes: {man.get('pipeline') or 'none'}; parameters "
           f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}")
     for title in ("inputs", "outputs"):

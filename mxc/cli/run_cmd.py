@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_compile_arguments(p)
     p.add_argument("--profile", action="store_true",
                    help="print the time of every compiled region and host node")
+    p.add_argument("--threads", type=int, metavar="N", default=None,
+                   help="CPU threads for compiled code (default: every core this process may "
+                        "use, from its CPU affinity and cgroup quota)")
 
 
 def _is_artifact(path: str) -> bool:
@@ -68,7 +71,7 @@ def _run_artifact(args) -> int:
         raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
                        f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
-    session = load(args.model)
+    session = load(args.model, threads=args.threads)
     feeds = load_inputs(args.inputs)
     result = session.run(feeds, profile=args.profile)
     outputs, profile = result if args.profile else (result, None)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArtifactError
+from . import threads
 
 #: DLPack device type codes (``DLDeviceType``)
 KDL_CPU = 1
@@ -57,6 +58,7 @@ def ffi():
     """``tvm_ffi`` with ``libtvm_runtime`` loaded (once per process)."""
     if "tvm_runtime" in _LIBS:
         return _LIBS["ffi"]
+    threads.configure_pool()  # before TVM sizes its pool (see threads.py)
     with _LOCK:
         if "tvm_runtime" not in _LIBS:
             try:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ExecutionError
 from . import _tvm
+from . import threads as _threads
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Profile:
 
     steps: tuple[StepTime, ...]
     total: float       # wall time of the whole call, input checks and copies included
+    threads: int | None = None  # CPU threads the compiled regions ran on
 
     @property
     def overhead(self) -> float:
@@ -75,6 +77,7 @@ class Profile:
 
     def as_dict(self) -> dict:
         return {"total_ms": self.total * 1e3, "overhead_ms": self.overhead * 1e3,
+                "threads": self.threads,
                 "steps": [{"name": s.name, "kind": s.kind, "what": s.what,
                            "ms": s.seconds * 1e3} for s in self.steps]}
 
@@ -85,6 +88,8 @@ class Profile:
             lines.append(f"{s.name:<{width}}  {s.kind:<6}  {s.what:<24}  {s.seconds * 1e3:>10.3f}")
         lines.append(f"{'overhead':<{width}}  {'':<6}  {'':<24}  {self.overhead * 1e3:>10.3f}")
         lines.append(f"{'total':<{width}}  {'':<6}  {'':<24}  {self.total * 1e3:>10.3f}")
+        if self.threads is not None:
+            lines.append(f"threads: {self.threads}")
         return "\n".join(lines)
 
 
@@ -110,10 +115,13 @@ class Session:
     module:
         The loaded library (a TVM runtime module), or None when the graph
         has no compiled region.
+    threads:
+        CPU threads compiled regions use; None (default) uses every core
+        this process may run on (see :mod:`mxc.runtime.threads`).
     """
 
     def __init__(self, graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
-                 module: Any = None, *, source: str = "<memory>"):
+                 module: Any = None, *, source: str = "<memory>", threads: int | None = None):
         self.manifest = dict(manifest)
         self.source = source
         self._graph = graph
@@ -121,6 +129,7 @@ class Session:
         target = self.manifest.get("target") or {}
         self._kind = "cuda" if target.get("kind") == "cuda" else "cpu"
         self._cpu = self._kind == "cpu"
+        self._threads = _threads.check_threads(threads) if self._cpu else None
         self._tls = threading.local()
         self._lock = threading.Lock()
         self._has_regions = any(s["kind"] == "region" for s in graph["steps"])
@@ -164,6 +173,11 @@ class Session:
     @property
     def device(self) -> str:
         return self._kind
+
+    @property
+    def threads(self) -> int | None:
+        """CPU threads the compiled regions run on (None for a GPU model)."""
+        return self._threads
 
     @property
     def regions(self) -> list[str]:
@@ -284,6 +298,8 @@ class Session:
         """
         t0 = time.perf_counter() if profile else 0.0
         st = self._state()
+        if self._threads is not None and self._has_regions:
+            _threads.use_threads(self._threads)
         vals = self._feed(feeds)
         times = [] if profile else None
         cpu = self._cpu
@@ -319,7 +335,7 @@ class Session:
         outputs = [np.array(v) if type(v) is np.ndarray else _tvm.to_numpy(v)
                    for v in (vals[s] for s in self._output_slots)]
         if profile:
-            return outputs, Profile(tuple(times), time.perf_counter() - t0)
+            return outputs, Profile(tuple(times), time.perf_counter() - t0, self._threads)
         return outputs
 
     def _feed(self, feeds: Mapping[str, Any]) -> list:
@@ -399,7 +415,7 @@ class Session:
         return buf[0]
 
 
-def load(path: str | os.PathLike) -> Session:
+def load(path: str | os.PathLike, *, threads: int | None = None) -> Session:
     """Load an ``.mxc`` artifact and return a :class:`Session` to run it.
 
     The file is verified (format version, checksums of every member, a target
@@ -408,11 +424,13 @@ def load(path: str | os.PathLike) -> Session:
     """
     from .artifact import read_artifact
     art = read_artifact(path)
-    return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path))
+    return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path),
+                              threads=threads)
 
 
 def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
-                       library: bytes | None, *, source: str) -> Session:
+                       library: bytes | None, *, source: str,
+                       threads: int | None = None) -> Session:
     """A :class:`Session` from an artifact's decoded members (the library as bytes)."""
     from .artifact import extract_library
     module = None
@@ -430,4 +448,4 @@ def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, n
                                 f"{type(exc).__name__}: {exc}") from None
         finally:  # the mapping stays valid after unlinking
             shutil.rmtree(tmp, ignore_errors=True)
-    return Session(graph, manifest, params, module, source=source)
+    return Session(graph, manifest, params, module, source=source, threads=threads)

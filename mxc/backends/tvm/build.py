@@ -31,7 +31,10 @@ import shutil
 import threading
 from typing import Any
 
-import tvm
+from ...runtime.threads import configure_pool
+
+configure_pool()  # size TVM's thread pool before tvm can create it
+import tvm  # noqa: E402
 from tvm import relax
 
 from ...errors import BackendError

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import tvm
+from ...runtime.threads import configure_pool
+
+configure_pool()  # size TVM's thread pool before tvm can create it
+import tvm  # noqa: E402
 from tvm import relax
 
 from ...errors import ExecutionError
