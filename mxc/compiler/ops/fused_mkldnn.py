@@ -76,12 +76,23 @@ class _FusedOp(SubgraphOp):
 
     # -- inference --------------------------------------------------------------------
     def quantized_out_dtype(self, p) -> str:
-        """int32 uncalibrated; calibrated: uint8 for a non-negative range, else int8."""
+        """int32 uncalibrated; calibrated: uint8 when the pattern ends in relu, else int8.
+
+        (MXNet's ``IsOutputUInt8`` looks at the fused activation only, not at
+        the sign of the calibrated range.)
+        """
         if self.float_output(p):
             return "float32"
         if not self.calibrated(p):
             return "int32"
-        return "uint8" if p.min_calib_range >= 0 else "int8"
+        return "uint8" if self.ends_in_relu(p) else "int8"
+
+    def ends_in_relu(self, p) -> bool:
+        last = self.nested(p).outputs[0].node
+        if last.op == "relu":
+            return True
+        return last.op in ("Activation", "LeakyReLU") and \
+            last.attrs.get("act_type", "relu") == "relu"
 
     def infer_shape(self, p, in_shapes, out_shapes):
         if not self.quantized(p):
@@ -140,16 +151,6 @@ class FusedConv(_FusedOp):
     def quantized_inputs(self, p):
         idx = self.sum_index(p)
         return [0] if idx is None else [0, idx]
-
-    def quantized_out_dtype(self, p):
-        if self.calibrated(p) and (p.with_act or p.with_postsum_act) and self._relu_last(p):
-            return "uint8"
-        return super().quantized_out_dtype(p)
-
-    def _relu_last(self, p) -> bool:
-        g = self.nested(p)
-        last = g.outputs[0].node
-        return last.op in ("Activation", "relu") and last.attrs.get("act_type", "relu") == "relu"
 
     def forward(self, p, inputs, ctx):
         if not self.quantized(p):

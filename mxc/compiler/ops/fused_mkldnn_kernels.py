@@ -15,8 +15,9 @@ convolution
   3. ``acc = conv(data codes, weight codes) + bias codes`` in int32;
   4. calibrated: ``acc * L(out) / R(calib) / data_scale / ws`` then the fused
      post-ops, rounded half to even and saturated to the output type;
-     uncalibrated: the int32 ``acc`` itself, whose range is
-     ``+-2**31 / (data_scale * ws)``;
+     uncalibrated: the int32 ``acc`` itself, whose range is MXNet's
+     S8S8/S8U8 product range of the weight's and the data's ranges,
+     ``+-(R(w) / 127) * (R(data) / (127 or 255)) * 2**31``;
   5. post-ops in pattern order: activation, ``+ sum_scale * residual codes``
      (``sum_scale = output_scale / (L(residual) / R(sum_min, sum_max))``),
      activation after the sum.
@@ -37,7 +38,6 @@ from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _max_abs, _product_r
                            _range_out, _saturate_round, _scalar)
 from .registry import ForwardContext, get_op
 
-_INT32_RANGE = _F(2147483647)
 
 
 def _levels(dtype) -> np.float32:
@@ -105,8 +105,8 @@ def _weight_codes(w: np.ndarray, channelwise: bool):
     else:
         rng = np.full(w.shape[0], _max_abs(flat.min(), flat.max()), dtype=_F)
     scales = (K_INT8_RANGE / rng).astype(_F)
-    # the extreme weight lands on 127.5 and rounds to 128: MXNet's result saturates
-    codes = np.clip(_round_away(flat * scales[:, None]), -128, 127).reshape(w.shape)
+    # oneDNN's scaled reorder: round half to even, saturate (127.5 -> 127)
+    codes = np.clip(np.rint(flat * scales[:, None]), -128, 127).reshape(w.shape)
     return codes.astype(np.int64), scales
 
 
@@ -128,7 +128,7 @@ def quantized_conv_forward(op, p, inputs, ctx):
     wcodes, wscales = _weight_codes(weight, op.calibrated(p))
     acc = _integer_conv(cp, data, wcodes, conv)
     if bias is not None:
-        bcodes = _round_away((bias * (wscales * data_scale).astype(_F)).astype(_F))
+        bcodes = np.rint((bias * (wscales * data_scale).astype(_F)).astype(_F))
         acc = acc + bcodes.reshape(1, -1, *([1] * (acc.ndim - 2)))
     if op.calibrated(p):
         out_dt = np.dtype(op.quantized_out_dtype(p))
@@ -150,8 +150,10 @@ def quantized_conv_forward(op, p, inputs, ctx):
     if op.calibrated(p):
         return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
                 _range_out(_F(p.max_calib_range))]
-    hi = _F(_INT32_RANGE / out_scale)
-    return [_saturate_round(y, np.int32), _range_out(-hi), _range_out(hi)]
+    w_lo, w_hi = _F(weight.min()), _F(weight.max())
+    lo, hi = _product_range(w_lo, w_hi, ranges[0], ranges[1], 127,
+                            127 if data.dtype == np.int8 else 255)
+    return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
 
 
 def _integer_conv(cp, data, wcodes, node) -> np.ndarray:
@@ -210,3 +212,4 @@ def _float_post(node, y):
     """A float post-op (enable_float_output): run the nested op's own kernel."""
     ctx = ForwardContext(node=node, out_dtypes=["float32"])
     return node.opdef.forward(node.params, [y], ctx)[0].astype(_F)
+
