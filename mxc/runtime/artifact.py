@@ -64,10 +64,35 @@ class Artifact:
 # ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
+#: npz member listing the parameters stored as the uint16 bits of bfloat16
+#: (npz has no bfloat16: numpy would write an opaque ``|V2`` that reads back as bytes)
+BF16_KEYS = "__mxc_bfloat16__"
+
+
 def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    plain: dict[str, np.ndarray] = {}
+    bf16: list[str] = []
+    for k, v in arrays.items():
+        v = np.ascontiguousarray(v)
+        if v.dtype.name == "bfloat16":
+            bf16.append(k)
+            v = v.view(np.uint16)
+        plain[k] = v
+    if bf16:
+        plain[BF16_KEYS] = np.array(bf16)
+    np.savez(buf, **plain)
     return buf.getvalue()
+
+
+def _npz_arrays(npz) -> dict[str, np.ndarray]:
+    """The arrays of a params npz, bfloat16 ones restored from their bits."""
+    params = {k: npz[k] for k in npz.files if k != BF16_KEYS}
+    if BF16_KEYS in npz.files:
+        import ml_dtypes
+        for k in npz[BF16_KEYS].tolist():
+            params[k] = params[k].view(ml_dtypes.bfloat16)
+    return params
 
 
 def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: Mapping,
@@ -149,7 +174,7 @@ def read_artifact(path: str | os.PathLike, *, check_target: bool = True) -> Arti
     if PARAMS in data:
         try:
             with np.load(io.BytesIO(data[PARAMS]), allow_pickle=False) as npz:
-                params = {k: npz[k] for k in npz.files}
+                params = _npz_arrays(npz)
         except (OSError, ValueError) as exc:
             raise ArtifactError(f"{path}: cannot read {PARAMS}: {exc}") from None
     return Artifact(man, graph, params, data.get(LIBRARY), str(path))

@@ -109,9 +109,12 @@ def broadcast_shapes(p: Params, a, b):
 # ---------------------------------------------------------------------------
 
 def compute_dtype(dtype) -> np.dtype:
-    """The dtype MXNet's CPU kernels compute in: float16 math goes through float32."""
+    """The dtype MXNet's CPU kernels compute in: float16/bfloat16 math goes through float32.
+
+    (oneDNN's bfloat16 kernels accumulate in float32 and round once on output.)
+    """
     dt = np.dtype(dtype)
-    return np.dtype(np.float32) if dt == np.float16 else dt
+    return np.dtype(np.float32) if dt == np.float16 or dt.name == "bfloat16" else dt
 
 
 def cast_to(x, dtype) -> np.ndarray:

@@ -49,7 +49,7 @@ class BatchNorm(_NormWithStats):
 
     ``fix_gamma`` (default True) treats gamma as 1.  The hidden outputs are
     moving_mean and the inverse standard deviation 1/sqrt(moving_var + eps).
-    Parameters and statistics are float32 when the data is float16.
+    Parameters and statistics are float32 when the data is float16 or bfloat16.
     """
 
     attrs = {
@@ -95,7 +95,8 @@ class BatchNorm(_NormWithStats):
         dtype = in_types[0] if in_types[0] is not None else out_types[0]
         if dtype is None:
             return in_types, out_types
-        param = "float32" if dtype == "float16" else dtype
+        # MXNet keeps the parameters and statistics of half-precision data in float32
+        param = "float32" if dtype in ("float16", "bfloat16") else dtype
         return [dtype] + [param] * (len(in_types) - 1), [dtype, param, param]
 
     def forward(self, p, inputs, ctx):

@@ -3,7 +3,7 @@
 Ops here move or relabel elements without arithmetic: ``Reshape`` (with
 MXNet's legacy special codes), ``Flatten``, ``expand_dims``, ``squeeze``,
 ``transpose``, ``SwapAxis``, ``reshape_like``, ``depth_to_space``,
-``space_to_depth`` and ``diag``; plus the dtype casts ``Cast``/``amp_cast``
+``space_to_depth`` and ``diag``; plus the dtype cast ``Cast``
 and the shape queries ``shape_array``/``size_array``.
 
 The small helpers at the top (:func:`attr_error`, :func:`prod`,
@@ -515,32 +515,6 @@ def _c_cast(x: np.ndarray, dtype) -> np.ndarray:
     if dt.kind == "b":
         return x != 0
     return x.astype(dt)
-
-
-_AMP_FLOATS = {"float16", "float32", "bfloat16"}
-
-
-@register_op("amp_cast")
-class AmpCast(OpDef):
-    """``amp_cast``: cast float16/float32 inputs to ``dtype``; other dtypes pass unchanged."""
-
-    attrs = {"dtype": Attr(to_dtype)}
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        s = merge_all(p, [in_shapes[0], out_shapes[0]])
-        return [s], [s]
-
-    def infer_type(self, p, in_types, out_types):
-        t = in_types[0]
-        if t is None:
-            return list(in_types), list(out_types)
-        return list(in_types), [p.dtype if t in _AMP_FLOATS else t]
-
-    def forward(self, p, inputs, ctx):
-        x = inputs[0]
-        if x.dtype.name in _AMP_FLOATS:
-            return [x.astype(p.dtype)]
-        return [x.copy()]
 
 
 @register_op("shape_array")

@@ -15,6 +15,13 @@ outputs are unused, weight, bias and BatchNorm inputs are variables with
 known arrays.  Grouped convolutions (``num_group``) fold per output channel;
 a grouped Deconvolution's weight is ``(C, F/G, ...)`` and is scaled per
 group.  A weight or bias shared with another node gets a new variable.
+
+A BatchNorm that cannot fold (pre-activation networks normalise a sum or a
+concatenation, not a layer's output) becomes the per-channel affine map it is
+in inference, ``broadcast_add(broadcast_mul(x, s), beta - mean * s)`` with
+``s`` and the shift as new ``(1, C, 1, 1)``-shaped parameters (in the data's
+dtype), so no BatchNorm survives inference optimisation.  It stays only when
+its statistics outputs are read or its parameters or rank are unknown.
 """
 
 from __future__ import annotations
@@ -60,6 +67,57 @@ def fold_batchnorm(graph, ctx):
         return layer.out
 
     rewrite(ctx, RewritePattern(foldable_pattern(), fold, name="fold-batchnorm"))
+    info = None
+
+    def scale_shift(m):
+        nonlocal info
+        if info is None:
+            info = ctx.infer()
+        bn = m.node("bn")
+        if info.shape(bn.inputs[0]) is None:  # data made by this rewrite: infer again
+            info = ctx.infer()
+        reason = _why_not_affine(bn, m.graph, info, ctx)
+        if reason is not None:
+            ctx.stat(f"kept: {reason}")
+            return None
+        ctx.stat("became a per-channel scale and shift")
+        return _affine(bn, info, ctx)
+
+    rewrite(ctx, RewritePattern(is_op("BatchNorm")(wildcard(), is_var(), is_var(), is_var(),
+                                                   is_var()).named("bn"),
+                                scale_shift, name="batchnorm-to-scale-shift"))
+
+
+def _why_not_affine(bn: Node, graph, info, ctx) -> str | None:
+    if bn.params.output_mean_var or entry_uses(graph, bn[1]) or entry_uses(graph, bn[2]):
+        return "statistics outputs used"
+    if info.shape(bn.inputs[0]) is None:
+        return "data rank unknown (give the input shapes)"
+    if any(ctx.param(e.node) is None for e in bn.inputs[1:]):
+        return "parameter values unknown"
+    return None
+
+
+def _affine(bn: Node, info, ctx):
+    """``x * s + shift`` per channel of the BatchNorm's axis, as two broadcast ops."""
+    p = bn.params
+    ndim = len(info.shape(bn.inputs[0]))
+    # an input without a declared dtype is float32 (MXNet's default), as are the statistics
+    dtype = info.dtype(bn.inputs[0]) or ctx.param(bn.inputs[1].node).dtype.name
+    gamma, beta, mean, var = (ctx.param(e.node).astype(np.float64).reshape(-1)
+                              for e in bn.inputs[1:])
+    scale = 1.0 / np.sqrt(var + p.eps)
+    if not p.fix_gamma:
+        scale = scale * gamma
+    shift = beta - mean * scale
+    shape = [1] * ndim
+    shape[p.axis % ndim] = -1
+    s_var = ctx.alloc_arg(ctx.graph.fresh_name(f"{bn.name}_scale"),
+                          value=scale.reshape(shape).astype(dtype))
+    b_var = ctx.alloc_arg(ctx.graph.fresh_name(f"{bn.name}_shift"),
+                          value=shift.reshape(shape).astype(dtype))
+    mul = ctx.add_node("broadcast_mul", [bn.inputs[0], s_var], name=f"{bn.name}_scale_mul")
+    return ctx.add_node("broadcast_add", [mul, b_var], name=f"{bn.name}_shift_add").out
 
 
 def _channel_axis(layer: Node, ndim_of) -> tuple[int | None, int | None]:

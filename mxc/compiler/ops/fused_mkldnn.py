@@ -1,0 +1,222 @@
+"""oneDNN-fused subgraph operators of MXNet 1.9.1 (``optimize_for("MKLDNN")``, ``quantize_net``).
+
+``_sg_mkldnn_conv``, ``_sg_mkldnn_fully_connected``, ``_sg_mkldnn_selfatt_qk``
+and ``_sg_mkldnn_selfatt_valatt`` carry the fused float pattern as their nested
+graph (``Convolution -> BatchNorm -> Activation``, ``+ elemwise_add`` for
+``with_sum``, ``FullyConnected -> Activation/LeakyReLU`` ...).  The float forms
+compute exactly what their nested graph computes (MXNet folds the BatchNorm
+into the weights at run time; that only moves float rounding), so they are
+ordinary :class:`SubgraphOp` s.
+
+The quantized forms (``quantized=true``) append ``(data_min, data_max)`` and,
+with ``with_sum``, ``(sum_min, sum_max)`` inputs, return ``(codes, min, max)``,
+and compute what oneDNN computes: float weights (BatchNorm folded in first) are
+quantized at run time, the accumulation is int32 and, when the node carries
+``min_calib_range``/``max_calib_range``, requantized inside to uint8/int8; the
+facts the kernels need are the public methods of :class:`FusedConv` and
+:class:`FusedFullyConnected`, kernels in :mod:`fused_mkldnn_kernels`.
+"""
+
+from __future__ import annotations
+
+from ...errors import DTypeError
+from .common import merge_all
+from .registry import Attr, optional, register_op, to_bool, to_float, to_int
+from .subgraph import SubgraphOp, infer_nested
+
+_FUSED_FLAGS = ("with_bn", "with_act", "with_sum", "with_postsum_act", "with_eltwise",
+                "quantized", "dedup_sum", "enable_float_output", "weight_channelwise_scale")
+
+
+class _FusedOp(SubgraphOp):
+    """Shared schema and arity of the quantizable fused ops."""
+
+    attrs = {**{k: Attr(to_bool, False) for k in _FUSED_FLAGS},
+             "min_calib_range": Attr(optional(to_float), None),
+             "max_calib_range": Attr(optional(to_float), None)}
+
+    # -- facts from the attributes and the nested graph ---------------------------------
+    def quantized(self, p) -> bool:
+        return bool(p.quantized)
+
+    def calibrated(self, p) -> bool:
+        return p.min_calib_range is not None and p.max_calib_range is not None
+
+    def float_output(self, p) -> bool:
+        return bool(p.enable_float_output)
+
+    def nested_node(self, p, op: str):
+        """The nested node running *op* (None when the pattern has none)."""
+        for n in self.nested(p).topo_order():
+            if n.op == op:
+                return n
+        return None
+
+    def range_names(self, p) -> list[str]:
+        return ["data_min", "data_max"]
+
+    def n_base(self, p) -> int:
+        return len(self.nested(p).input_nodes()) + self.extra_inputs(p)
+
+    # -- arity ------------------------------------------------------------------------
+    def input_names(self, p):
+        names = super().input_names(p)
+        return names + (self.range_names(p) if self.quantized(p) else [])
+
+    def num_inputs(self, p):
+        return super().num_inputs(p) + (len(self.range_names(p)) if self.quantized(p) else 0)
+
+    def num_outputs(self, p):
+        return 3 if self.quantized(p) and not self.float_output(p) else 1
+
+    def output_names(self, p):
+        if self.num_outputs(p) == 3:
+            return ["output", "min_output", "max_output"]
+        return ["output"]
+
+    # -- inference --------------------------------------------------------------------
+    def quantized_out_dtype(self, p) -> str:
+        """int32 uncalibrated; calibrated: uint8 when the pattern ends in relu, else int8.
+
+        (MXNet's ``IsOutputUInt8`` looks at the fused activation only, not at
+        the sign of the calibrated range.)
+        """
+        if self.float_output(p):
+            return "float32"
+        if not self.calibrated(p):
+            return "int32"
+        return "uint8" if self.ends_in_relu(p) else "int8"
+
+    def ends_in_relu(self, p) -> bool:
+        last = self.nested(p).outputs[0].node
+        if last.op == "relu":
+            return True
+        return last.op in ("Activation", "LeakyReLU") and \
+            last.attrs.get("act_type", "relu") == "relu"
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        if not self.quantized(p):
+            return super().infer_shape(p, in_shapes, out_shapes)
+        nb = self.n_base(p)
+        ins, outs = super().infer_shape(p, list(in_shapes[:nb]), list(out_shapes[:1]))
+        ranges = [merge_all(p, [(1,), s], "range input") for s in in_shapes[nb:]]
+        extra = [merge_all(p, [(1,), s], "range output") for s in out_shapes[1:]]
+        return list(ins) + ranges, list(outs) + extra
+
+    def infer_type(self, p, in_types, out_types):
+        if not self.quantized(p):
+            return super().infer_type(p, in_types, out_types)
+        nb = self.n_base(p)
+        base = list(in_types[:nb])
+        quant = self.quantized_inputs(p)
+        for i in quant:
+            if base[i] is not None and base[i] not in ("int8", "uint8"):
+                raise DTypeError(f"operator {self.name} (node {p.node_name!r}): quantized input "
+                                 f"{i} must be int8 or uint8, got {base[i]}")
+        seeded = [None if i in quant else t for i, t in enumerate(base)]
+        seeded = [("float32" if i in quant else t) for i, t in enumerate(seeded)]
+        g = self.nested(p)
+        new_ins, _ = infer_nested(g, "dtype", seeded[:len(g.input_nodes())], [None])
+        ins = [base[i] if i in quant else t for i, t in enumerate(new_ins)] + base[len(new_ins):]
+        ins += ["float32"] * (len(in_types) - nb)
+        outs = [self.quantized_out_dtype(p)] + ["float32"] * (len(out_types) - 1)
+        return ins, outs
+
+    def quantized_inputs(self, p) -> list[int]:
+        """Indices of the nested inputs that hold int8/uint8 codes."""
+        return [0]
+
+
+@register_op("_sg_mkldnn_conv")
+class FusedConv(_FusedOp):
+    """Convolution with folded BatchNorm, activation and residual sum (``with_*`` flags)."""
+
+    def range_names(self, p):
+        names = ["data_min", "data_max"]
+        return names + (["sum_min", "sum_max"] if p.with_sum else [])
+
+    def sum_index(self, p) -> int | None:
+        """Index of the residual operand among the nested inputs (``with_sum``)."""
+        if not p.with_sum:
+            return None
+        add = self.nested_node(p, "elemwise_add") or self.nested_node(p, "_plus") \
+            or self.nested_node(p, "_Plus") or self.nested_node(p, "broadcast_add")
+        g = self.nested(p)
+        inputs = g.input_nodes()
+        for e in add.inputs:
+            if e.node.op is None:
+                return inputs.index(e.node)
+        return len(inputs) - 1
+
+    def quantized_inputs(self, p):
+        idx = self.sum_index(p)
+        return [0] if idx is None else [0, idx]
+
+    def forward(self, p, inputs, ctx):
+        if not self.quantized(p):
+            return super().forward(p, inputs, ctx)
+        from .fused_mkldnn_kernels import quantized_conv_forward
+        return quantized_conv_forward(self, p, inputs, ctx)
+
+
+@register_op("_sg_mkldnn_fully_connected")
+class FusedFullyConnected(_FusedOp):
+    """FullyConnected with a fused eltwise activation; quantized: int8 weights as inputs.
+
+    A quantized node's weight and bias arrive already quantized (``*_quantize``
+    int8 params) with their own ``(min, max)`` inputs after the data range, so
+    its extra inputs are ``data_min, data_max, weight_min, weight_max[, bias_min,
+    bias_max]``.
+    """
+
+    def has_bias(self, p) -> bool:
+        fc = self.nested_node(p, "FullyConnected")
+        return not fc.params.no_bias
+
+    def range_names(self, p):
+        names = ["data_min", "data_max", "weight_min", "weight_max"]
+        return names + (["bias_min", "bias_max"] if self.has_bias(p) else [])
+
+    def quantized_inputs(self, p):
+        return [0, 1, 2] if self.has_bias(p) else [0, 1]
+
+    def infer_type(self, p, in_types, out_types):
+        if not self.quantized(p):
+            return super().infer_type(p, in_types, out_types)
+        ins, outs = super().infer_type(p, in_types, out_types)
+        ins[1] = "int8"
+        if self.has_bias(p):
+            ins[2] = "int8"
+        return ins, outs
+
+    def forward(self, p, inputs, ctx):
+        if not self.quantized(p):
+            return super().forward(p, inputs, ctx)
+        from .fused_mkldnn_kernels import quantized_fc_forward
+        return quantized_fc_forward(self, p, inputs, ctx)
+
+
+class _SelfAttention(_FusedOp):
+    """Interleaved self-attention matmul (``heads``); float only here."""
+
+    attrs = {**_FusedOp.attrs, "heads": Attr(to_int, 1)}
+
+    def validate_quantized(self, p):
+        if self.quantized(p):
+            from ...errors import UnsupportedOpError
+            raise UnsupportedOpError({f"{self.name} (quantized=True)": 1},
+                                     where=f"node {p.node_name!r}")
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        self.validate_quantized(p)
+        return super().infer_shape(p, in_shapes, out_shapes)
+
+
+@register_op("_sg_mkldnn_selfatt_qk")
+class FusedSelfAttQK(_SelfAttention):
+    """``interleaved_matmul_selfatt_qk`` fused: scaled Q.K^T per head."""
+
+
+@register_op("_sg_mkldnn_selfatt_valatt")
+class FusedSelfAttValAtt(_SelfAttention):
+    """``interleaved_matmul_selfatt_valatt`` fused: attention-weighted values per head."""

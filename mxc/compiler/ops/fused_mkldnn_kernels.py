@@ -1,0 +1,215 @@
+"""Reference kernels of the quantized ``_sg_mkldnn_conv`` / ``_sg_mkldnn_fully_connected``.
+
+What oneDNN computes for MXNet 1.9.1, step by step (``L(t)`` is 127.5 for
+int8 and 255.5 for uint8 codes, ``R(a, b) = max(|a|, |b|)``):
+
+convolution
+  1. fold the nested BatchNorm into the float weight and bias:
+     ``alpha = gamma / sqrt(var + eps)``, ``w' = w * alpha``,
+     ``b' = beta + alpha * (b - mean)``;
+  2. ``data_scale = L(data) / R(data_min, data_max)``; the weight scale is per
+     output channel when the node is calibrated, one for the tensor otherwise:
+     ``ws = 127.5 / R(w)``; weight codes ``round(w' * ws)`` (half away from zero,
+     as ``std::round``, the extreme 127.5 saturating to 127), bias codes
+     ``round(b' * ws * data_scale)`` (int32);
+  3. ``acc = conv(data codes, weight codes) + bias codes`` in int32;
+  4. calibrated: ``acc * L(out) / R(calib) / data_scale / ws`` then the fused
+     post-ops, rounded half to even and saturated to the output type;
+     uncalibrated: the int32 ``acc`` itself, whose range is MXNet's
+     S8S8/S8U8 product range of the weight's and the data's ranges,
+     ``+-(R(w) / 127) * (R(data) / (127 or 255)) * 2**31``;
+  5. post-ops in pattern order: activation, ``+ sum_scale * residual codes``
+     (``sum_scale = output_scale / (L(residual) / R(sum_min, sum_max))``),
+     activation after the sum.
+
+fully connected
+  weight and bias arrive as int8 codes with their ranges; the bias is moved
+  into the accumulator's scale, ``round(b * data_scale * ws * R(bias) / 127.5)``;
+  the output is requantized (calibrated), float (``enable_float_output``) or
+  int32 with the S8S8/S8U8 multiplication range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import UnsupportedOpError
+from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _max_abs, _product_range,
+                           _range_out, _saturate_round, _scalar)
+from .registry import ForwardContext, get_op
+
+
+
+def _levels(dtype) -> np.float32:
+    return K_UINT8_RANGE if np.dtype(dtype) == np.uint8 else K_INT8_RANGE
+
+
+def _round_away(x: np.ndarray) -> np.ndarray:
+    """``std::round``: half away from zero."""
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _post_ops(op, p, conv_like):
+    """The nested nodes after the accumulating op, in order (activation/sum/activation)."""
+    g = op.nested(p)
+    chain, node = [], g.outputs[0].node
+    while node is not conv_like:
+        chain.append(node)
+        data_in = [e.node for e in node.inputs if e.node.op is not None]
+        if not data_in:
+            break
+        node = data_in[0] if node.op != "elemwise_add" else _towards(data_in, conv_like)
+    chain.reverse()
+    return [n for n in chain if n.op not in ("BatchNorm",)]
+
+
+def _towards(candidates, target):
+    """The candidate whose ancestry reaches *target* (the main path of a residual sum)."""
+    for c in candidates:
+        stack = [c]
+        while stack:
+            n = stack.pop()
+            if n is target:
+                return c
+            stack.extend(e.node for e in n.inputs)
+    return candidates[0]
+
+
+def _activation(node, y):
+    act = node.attrs.get("act_type", "relu") if node.op in ("Activation", "LeakyReLU") else node.op
+    if act != "relu":
+        raise UnsupportedOpError({f"quantized fused activation {act!r}": 1},
+                                 where=f"node {node.name!r}")
+    return np.maximum(y, 0)
+
+
+def _fold_bn(op, p, weight, bias, inputs_by_node):
+    bn = op.nested_node(p, "BatchNorm")
+    if bn is None:
+        return weight.astype(_F), None if bias is None else bias.astype(_F)
+    gamma, beta, mean, var = (inputs_by_node(e).astype(_F) for e in bn.inputs[1:5])
+    bp = bn.params
+    g = np.ones_like(gamma) if bp.fix_gamma else gamma
+    alpha = (g / np.sqrt(var + _F(bp.eps))).astype(_F)
+    shape = (-1,) + (1,) * (weight.ndim - 1)
+    w = (weight.astype(_F) * alpha.reshape(shape)).astype(_F)
+    b = beta - alpha * mean if bias is None else beta + alpha * (bias.astype(_F) - mean)
+    return w, b.astype(_F)
+
+
+def _weight_codes(w: np.ndarray, channelwise: bool):
+    """int8 weight codes and their scale(s) (``127.5 / R`` per channel or per tensor)."""
+    flat = w.reshape(w.shape[0], -1)
+    if channelwise:
+        rng = np.maximum(np.abs(flat.min(axis=1)), np.abs(flat.max(axis=1))).astype(_F)
+    else:
+        rng = np.full(w.shape[0], _max_abs(flat.min(), flat.max()), dtype=_F)
+    scales = (K_INT8_RANGE / rng).astype(_F)
+    # oneDNN's scaled reorder: round half to even, saturate (127.5 -> 127)
+    codes = np.clip(np.rint(flat * scales[:, None]), -128, 127).reshape(w.shape)
+    return codes.astype(np.int64), scales
+
+
+def quantized_conv_forward(op, p, inputs, ctx):
+    g = op.nested(p)
+    nb = op.n_base(p)
+    base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
+    position = {id(n): i for i, n in enumerate(g.input_nodes())}
+
+    def value(entry):
+        return base[position[id(entry.node)]]
+
+    conv = op.nested_node(p, "Convolution")
+    cp = conv.params
+    data = value(conv.inputs[0])
+    bias = None if cp.no_bias else value(conv.inputs[2])
+    weight, bias = _fold_bn(op, p, value(conv.inputs[1]), bias, value)
+    data_scale = _F(_levels(data.dtype) / _max_abs(ranges[0], ranges[1]))
+    wcodes, wscales = _weight_codes(weight, op.calibrated(p))
+    acc = _integer_conv(cp, data, wcodes, conv)
+    if bias is not None:
+        bcodes = np.rint((bias * (wscales * data_scale).astype(_F)).astype(_F))
+        acc = acc + bcodes.reshape(1, -1, *([1] * (acc.ndim - 2)))
+    if op.calibrated(p):
+        out_dt = np.dtype(op.quantized_out_dtype(p))
+        out_scale = _F(_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
+        req = (out_scale / data_scale / wscales).astype(_F)
+        y = acc.astype(_F) * req.reshape(1, -1, *([1] * (acc.ndim - 2)))
+    else:
+        out_dt = np.dtype(np.int32)
+        out_scale = _F(data_scale * wscales[0])
+        y = acc.astype(np.float64)
+    anchor = op.nested_node(p, "BatchNorm") or conv
+    for node in _post_ops(op, p, anchor):
+        if node.op in ("Activation", "LeakyReLU", "relu"):
+            y = _activation(node, y)
+        else:  # the residual sum
+            s = base[op.sum_index(p)]
+            sum_scale = _F(out_scale / _F(_levels(s.dtype) / _max_abs(ranges[2], ranges[3])))
+            y = y + s.astype(_F) * sum_scale
+    if op.calibrated(p):
+        return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
+                _range_out(_F(p.max_calib_range))]
+    w_lo, w_hi = _F(weight.min()), _F(weight.max())
+    lo, hi = _product_range(w_lo, w_hi, ranges[0], ranges[1], 127,
+                            127 if data.dtype == np.int8 else 255)
+    return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
+
+
+def _integer_conv(cp, data, wcodes, node) -> np.ndarray:
+    """The float Convolution kernel on integer codes, in float64 (exact for int8 sums)."""
+    conv = get_op("Convolution")
+    ctx = ForwardContext(node=node, out_dtypes=["float64"])
+    x = data.astype(np.float64)
+    w = wcodes.astype(np.float64)
+    params = conv.parse_attrs({**node.attrs, "no_bias": "True"}, node)
+    out = conv.forward(params, [x, w], ctx)[0]
+    return np.rint(out).astype(np.int64)
+
+
+def quantized_fc_forward(op, p, inputs, ctx):
+    g = op.nested(p)
+    fc = op.nested_node(p, "FullyConnected")
+    fp = fc.params
+    nb = op.n_base(p)
+    base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
+    data, weight = base[0], base[1]
+    d_lo, d_hi, w_lo, w_hi = ranges[:4]
+    data_scale = _F(_levels(data.dtype) / _max_abs(d_lo, d_hi))
+    weight_scale = _F(K_INT8_RANGE / _max_abs(w_lo, w_hi))
+    x = data.reshape(data.shape[0], -1) if fp.flatten else data.reshape(-1, data.shape[-1])
+    acc = x.astype(np.int64) @ weight.astype(np.int64).T
+    if op.has_bias(p):
+        rescale = _F(_F(_F(data_scale * weight_scale) * _max_abs(ranges[4], ranges[5]))
+                     / K_INT8_RANGE)
+        acc = acc + _round_away(base[2].astype(_F) * rescale).astype(np.int64)[None, :]
+    shape = (data.shape[0], fp.num_hidden) if fp.flatten else data.shape[:-1] + (fp.num_hidden,)
+    acc = acc.reshape(shape)
+    post = _post_ops(op, p, fc)
+    if op.float_output(p):
+        y = (acc.astype(_F) * _F(_F(1) / _F(data_scale * weight_scale))).astype(_F)
+        for node in post:
+            y = _float_post(node, y)
+        return [y]
+    if op.calibrated(p):
+        out_dt = np.dtype(op.quantized_out_dtype(p))
+        scale = _F(_F(_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
+                   / _F(data_scale * weight_scale))
+        y = acc.astype(_F) * scale
+        for node in post:
+            y = _activation(node, y)
+        return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
+                _range_out(_F(p.max_calib_range))]
+    y = acc.astype(np.float64)
+    for node in post:
+        y = _activation(node, y)
+    levels = 127 if data.dtype == np.int8 else 255
+    lo, hi = _product_range(d_lo, d_hi, w_lo, w_hi, 127, levels)
+    return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
+
+
+def _float_post(node, y):
+    """A float post-op (enable_float_output): run the nested op's own kernel."""
+    ctx = ForwardContext(node=node, out_dtypes=["float32"])
+    return node.opdef.forward(node.params, [y], ctx)[0].astype(_F)
+
