@@ -114,7 +114,7 @@ def is_numpy_op(op: OpDef) -> bool:
     return isinstance(op, NumpyOpMixin)
 
 
-def stand_in(shape: tuple, dtype="bool") -> np.ndarray:
+def stand_in(shape: tuple, dtype="float32") -> np.ndarray:
     """A read-only array of *shape* that occupies one element (zero strides)."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=dtype), shape=tuple(shape),
                                            strides=(0,) * len(shape), writeable=False)
@@ -147,7 +147,7 @@ class NumpyFunctionOp(NumpyOpMixin, OpDef):
             return list(in_shapes), list(out_shapes)
         try:
             outs = self.compute(p, [self.stand_in(s) for s in in_shapes])
-        except (ValueError, IndexError, np.AxisError, np.linalg.LinAlgError) as exc:
+        except (ValueError, IndexError, TypeError, np.linalg.LinAlgError) as exc:
             raise shape_error(p, f"inputs {[tuple(s) for s in in_shapes]}: {exc}") from None
         return list(in_shapes), [tuple(np.shape(o)) for o in outs]
 

@@ -182,12 +182,6 @@ class NpInsertTensor(_NpInsert):
     def _obj(self, p, arrays):
         return np.asarray(arrays[-1]).astype(np.int64)
 
-    def infer_shape(self, p, in_shapes, out_shapes):
-        return list(in_shapes), list(out_shapes) if in_shapes[-1] is None else \
-            super().infer_shape(p, in_shapes, out_shapes)
-
-    def forward(self, p, inputs, ctx):
-        return super().forward(p, inputs, ctx)
 
 
 # ---------------------------------------------------------------------------

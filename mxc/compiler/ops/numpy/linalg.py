@@ -68,6 +68,9 @@ class NpDot(_Linalg):
 class NpMatmul(_Linalg):
     arguments = ("a", "b")
 
+    def output_names(self, p):
+        return ["out"]
+
     def compute(self, p, arrays):
         return [np.matmul(arrays[0], arrays[1])]
 
@@ -117,6 +120,20 @@ class NpPolyval(_Linalg):
 # ---------------------------------------------------------------------------
 # np.linalg
 # ---------------------------------------------------------------------------
+def _largest_positive(vectors: np.ndarray, axis: int) -> np.ndarray:
+    """+-1 per vector along *axis* making its largest-magnitude entry positive.
+
+    Singular/eigen vectors are defined up to sign; MXNet 1.9.1's ``_npi_svd``
+    (rows of V) and ``_npi_eigh`` (columns) come out with this orientation,
+    which also makes the result independent of the LAPACK build.
+    """
+    idx = np.expand_dims(np.argmax(np.abs(vectors), axis=axis), axis)
+    pick = np.take_along_axis(vectors, idx, axis=axis)
+    return np.where(np.squeeze(pick, axis) < 0, -1.0, 1.0)
+
+
+
+# ---------------------------------------------------------------------------
 @_register("_npi_cholesky")
 class NpCholesky(_Linalg):
     arguments = ("A",)
@@ -149,7 +166,8 @@ class NpSvd(_Linalg):
 
     def compute(self, p, arrays):
         u, s, vt = np.linalg.svd(arrays[0], full_matrices=False)
-        return [u, s, vt]
+        sign = _largest_positive(vt, axis=-1)          # one sign per row of V
+        return [u * sign[..., None, :], s, vt * sign[..., :, None]]
 
 
 @_register("_npi_eigh")
@@ -162,7 +180,7 @@ class NpEigh(_Linalg):
 
     def compute(self, p, arrays):
         w, v = np.linalg.eigh(arrays[0], UPLO=p.UPLO)
-        return [w, v]
+        return [w, v * _largest_positive(v, axis=-2)[..., None, :]]
 
 
 @_register("_npi_eigvalsh")

@@ -159,6 +159,9 @@ class _NpMoments(NumpyReduce):
     result = "float"
     fn = staticmethod(np.var)
 
+    def output_names(self, p):
+        return [self.name.rsplit("_", 1)[-1]]
+
     def _reduce(self, p, x, axes):
         return type(self).fn(x.astype(np.float64), axis=axes, ddof=p.ddof)
 
@@ -244,8 +247,23 @@ class NpNorm(NumpyReduce):
              "keepdims": Attr(to_bool, False), "flag": Attr(to_int, -1)}
     result = "float"
 
+    def num_outputs(self, p):
+        return 2   # MXNet keeps a hidden second output for the backward pass
+
+    def num_visible_outputs(self, p):
+        return 1
+
     def infer_shape(self, p, in_shapes, out_shapes):
-        return NumpyReduce.infer_shape(self, p, in_shapes, out_shapes)
+        ins, outs = NumpyReduce.infer_shape(self, p, in_shapes, out_shapes[:1])
+        return ins, outs + [outs[0]]
+
+    def infer_type(self, p, in_types, out_types):
+        out = self.out_dtype(p, in_types[0])
+        return list(in_types), [out or o for o in out_types]
+
+    def forward(self, p, inputs, ctx):
+        y = NumpyReduce.forward(self, p, inputs, ctx)[0]
+        return [y, y]
 
     def _reduce(self, p, x, axes):
         x = x.astype(np.float64)
@@ -284,6 +302,9 @@ class NpAverage(NumpyReduce):
         return ["a", "weights"] if p.weighted else ["a"]
 
     def num_outputs(self, p):
+        return 2
+
+    def num_visible_outputs(self, p):
         return 2 if p.returned else 1
 
     def infer_shape(self, p, in_shapes, out_shapes):
@@ -311,10 +332,7 @@ class NpAverage(NumpyReduce):
         sw = np.sum(w, axis=axes)
         avg = np.sum(a * w, axis=axes) / sw
         dt = ctx.out_dtypes[0] or self.out_dtype(p, inputs[0].dtype.name)
-        outs = [np.asarray(avg).astype(dt)]
-        if p.returned:
-            outs.append(np.asarray(sw).astype(dt))
-        return outs
+        return [np.asarray(avg).astype(dt), np.asarray(sw).astype(dt)]
 
 
 @register_op("_np_trace", family=FAMILY)

@@ -190,6 +190,9 @@ class NpConcatenate(_VarArgs):
     attrs = {"num_args": Attr(to_int), "axis": Attr(optional(to_int), 0)}
     twin = "Concat"
 
+    def output_names(self, p):
+        return ["out"]
+
     def input_names(self, p):
         return [f"data{i}" for i in range(p.num_args)]
 
@@ -210,6 +213,8 @@ for _name, _fn in (("_npi_vstack", np.vstack), ("_npi_hstack", np.hstack),
                    ("_npi_dstack", np.dstack), ("_npi_column_stack", np.column_stack)):
     _register(_name)(type(_name.strip("_").title().replace("_", ""), (_VarArgs,), {
         "compute": (lambda fn: lambda self, p, arrays: [fn(arrays)])(_fn),
+        "output_names": (lambda out: lambda self, p: [out])(
+            "out" if _name in ("_npi_hstack", "_npi_dstack") else "output"),
         "__module__": __name__, "__doc__": f"NumPy ``{_fn.__name__}``."}))
 
 
@@ -232,7 +237,7 @@ class _NpSplit(NumpyFunctionOp):
     fn = staticmethod(np.hsplit)
 
     def num_outputs(self, p):
-        return p.sections if p.sections > 0 else max(len(p.indices) - 1, 1)
+        return p.sections if p.sections > 0 else max(len(p.indices), 1)
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [in_types[0]] * len(out_types)
