@@ -105,7 +105,7 @@ class NumpyOpMixin:
 
     twin: str | None = None
 
-    def twin_dtype(self, in_dtypes: list, out_dtypes: list) -> str | None:
+    def twin_dtype(self, p, in_dtypes: list, out_dtypes: list) -> str | None:
         """The dtype the twin must run in (inputs are cast to it); None: as given."""
         return None
 

@@ -71,6 +71,9 @@ class _Predicate(NumpyOpMixin, UnaryOp):
     def infer_type(self, p, in_types, out_types):
         return list(in_types), ["bool"]
 
+    def twin_dtype(self, p, in_dtypes, out_dtypes):
+        return in_dtypes[0]   # the twin answers 0/1 in the operand's type
+
     def forward(self, p, inputs, ctx):
         with np.errstate(all="ignore"):
             return [np.asarray(type(self).test(np.asarray(inputs[0]))).astype(np.bool_)]
@@ -147,7 +150,7 @@ class NumpyBinaryMixin(NumpyOpMixin):
     attrs: dict = {}
     result = "same"   # "same" | "bool" | "float"
 
-    def twin_dtype(self, in_dtypes, out_dtypes):
+    def twin_dtype(self, p, in_dtypes, out_dtypes):
         work = promote(*in_dtypes[:2])
         return float_result(work) if self.result == "float" else work
 
@@ -166,7 +169,7 @@ class NumpyBinaryMixin(NumpyOpMixin):
         return list(in_types), [out if out is not None else out_types[0]]
 
     def forward(self, p, inputs, ctx):
-        work = self.twin_dtype([np.asarray(x).dtype.name for x in inputs], [])
+        work = self.twin_dtype(p, [np.asarray(x).dtype.name for x in inputs], [])
         a, b = (np.asarray(x).astype(work, copy=False) for x in inputs)
         return super().forward(p, [a, b], ctx)
 
@@ -224,7 +227,7 @@ class _NumpyKernelBinary(NumpyBinaryMixin, BroadcastOp):
     kernel = ""
 
     def forward(self, p, inputs, ctx):
-        work = self.twin_dtype([np.asarray(x).dtype.name for x in inputs], [])
+        work = self.twin_dtype(p, [np.asarray(x).dtype.name for x in inputs], [])
         a, b = (np.asarray(x).astype(work, copy=False) for x in inputs)
         with np.errstate(all="ignore"):
             out = NUMPY_KERNELS[self.kernel](a, b)
@@ -260,6 +263,9 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
     """A tensor-scalar op with a NumPy-mode result dtype (``result``: same/bool/float)."""
 
     result = "same"
+
+    def twin_dtype(self, p, in_dtypes, out_dtypes):
+        return None if in_dtypes[0] is None else self._dtypes(p, in_dtypes[0])[0]
 
     def _dtypes(self, p, t_in):
         work = _sc.scalar_op_dtype(t_in, p.is_int)

@@ -115,7 +115,7 @@ class NpMean(NumpyReduce):
     twin = "mean"
     result = "float"
 
-    def twin_dtype(self, in_dtypes, out_dtypes):
+    def twin_dtype(self, p, in_dtypes, out_dtypes):
         return float_result(in_dtypes[0])
 
     def _reduce(self, p, x, axes):
