@@ -7,14 +7,14 @@ The twins (unary math, promoted binaries, tensor-scalar ops) lower through
 from __future__ import annotations
 
 from ...converter import Lowering, register_converter, register_host_only
-from .._common import R, is_float
+from .._common import R, const, is_float
 
 
 def _float_test(test, otherwise: bool):
     def convert(ctx: Lowering):
         x = ctx.inputs[0]
         if not is_float(ctx.in_dtypes[0]):
-            return R.full(ctx.out_shape, R.const(otherwise, "bool"), "bool")
+            return R.full(ctx.out_shape, const(otherwise, "bool"), "bool")
         return test(ctx, x)
     return convert
 
@@ -22,8 +22,8 @@ def _float_test(test, otherwise: bool):
 def _isinf_sign(positive: bool):
     def test(ctx, x):
         inf = R.isinf(x)
-        side = R.greater(x, R.const(0, ctx.in_dtypes[0])) if positive else \
-            R.less(x, R.const(0, ctx.in_dtypes[0]))
+        zero = const(0, ctx.in_dtypes[0])
+        side = R.greater(x, zero) if positive else R.less(x, zero)
         return R.logical_and(ctx.emit(inf), ctx.emit(side))
     return test
 

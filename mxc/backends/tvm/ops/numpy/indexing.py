@@ -12,11 +12,16 @@ from ...converter import Lowering, register_converter, register_host_only
 from .._common import R, const
 
 
+def truth(ctx: Lowering, x, dtype: str):
+    """``x != 0`` as bool (a bool tensor is its own truth value)."""
+    return x if dtype == "bool" else ctx.emit(R.not_equal(x, const(0, dtype)))
+
+
 @register_converter("_npi_where", "_npi_where_lscalar", "_npi_where_rscalar",
                     "_npi_where_scalar2")
 def where(ctx: Lowering):
     dt = ctx.out_dtype
-    cond = ctx.emit(R.not_equal(ctx.inputs[0], const(0, ctx.in_dtypes[0])))
+    cond = truth(ctx, ctx.inputs[0], ctx.in_dtypes[0])
     tensors = dict(zip(ctx.node.opdef.tensors, ctx.inputs[1:]))
     values = []
     for name in ("x", "y"):

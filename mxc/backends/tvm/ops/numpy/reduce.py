@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from ...converter import Lowering, register_converter, register_host_only
-from .._common import R, const, pos_axis
+from .._common import R, pos_axis
+from .indexing import truth
 
 
 @register_converter("_npi_argmax", "_npi_argmin")
@@ -33,7 +34,7 @@ def _size(shape) -> int:
 @register_converter("_np_all", "_np_any")
 def logical_reduce(ctx: Lowering):
     x = ctx.inputs[0]
-    nz = ctx.emit(R.not_equal(x, const(0, ctx.in_dtypes[0])))
+    nz = truth(ctx, x, ctx.in_dtypes[0])
     ndim = len(ctx.in_shapes[0])
     axes = list(range(ndim)) if ctx.p.axis is None else \
         sorted(pos_axis(a, ndim) for a in ctx.p.axis)

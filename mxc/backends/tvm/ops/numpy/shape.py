@@ -73,10 +73,13 @@ def atleast(ctx: Lowering):
 
 @register_converter("_np_moveaxis")
 def moveaxis(ctx: Lowering):
-    import numpy as np
     ndim = len(ctx.in_shapes[0])
-    perm = np.moveaxis(np.arange(ndim), list(ctx.p.source), list(ctx.p.destination))
-    return R.permute_dims(ctx.inputs[0], [int(a) for a in perm])
+    source = [pos_axis(a, ndim) for a in ctx.p.source]
+    dest = [pos_axis(a, ndim) for a in ctx.p.destination]
+    perm = [a for a in range(ndim) if a not in source]
+    for d, s in sorted(zip(dest, source)):
+        perm.insert(d, s)
+    return R.permute_dims(ctx.inputs[0], perm)
 
 
 @register_converter("_npi_flip")
