@@ -90,6 +90,14 @@ class Params(Mapping):
     def node_name(self) -> str:
         return getattr(self.node, "name", "?")
 
+    @property
+    def np_shape(self) -> bool:
+        """True when the node comes from a graph with NumPy shape semantics
+        (``is_np_shape``): shape attributes are then literal (``()`` is 0-d,
+        0 an empty extent) instead of MXNet's legacy "0 = unknown"."""
+        meta = getattr(self.node, "meta", None)
+        return bool(meta and meta.get("np_shape"))
+
 
 # -- converters ---------------------------------------------------------------
 def attr_value(text: str) -> Any:
