@@ -22,13 +22,17 @@ from .ops.registry import DTYPE_FROM_FLAG, check_supported
 Key = tuple[int, int]
 
 
-def _hidden_shape(node: Node):
+def _hidden_shape(node: Node, np_shape: bool = False):
+    """A variable's ``__shape__``: legacy 0 (NumPy mode: -1) marks an unknown extent."""
     text = node.attrs.get("__shape__")
     if text is None:
         return None
     from .ops.registry import to_shape
     try:
-        return from_mxnet_shape(to_shape(text))
+        shape = to_shape(text)
+        if np_shape:
+            return tuple(None if d < 0 else int(d) for d in shape)
+        return from_mxnet_shape(shape)
     except ValueError:
         raise ShapeError(f"variable {node.name!r}: attribute __shape__={text!r} is not a shape")
 
@@ -95,7 +99,7 @@ def _run(graph: Graph, given: Mapping[str, object], *, kind: str,
         if node.op is None:
             v = _normalize(kind, given.get(node.name))
             if v is None and seeds is None:   # (seeded: the seeds decide)
-                v = hidden(node)
+                v = hidden(node, graph.is_np_shape) if kind == "shape" else hidden(node)
             values[(id(node), 0)] = v
     for key, v, what in seeds or ():
         try:

@@ -114,6 +114,14 @@ def mxnet_version(graph: Graph) -> int | None:
     return None
 
 
+def _mark_np_shape(graph: Graph) -> None:
+    """Tell every node (nested ones too) that its shape attributes are NumPy shapes."""
+    for node in graph.nodes:
+        node.meta["np_shape"] = True
+        for sub in node.subgraphs:
+            _mark_np_shape(sub)
+
+
 def _is_uint(v: Any) -> bool:
     return type(v) is int and v >= 0  # bool is not an int here
 
@@ -160,6 +168,8 @@ class _Reader:
         if version < MXNET_VERSION:
             upgrade_graph(graph, version)
             graph.attrs["mxnet_version"] = ["int", MXNET_VERSION]
+        if graph.is_np_shape:
+            _mark_np_shape(graph)
         return graph
 
     def graph(self, doc: Any, where: str) -> Graph:

@@ -37,11 +37,29 @@ def _shape(value):
     return list(value) if value is not None else None
 
 
+def _arg_shape_matches(got, want, given) -> bool:
+    """MXNet's recorded argument shape, with two NumPy-mode quirks of its inference.
+
+    ``null``: MXNet could not infer it (``hstack``/``dstack`` leave their
+    inputs unknown) -- mxc may know more.  A shape other than the one MXNet was
+    *given*, with the same element count: its shape function wrote its
+    internal view of the input back (``concatenate(axis=None)`` records the
+    inputs flattened, ``insert`` the values padded to the array's rank) --
+    the given shape is the input's real shape.
+    """
+    if want is None or got == want:
+        return True
+    return given is not None and got == given and want != given and \
+        int(np.prod(want)) == int(np.prod(given))
+
+
 def _check_inference(graph, case):
     inf = case["infer"]
     shapes = infer_shapes(graph, {k: tuple(v) for k, v in inf["given"].items()})
     for n in graph.argument_nodes():
-        assert _shape(shapes.get((id(n), 0))) == inf["arg_shapes"].get(n.name), f"arg {n.name}"
+        got = _shape(shapes.get((id(n), 0)))
+        assert _arg_shape_matches(got, inf["arg_shapes"].get(n.name), inf["given"].get(n.name)), \
+            f"arg {n.name}: {got} vs MXNet's {inf['arg_shapes'].get(n.name)}"
     for n in graph.aux_nodes():
         assert _shape(shapes.get((id(n), 0))) == inf["aux_shapes"].get(n.name), f"aux {n.name}"
     for e, want in zip(graph.outputs, inf["out_shapes"]):
@@ -108,6 +126,34 @@ def _check_random(outs, feeds, case):
         _check_exact(check["exact"], outs[0], feeds, case)
 
 
+def _numpy_dynamic(case, feeds):
+    """NumPy's own answer for a data-dependent output (the independent oracle)."""
+    a = case["attrs"]
+    x = next(iter(feeds.values()))
+    op = case["op"]
+    if op == "_npi_delete":
+        axis = None if a.get("axis", "None") == "None" else int(a["axis"])
+        return np.delete(x, int(a["int_ind"]), axis=axis)
+    if op == "_npi_bincount":
+        return np.bincount(x, minlength=int(a.get("minlength", 0))).astype(np.int64)
+    if op == "_npi_unique":
+        return np.unique(x)
+    if op == "_npx_nonzero":
+        return np.transpose(np.nonzero(x)).astype(np.int64)
+    if op == "_contrib_boolean_mask":
+        data, mask = feeds.values()
+        return data[mask != 0]
+    raise AssertionError(f"no NumPy oracle for the data-dependent output of {op}")
+
+
+def _mxnet_left_dynamic_output_empty(case, i, want) -> bool:
+    """MXNet 1.9.1's symbolic executor does not write a data-dependent output under
+    NumPy shape semantics: it returns an empty array (the shape inference it
+    records for that output is null, the inputs are not empty)."""
+    return bool(case.get("np_shape")) and case["infer"]["out_shapes"][i] is None and \
+        want.size == 0 and all(np.prod(i_["shape"]) > 0 for i_ in case["inputs"])
+
+
 @pytest.mark.parametrize("case_id", IDS)
 def test_wave2_op_case(case_id):
     case = _case(case_id)
@@ -130,4 +176,7 @@ def test_wave2_op_case(case_id):
         if spec.get("ignore"):
             continue
         rtol, atol = tols[i] if tols else (case["rtol"], case["atol"])
-        assert_close(np.asarray(got), data[f"out__{i}"], rtol, atol, f"{case_id} output {i}")
+        want = data[f"out__{i}"]
+        if _mxnet_left_dynamic_output_empty(case, i, want):
+            want = _numpy_dynamic(case, feeds)
+        assert_close(np.asarray(got), want, rtol, atol, f"{case_id} output {i}")

@@ -64,6 +64,22 @@ class Graph:
                 return n
         return None
 
+    @property
+    def is_np_shape(self) -> bool:
+        """True for a graph written under NumPy shape semantics (``npx.set_np()``).
+
+        MXNet records it as the graph attribute ``is_np_shape`` (``["int", 1]``):
+        shapes in its hidden ``__shape__`` attributes then use -1 for an
+        unknown extent, 0 is a real (empty) extent and ``()`` a 0-d array.
+        """
+        v = self.attrs.get("is_np_shape")
+        if isinstance(v, (list, tuple)) and len(v) == 2:
+            v = v[1]
+        try:
+            return int(v) != 0
+        except (TypeError, ValueError):
+            return False
+
     def op_nodes(self) -> list[Node]:
         return [n for n in self.nodes if n.op is not None]
 

@@ -52,7 +52,9 @@ class _InitOp(OpDef):
 
     def infer_shape(self, p, in_shapes, out_shapes):
         oshape = out_shapes[0]
-        if p.shape:  # () is an unknown shape in MXNet's legacy mode
+        if p.np_shape:  # NumPy shape semantics: () is 0-d, 0 an empty extent
+            oshape = merge_into(p, oshape, tuple(p.shape), "output shape")
+        elif p.shape:  # () is an unknown shape in MXNet's legacy mode
             oshape = merge_into(p, oshape, from_mxnet_shape(p.shape), "output shape")
         return list(in_shapes), [oshape]
 

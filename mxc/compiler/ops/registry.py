@@ -90,10 +90,22 @@ class Params(Mapping):
     def node_name(self) -> str:
         return getattr(self.node, "name", "?")
 
+    @property
+    def np_shape(self) -> bool:
+        """True when the node comes from a graph with NumPy shape semantics
+        (``is_np_shape``): shape attributes are then literal (``()`` is 0-d,
+        0 an empty extent) instead of MXNet's legacy "0 = unknown"."""
+        meta = getattr(self.node, "meta", None)
+        return bool(meta and meta.get("np_shape"))
+
 
 # -- converters ---------------------------------------------------------------
-def _value(text: str) -> Any:
+def attr_value(text: str) -> Any:
+    """An attribute string parsed as MXNet writes values (ints, floats, tuples, None)."""
     return parse_attr_value(text.strip())
+
+
+_value = attr_value
 
 
 def to_int(text: str) -> int:
@@ -402,6 +414,16 @@ def registered_ops() -> dict[str, OpDef]:
     """Every registered name (aliases included) -> definition."""
     _ensure_loaded()
     return dict(_REGISTRY)
+
+
+def definitions_in(module) -> dict[str, type]:
+    """``{op name: OpDef class}`` of the ops a family module registered.
+
+    Reads what is registered so far without importing other families, so a
+    family module can build on another one it imported itself.
+    """
+    return {op.name: type(op) for op in _REGISTRY.values()
+            if type(op).__module__ == module.__name__}
 
 
 def check_supported(graph) -> None:
