@@ -662,7 +662,7 @@ def _runtime_graph(pg: Graph, regions, functions, params, shapes, dtypes, output
     for e, name in zip(pg.outputs, output_names):
         _note_var(e, params, needed_inputs, used_params)
         graph_outputs.append({"name": name, "slot": slot(e.key),
-                              "shape": list(shapes[e.key]), "dtype": dtypes[e.key]})
+                              "shape": _jshape(shapes[e.key]), "dtype": dtypes[e.key]})
     for step in steps:
         step["outputs"] = [slots.get(k, -1) for k in step["outputs"]]
     optional_inputs -= needed_inputs
@@ -766,7 +766,9 @@ def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_pa
         "bind_params": bool(bind_params),
         "inputs": [{k: i[k] for k in ("name", "shape", "dtype", "optional")}
                    for i in rt_graph["inputs"]],
-        "outputs": [{k: o[k] for k in ("name", "shape", "dtype")} for o in rt_graph["outputs"]],
+        # a None extent: the output's shape depends on the input values (boolean_mask)
+        "outputs": [{**{k: o[k] for k in ("name", "shape", "dtype")},
+                     "data_dependent_shape": None in o["shape"]} for o in rt_graph["outputs"]],
         "regions": [{"name": n.name, "function": functions[n.name][0].name,
                      "num_nodes": by_name[n.name]["num_nodes"], "ops": by_name[n.name]["ops"],
                      "num_inputs": len(by_name[n.name]["inputs"]),
