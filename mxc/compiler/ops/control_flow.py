@@ -148,14 +148,18 @@ class ControlFlowOp(OpDef):
             raise type(exc)(f"operator {self.name} (node {p.node_name!r}), subgraph {k}: "
                             f"{exc}") from None
 
+    def body_args(self, p: Params, k: int, kind: str, ins: list) -> list:
+        """The shapes/dtypes (*kind*) body *k*'s inputs get from the node's inputs *ins*."""
+        return [ins[i] for i in self.body_feeds(p)[k]]
+
     def body_signature(self, p: Params, k: int, in_shapes: list, in_dtypes: list
                        ) -> tuple[list, list]:
-        """Shapes and dtypes of body *k*'s inputs given the node's (for compiling it)."""
-        feeds = self.body_feeds(p)[k]
-        shapes = [in_shapes[i] for i in feeds]
-        dtypes = [in_dtypes[i] for i in feeds]
-        return self.infer_body(p, k, "shape", shapes, [None] * len(self.bodies(p)[k].outputs))[0], \
-            self.infer_body(p, k, "dtype", dtypes, [None] * len(self.bodies(p)[k].outputs))[0]
+        """Shapes and dtypes of body *k*'s inputs given the node's (to compile the body)."""
+        nout = len(self.bodies(p)[k].outputs)
+        return (self.infer_body(p, k, "shape", self.body_args(p, k, "shape", in_shapes),
+                                [None] * nout)[0],
+                self.infer_body(p, k, "dtype", self.body_args(p, k, "dtype", in_dtypes),
+                                [None] * nout)[0])
 
     # -- semantics ----------------------------------------------------------------
     def run(self, p: Params, inputs: Sequence[np.ndarray], call: BodyCall,
@@ -193,6 +197,10 @@ class Foreach(ControlFlowOp):
             feeds[loc] = i
         return [feeds]
 
+    def body_args(self, p, k, kind, ins):
+        nd = len(p.in_data_locs)
+        return [_step_of(kind, ins[i]) if i < nd else ins[i] for i in self.body_feeds(p)[0]]
+
     def _layout(self, p):
         nd, ns = len(p.in_data_locs), len(p.in_state_locs)
         return nd, ns, p.num_out_data
@@ -209,9 +217,7 @@ class Foreach(ControlFlowOp):
             if kind == "shape" and o is not None:
                 steps = _merge(p, kind, (steps,), (o[0],), "sequence length of the outputs")[0]
         for _ in range(3):
-            body_in = []
-            for i in feeds:
-                body_in.append(_step_of(kind, ins[i]) if i < nd else ins[i])
+            body_in = self.body_args(p, 0, kind, ins)
             body_out = [_step_of(kind, o) for o in outs[:no]]
             # a state's new value has the state's shape/dtype
             body_out += [_merge(p, kind, ins[nd + j], outs[no + j], f"state {j}")
