@@ -81,11 +81,18 @@ def decode_graph(data: dict):
 # running one host node
 # ---------------------------------------------------------------------------
 class HostKernel:
-    """One host node, ready to run: ``kernel(inputs) -> outputs`` (numpy arrays)."""
+    """One host node, ready to run: ``kernel(inputs) -> outputs`` (numpy arrays).
 
-    __slots__ = ("name", "op", "node", "opdef", "params", "ctx", "out_dtypes", "nout")
+    A control-flow node (``_foreach``, ``_while_loop``, ``_cond``) whose step
+    lists compiled ``bodies`` runs its loop here and each compiled body
+    through *body_call* (``body_call(spec, inputs) -> outputs``, the session's
+    VM); a body without a compiled function runs on the reference backend.
+    """
 
-    def __init__(self, spec: dict):
+    __slots__ = ("name", "op", "node", "opdef", "params", "ctx", "out_dtypes", "nout",
+                 "bodies", "body_call")
+
+    def __init__(self, spec: dict, body_call=None):
         from ..compiler.ir import Node
         from ..compiler.ops.registry import ForwardContext, Params, has_op
         op, name = spec["op"], spec["name"]
@@ -107,6 +114,8 @@ class HostKernel:
             self.nout = self.opdef.num_outputs(self.params)
         except MxcError as exc:
             raise ArtifactError(f"host node {name!r} ({op}): {exc}") from None
+        self.bodies = list(spec.get("bodies") or ())
+        self.body_call = body_call
         self.out_dtypes = list(spec.get("out_dtypes", ()))
         self.ctx = ForwardContext(node=node, out_shapes=_shapes(spec, "out_shapes"),
                                   out_dtypes=self.out_dtypes, in_shapes=_shapes(spec, "in_shapes"),
@@ -114,7 +123,11 @@ class HostKernel:
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         try:
-            outs = self.opdef.forward(self.params, list(inputs), self.ctx)
+            if self.bodies and self.body_call is not None:
+                outs = self.opdef.run(self.params, list(inputs), self._call_body,
+                                      self.ctx.out_shapes, self.ctx.out_dtypes)
+            else:
+                outs = self.opdef.forward(self.params, list(inputs), self.ctx)
         except MxcError:
             raise
         except Exception as exc:  # a kernel bug or an input outside the op's domain
@@ -131,6 +144,14 @@ class HostKernel:
                 v = v.astype(want)
             result.append(v)
         return result
+
+
+    def _call_body(self, k: int, inputs):
+        spec = self.bodies[k] if k < len(self.bodies) else None
+        if spec is None:
+            from ..compiler.ops.subgraph import run_nested
+            return run_nested(self.node.subgraphs[k], list(inputs))
+        return self.body_call(spec, [inputs[i] for i in spec["inputs"]])
 
 
 def _shapes(spec: dict, key: str) -> list:

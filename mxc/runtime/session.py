@@ -132,7 +132,9 @@ class Session:
         self._threads = _threads.check_threads(threads) if self._cpu else None
         self._tls = threading.local()
         self._lock = threading.Lock()
-        self._has_regions = any(s["kind"] == "region" for s in graph["steps"])
+        # compiled code: regions, and control-flow bodies called from host steps
+        self._has_regions = any(s["kind"] == "region" or s.get("bodies")
+                                for s in graph["steps"])
         if self._has_regions:
             if module is None:
                 raise ArtifactError(f"{source}: the graph has compiled regions but the artifact "
@@ -245,7 +247,8 @@ class Session:
                 plan.append([_REGION, step["name"], step["function"], args, step["outputs"], None])
             elif step["kind"] == "host":
                 from .host import HostKernel  # imports the op definitions (lazily)
-                plan.append([_HOST, step["name"], HostKernel(step), step["inputs"],
+                call = self._body_caller(step["name"]) if step.get("bodies") else None
+                plan.append([_HOST, step["name"], HostKernel(step, call), step["inputs"],
                              step["outputs"], None])
             else:
                 raise ArtifactError(f"{self.source}: unknown step kind {step['kind']!r}")
@@ -266,7 +269,24 @@ class Session:
                 plan[i][5] = (release or ()) + (s,)
         self._plan = [tuple(p) for p in plan]
         self._template = template
-        self._functions = sorted({p[2] for p in plan if p[0] == _REGION})
+        self._functions = sorted({p[2] for p in plan if p[0] == _REGION}
+                                 | {b["function"] for s in g["steps"]
+                                    for b in (s.get("bodies") or ()) if b is not None})
+
+    def _body_caller(self, step: str):
+        """``call(spec, arrays) -> arrays``: run a compiled control-flow body of *step*."""
+        def call(spec, arrays):
+            st = self._state()
+            fname = spec["function"]
+            args = [self._to_device(st, f"{step}/{fname}", i, np.asarray(v))
+                    for i, v in enumerate(arrays)]
+            try:
+                result = st.fns[fname](*args)
+            except Exception as exc:  # noqa: BLE001 - TVM errors
+                raise ExecutionError(f"compiled body {fname!r} of {step!r} failed: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+            return [_tvm.to_numpy(result[i]) for i in range(len(result))]
+        return call
 
     def _state(self) -> _ThreadState:
         st = getattr(self._tls, "state", None)

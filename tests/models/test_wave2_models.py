@@ -15,6 +15,7 @@ import pytest
 
 import mxc
 from conftest import model_names, require_corpus
+from mxc.compiler.custom_op import unregister_custom_op
 from oracle import assert_close
 
 SPLIT = "wave2/models"
@@ -88,3 +89,37 @@ def test_wave2_model_compiles_and_runs(name, tmp_path):
     for i, got in enumerate(outs):
         assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"],
                      f"{name} output {i} (compiled)")
+
+
+# ---------------------------------------------------------------------------
+# custom operators a model needs (MXNet: a CustomOpProp registered in Python)
+# ---------------------------------------------------------------------------
+def _register_mysoftsign():
+    """``custom_softsign_mlp``'s op from its meta.json: y = scale * x / (1 + |x|)."""
+    mxc.register_custom_op(
+        "mysoftsign", override=True,
+        parse_attrs=lambda attrs: (1, 1),
+        input_names=lambda attrs, n: ["data"],
+        infer_shape=lambda attrs, in_shapes: (in_shapes, [in_shapes[0]]),
+        forward=lambda attrs, inputs, outputs: [
+            np.float32(float(attrs.get("scale", "1.0"))) * inputs[0]
+            / (np.float32(1) + np.abs(inputs[0]))])
+    return "mysoftsign"
+
+
+MODEL_CUSTOM_OPS = {"custom_softsign_mlp": _register_mysoftsign}
+
+
+@pytest.fixture(autouse=True)
+def _model_custom_ops(request):
+    """Register the custom operators of the model under test (and only for it)."""
+    callspec = getattr(request.node, "callspec", None)
+    register = MODEL_CUSTOM_OPS.get(callspec.params.get("name")) if callspec else None
+    if register is None:
+        yield
+        return
+    name = register()
+    try:
+        yield
+    finally:
+        unregister_custom_op(name)

@@ -62,11 +62,32 @@ def _check_inference(graph, case):
             f"arg {n.name}: {got} vs MXNet's {inf['arg_shapes'].get(n.name)}"
     for n in graph.aux_nodes():
         assert _shape(shapes.get((id(n), 0))) == inf["aux_shapes"].get(n.name), f"aux {n.name}"
-    for e, want in zip(graph.outputs, inf["out_shapes"]):
-        assert _shape(shapes.get(e.key)) == want, "output shape"
+    for e, want, spec in zip(graph.outputs, inf["out_shapes"], case["outputs"]):
+        got = _shape(shapes.get(e.key))
+        if want is None and not inf.get("complete", True):
+            # MXNet could not infer it (control flow, data-dependent shapes): mxc may know
+            # more, but never something the computed output contradicts
+            assert got is None or _compatible(got, spec["shape"]), \
+                f"output shape {got} vs computed {spec['shape']}"
+        else:
+            assert got == want, "output shape"
     dtypes = infer_types(graph, {i["name"]: i["dtype"] for i in case["inputs"]})
     for e, want in zip(graph.outputs, case["outputs"]):
         assert dtypes.get(e.key) == want["dtype"], "output dtype"
+
+
+def _compatible(partial, shape) -> bool:
+    """A partially known shape (None extents) that *shape* fills in."""
+    return len(partial) == len(shape) and all(p is None or p == d for p, d in zip(partial, shape))
+
+
+# Cases whose stored output MXNet 1.9.1 got wrong: checked against an independent
+# oracle instead (docs/deployment-formats.md says what mxc does there and why).
+MXNET_WRONG = {
+    # under NumPy shape semantics MXNet's symbolic executor hands back the dynamic-shape
+    # output as an empty (0,) array; x[m] with m = [T, F, T, T] has 3 rows
+    "_contrib_boolean_mask__3": lambda f: [f["x"][f["m"]]],
+}
 
 
 def _rows_sorted(a):
@@ -162,10 +183,16 @@ def test_wave2_op_case(case_id):
     assert graph.list_arguments() == case["list_arguments"]
     assert graph.list_auxiliary_states() == case["list_auxiliary_states"]
     assert graph.list_outputs() == case["list_outputs"]
-    _check_inference(graph, case)
 
     data = np.load(root / "data" / f"{case_id}.npz")
     feeds = {i["name"]: data[f"in__{i['name']}"] for i in case["inputs"]}
+    if case_id in MXNET_WRONG:
+        want = MXNET_WRONG[case_id](feeds)
+        case = {**case, "outputs": [{"shape": list(w.shape), "dtype": w.dtype.name}
+                                    for w in want]}
+        data = {**{k: data[k] for k in data.files},
+                **{f"out__{i}": w for i, w in enumerate(want)}}
+    _check_inference(graph, case)
     outs = run_graph(graph, feeds)
     assert len(outs) == len(case["outputs"])
     if case.get("random"):

@@ -74,7 +74,8 @@ def test_layout_and_manifest(mlp):
     assert man["target"]["host"]["features"]
     assert man["inputs"] == [{"name": "data", "shape": [4, 784], "dtype": "float32",
                               "optional": False}]
-    assert man["outputs"] == [{"name": "softmax_output", "shape": [4, 10], "dtype": "float32"}]
+    assert man["outputs"] == [{"name": "softmax_output", "shape": [4, 10], "dtype": "float32",
+                               "data_dependent_shape": False}]
     assert [r["function"] for r in man["regions"]] == ["region0"] and man["host_nodes"] == []
     assert man["pipeline"] == "remove-dropout,simplify,fold-batchnorm,dce"
     assert graph["steps"][0]["kind"] == "region" and graph["ignored_inputs"] == ["softmax_label"]

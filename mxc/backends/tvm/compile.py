@@ -358,19 +358,21 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     from .build import resolve_target
     tgt = resolve_target(target)
     prog.start("lower to Relax")
-    functions = _lower_regions(regions, params, pshapes, pdtypes, bind_params, prog)
-    timings["lower"] = prog.done(f"{len(regions)} function(s)")
+    functions = _lower_regions(regions, params, pshapes, pdtypes, bind_params, prog, host)
+    n_bodies = sum(f is not None for b in functions["__bodies__"].values() for f in b)
+    timings["lower"] = prog.done(f"{len(regions)} function(s)"
+                                 + (f", {n_bodies} control-flow bod(ies)" if n_bodies else ""))
 
     # 4. build
     prog.start(f"build for {tgt.kind.name}")
     executable = None
     tuning = None
-    if regions:
+    if functions["__module__"] is not None:
         from .build import _default_db
         db = db if db is not None else _default_db()
         tuning = _TunedKernels(db) if db is not None else None
         executable = _build(functions["__module__"], tgt, prog, db, tuning)
-    summary = "one library" if regions else "nothing to compile"
+    summary = "one library" if executable is not None else "nothing to compile"
     if tuning is not None:
         summary += (f", {len(tuning.tuned)} of {tuning.kernels} kernel(s) from the tuning "
                     f"database")
@@ -491,8 +493,13 @@ def _host_reasons(host: list[Node], shapes, dtypes) -> dict[str, str]:
     return out
 
 
-def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: Progress) -> dict:
-    """One Relax function per region in one module; returns ``{node name: info}``."""
+def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: Progress,
+                   host=()) -> dict:
+    """One Relax function per region in one module; returns ``{node name: info}``.
+
+    The bodies of control-flow host nodes become functions of the same module
+    (``functions["__bodies__"]``, see :mod:`.control_flow`)."""
+    from .ops.control_flow import lower_bodies
     from .converter import ModuleBuilder
     mb = ModuleBuilder()
     functions: dict[str, Any] = {}
@@ -514,7 +521,9 @@ def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: Progress)
         info = mb.add(fname, nested, shapes=r_shapes, dtypes=r_dtypes, params=r_params,
                       bind_params=bind_params)
         functions[node.name] = (info, [outer[n] for n in info.input_names])
-    functions["__module__"] = mb.finalize() if regions else None
+    functions["__bodies__"] = lower_bodies(mb, host, shapes, dtypes)
+    has_bodies = any(f is not None for b in functions["__bodies__"].values() for f in b)
+    functions["__module__"] = mb.finalize() if regions or has_bodies else None
     return functions
 
 
@@ -656,13 +665,17 @@ def _runtime_graph(pg: Graph, regions, functions, params, shapes, dtypes, output
                 else:
                     _note_var(e, params, needed_inputs, used_params)
                 ins.append(slot(e.key))
-            steps.append(_host_step(node, ins, shapes, dtypes, host_reasons, encode_graph))
+            step = _host_step(node, ins, shapes, dtypes, host_reasons, encode_graph)
+            bodies = functions["__bodies__"].get(node.name)
+            if bodies and any(b is not None for b in bodies):
+                step["bodies"] = bodies
+            steps.append(step)
     # outputs: slot numbers for the entries something reads
     graph_outputs = []
     for e, name in zip(pg.outputs, output_names):
         _note_var(e, params, needed_inputs, used_params)
         graph_outputs.append({"name": name, "slot": slot(e.key),
-                              "shape": list(shapes[e.key]), "dtype": dtypes[e.key]})
+                              "shape": _jshape(shapes[e.key]), "dtype": dtypes[e.key]})
     for step in steps:
         step["outputs"] = [slots.get(k, -1) for k in step["outputs"]]
     optional_inputs -= needed_inputs
@@ -766,12 +779,16 @@ def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_pa
         "bind_params": bool(bind_params),
         "inputs": [{k: i[k] for k in ("name", "shape", "dtype", "optional")}
                    for i in rt_graph["inputs"]],
-        "outputs": [{k: o[k] for k in ("name", "shape", "dtype")} for o in rt_graph["outputs"]],
+        # a None extent: the output's shape depends on the input values (boolean_mask)
+        "outputs": [{**{k: o[k] for k in ("name", "shape", "dtype")},
+                     "data_dependent_shape": None in o["shape"]} for o in rt_graph["outputs"]],
         "regions": [{"name": n.name, "function": functions[n.name][0].name,
                      "num_nodes": by_name[n.name]["num_nodes"], "ops": by_name[n.name]["ops"],
                      "num_inputs": len(by_name[n.name]["inputs"]),
                      "num_outputs": len(by_name[n.name]["outputs"])} for n in regions],
-        "host_nodes": [{"name": s["name"], "op": s["op"], "reason": s["reason"]}
+        "host_nodes": [{"name": s["name"], "op": s["op"], "reason": s["reason"],
+                        **({"compiled_bodies": [b and b["function"] for b in s["bodies"]]}
+                           if s.get("bodies") else {})}
                        for s in rt_graph["steps"] if s["kind"] == "host"],
         "num_params_stored": len(rt_graph["params"]),
         # None: default schedules only; else the database and the kernels taken from it

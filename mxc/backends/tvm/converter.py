@@ -178,7 +178,9 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
     if node.op is None:
         return None
     if node.subgraphs:
-        return f"{node.op} carries nested subgraphs, which the TVM backend does not lower"
+        why = _HOST_ONLY.get(node.op)
+        return f"{node.op}: {why}" if why else \
+            f"{node.op} carries nested subgraphs, which the TVM backend does not lower"
     conv = get_converter(node.op)
     if conv is None:
         try:

@@ -126,3 +126,26 @@ _erf_vec = np.vectorize(math.erf, otypes=[np.float64])
 def erf(x: np.ndarray) -> np.ndarray:
     """Elementwise erf (float64 result); numpy has none and scipy is not a dependency."""
     return _erf_vec(np.asarray(x, dtype=np.float64))
+
+
+# ---------------------------------------------------------------------------
+# legacy (*_v1) schemas
+# ---------------------------------------------------------------------------
+class LegacySchema:
+    """Mixin for a pre-1.0 op that shares a modern op's kernel but not its whole schema.
+
+    ``legacy_attrs`` names the attributes the legacy op accepts (MXNet rejects
+    the others); the parsed :class:`Params` still carry every attribute of the
+    modern schema at its default, so the shared kernels and lowerings read
+    them unchanged.
+    """
+
+    legacy_attrs: tuple[str, ...] = ()
+
+    def parse_attrs(self, raw, node=None):
+        unknown = sorted(set(raw) - set(self.legacy_attrs))
+        if unknown:
+            raise AttributeInvalidError(
+                f"operator {self.name} (node {getattr(node, 'name', '?')!r}): unknown "
+                f"attribute {unknown[0]!r}; known attributes: {', '.join(sorted(self.legacy_attrs))}")
+        return super().parse_attrs(raw, node)

@@ -19,8 +19,8 @@ import itertools
 
 import numpy as np
 
-from ._nn_helpers import (DEFAULT_LAYOUT, array_from_cf, array_to_cf, attr_error, expand_tuple,
-                          merge_into, shape_from_cf, shape_to_cf, windows)
+from ._nn_helpers import (DEFAULT_LAYOUT, LegacySchema, array_from_cf, array_to_cf, attr_error,
+                          expand_tuple, merge_into, shape_from_cf, shape_to_cf, windows)
 from .common import cast_to, compute_dtype, fmt_shape
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_int, \
     to_shape
@@ -150,6 +150,18 @@ class Convolution(_ConvBase):
         if not p.no_bias:
             y = y + inputs[2].astype(dt, copy=False).reshape((1, -1) + (1,) * len(kernel))
         return [cast_to(array_from_cf(y, layout), ctx.out_dtypes[0] or x.dtype)]
+
+
+@register_op("Convolution_v1")
+class ConvolutionV1(LegacySchema, Convolution):
+    """The pre-1.0 Convolution (1-D to 3-D): the same arithmetic as :class:`Convolution`.
+
+    Its schema lacks nothing mxc needs; MXNet 1.9.1 runs it through the
+    same im2col kernel, so the results match the modern op bit for bit.
+    """
+
+    legacy_attrs = ("kernel", "stride", "dilate", "pad", "num_filter", "num_group", "workspace",
+                    "no_bias", "cudnn_tune", "cudnn_off", "layout")
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, stride, dilate, pad, groups: int) -> np.ndarray:

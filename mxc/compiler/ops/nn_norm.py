@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import attr_error, merge_into
+from ._nn_helpers import LegacySchema, attr_error, merge_into
 from .common import cast_to, compute_dtype, fmt_shape, merge_all, normalize_axis
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_float, \
-    to_int
+    to_int, to_str
 
 
 def _same_shape_io(p, ins, outs, what="data and output"):
@@ -113,6 +113,41 @@ class BatchNorm(_NormWithStats):
         pdt = ctx.out_dtypes[1] or mean.dtype
         return [cast_to(y, ctx.out_dtypes[0] or x.dtype), cast_to(mean, pdt),
                 cast_to(inv_std, ctx.out_dtypes[2] or pdt)]
+
+
+@register_op("BatchNorm_v1")
+class BatchNormV1(LegacySchema, BatchNorm):
+    """The pre-1.0 BatchNorm: the same inference kernel as :class:`BatchNorm`.
+
+    Its schema is a subset (no ``axis``, ``cudnn_off`` or calibration
+    ranges): channels are always axis 1.  With ``output_mean_var`` MXNet 1.9.1
+    does not write the two statistic outputs in inference; mxc writes the
+    moving mean and the inverse standard deviation there, as BatchNorm does.
+    """
+
+    legacy_attrs = ("eps", "momentum", "fix_gamma", "use_global_stats", "output_mean_var")
+
+
+@register_op("_contrib_SyncBatchNorm")
+class SyncBatchNorm(BatchNormV1):
+    """Cross-device BatchNorm; in inference a plain BatchNorm with the moving statistics.
+
+    ``key`` and ``ndev`` only name the all-reduce of training-time batch
+    statistics, so they do not change inference.
+    """
+
+    attrs = {**BatchNorm.attrs, "key": Attr(to_str), "ndev": Attr(to_int, 1)}
+    legacy_attrs = BatchNormV1.legacy_attrs + ("key", "ndev")
+
+
+@register_op("_contrib_BatchNormWithReLU")
+class BatchNormWithReLU(BatchNorm):
+    """oneDNN's fused ``relu(BatchNorm(x))`` (MXNet runs it on 4-D NCHW data only;
+    mxc accepts any rank, the arithmetic being per channel)."""
+
+    def forward(self, p, inputs, ctx):
+        y, mean, inv_std = super().forward(p, inputs, ctx)
+        return [np.maximum(y, y.dtype.type(0)), mean, inv_std]
 
 
 # ---------------------------------------------------------------------------

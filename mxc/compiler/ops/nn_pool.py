@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import (array_from_cf, array_to_cf, attr_error, expand_tuple,
+from ._nn_helpers import (LegacySchema, array_from_cf, array_to_cf, attr_error, expand_tuple,
                           merge_into, shape_from_cf, shape_to_cf, windows)
 from .common import cast_to, compute_dtype, fmt_shape
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_int, \
@@ -175,6 +175,22 @@ def _axis_counts(n, k, s, q, o, include_pad):
     if include_pad:
         return np.minimum(start + k, n + q) - start
     return np.maximum(np.minimum(start + k, n) - np.maximum(start, 0), 0)
+
+
+@register_op("Pooling_v1")
+class PoolingV1(LegacySchema, Pooling):
+    """The pre-1.0 Pooling (max/avg/sum): :class:`Pooling`'s arithmetic, one output.
+
+    Its schema has no ``layout``, ``p_value``, ``count_include_pad`` or
+    ``cudnn_off``; average pooling counts the padding as the modern op does
+    by default.  It never has oneDNN's hidden workspace output.
+    """
+
+    legacy_attrs = ("kernel", "pool_type", "global_pool", "pooling_convention", "stride", "pad")
+    attrs = {**Pooling.attrs, "pool_type": Attr(enum("max", "avg", "sum"), "max")}
+
+    def has_workspace(self, p) -> bool:
+        return False
 
 
 def pool_nd(x: np.ndarray, kernel, stride, pad, osp, pool_type: str, include_pad: bool,

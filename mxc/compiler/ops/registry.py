@@ -312,6 +312,15 @@ class OpDef:
     def num_outputs(self, p: Params) -> int:
         return 1
 
+    def data_dependent_outputs(self, p: Params) -> list[int]:
+        """Indices of outputs whose shape depends on input VALUES (``boolean_mask``).
+
+        Shape inference leaves the data-dependent extents unknown (``None``);
+        a compiled graph runs such a node on the host and its artifact marks
+        every output downstream as having a data-dependent shape.
+        """
+        return []
+
     def num_visible_outputs(self, p: Params) -> int:
         return self.num_outputs(p)
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from ._nn_helpers import attr_error, merge_into
 from .common import cast_to, fmt_shape
+from .join_split import Concat
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_float, \
     to_int
 
@@ -240,3 +241,13 @@ def rnn_forward(p, x, params, h0, c0, seq_len):
             outs.append(out)
         inp = outs[0] if dirs == 1 else np.concatenate(outs, axis=2)
     return inp, hy, cy
+
+
+@register_op("_rnn_param_concat")
+class RNNParamConcat(Concat):
+    """Gluon's concatenation of the flattened RNN weights and biases into ``parameters``.
+
+    In inference it is :class:`~.join_split.Concat` (same ``num_args``/``dim``
+    schema and kernel); MXNet gives it its own name only so that its shape
+    inference may leave inputs of deferred shape unknown.
+    """

@@ -31,7 +31,7 @@ def _bias(ctx: Lowering, y, layout: str, dt: str):
     return ctx.emit(R.add(y, ctx.reshape(b, shape)))
 
 
-@register_converter("Convolution", supports=_float_only)
+@register_converter("Convolution", "Convolution_v1", supports=_float_only)
 def convolution(ctx: Lowering):
     p = ctx.p
     kernel, stride, dilate, pad, layout = ctx.node.opdef.geometry(p)

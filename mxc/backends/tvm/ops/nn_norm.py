@@ -22,7 +22,7 @@ def _chan_shape(ndim: int, axis: int, size: int) -> list[int]:
     return shape
 
 
-@register_converter("BatchNorm")
+@register_converter("BatchNorm", "BatchNorm_v1", "_contrib_SyncBatchNorm")
 def batch_norm(ctx: Lowering):
     p = ctx.p
     shape = ctx.in_shapes[0]
@@ -135,3 +135,10 @@ def lrn(ctx: Lowering):
     norm = ctx.emit(R.add(const(p.knorm, dt), R.multiply(const(p.alpha / p.nsize, dt), win)))
     y = ctx.emit(R.multiply(x, R.power(norm, const(-p.beta, dt))))
     return [ctx.astype(y, ctx.out_dtypes[0])]
+
+
+@register_converter("_contrib_BatchNormWithReLU")
+def batch_norm_relu(ctx: Lowering):
+    """BatchNorm's affine map, then relu on the data output (statistics unchanged)."""
+    outs = batch_norm(ctx)
+    return [ctx.emit(R.nn.relu(outs[0])), *outs[1:]]

@@ -56,7 +56,7 @@ def _p_root(ctx: Lowering, y, p_value: int, dt: str):
     return y
 
 
-@register_converter("Pooling", supports=_pool_supported)
+@register_converter("Pooling", "Pooling_v1", supports=_pool_supported)
 def pooling(ctx: Lowering):
     p = ctx.p
     shape = ctx.in_shapes[0]

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..converter import Lowering, register_converter
 from ._common import R, compute_dtype, const
+from .join_split import concat
 
 _GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
@@ -149,3 +150,7 @@ def rnn(ctx: Lowering):
         if mode == "lstm":
             result.append(ctx.astype(ctx.emit(R.stack(cy, axis=0)), ctx.out_dtypes[2]))
     return result
+
+
+# gluon's flat-parameter concatenation is Concat in inference (mxc/compiler/ops/rnn.py)
+register_converter("_rnn_param_concat")(concat)
