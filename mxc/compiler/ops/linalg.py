@@ -23,18 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape, merge_shape
+from ._nn_helpers import merge_into
+from .common import fmt_shape
 from .nn_dense import LinalgGemm2
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int
 
 _FLOATS = ("float32", "float64")
-
-
-def _merge(p, shapes: list, index: int, shape, what: str) -> None:
-    try:
-        shapes[index] = merge_shape(shapes[index], shape)
-    except ValueError as exc:
-        raise shape_error(p, f"{what}: {exc}") from None
 
 
 def _square(p, shape, what: str = "A") -> int | None:
@@ -77,7 +71,7 @@ class _SameShapeOp(_LinalgOp):
 
     def infer_shape(self, p, in_shapes, out_shapes):
         ins, outs = list(in_shapes), list(out_shapes)
-        _merge(p, ins, 0, outs[0], "A and output")
+        merge_into(p, ins, 0, outs[0], "A and output")
         if ins[0] is not None:
             _square(p, ins[0])
         outs[0] = ins[0]
@@ -94,7 +88,7 @@ class LinalgGemm(LinalgGemm2):
     def infer_shape(self, p, in_shapes, out_shapes):
         ins, outs = super().infer_shape(p, list(in_shapes[:2]), list(out_shapes))
         ins = list(ins) + [in_shapes[2]]
-        _merge(p, outs, 0, ins[2], "C and output")
+        merge_into(p, outs, 0, ins[2], "C and output")
         ins[2] = outs[0]
         return ins, outs
 
@@ -169,12 +163,12 @@ class _TriangularOp(_LinalgOp):
         ins, outs = list(in_shapes), list(out_shapes)
         a, b = ins
         if a is not None and b is not None and len(a) >= 2 and len(a) == len(b):
-            _merge(p, outs, 0, self.out_shape(p, a, b), "output")
+            merge_into(p, outs, 0, self.out_shape(p, a, b), "output")
         elif outs[0] is not None and len(outs[0]) >= 2:
             o = outs[0]
             n = o[-1] if p.rightside else o[-2]
-            _merge(p, ins, 0, tuple(o[:-2]) + (n, n), "A")
-            _merge(p, ins, 1, o, "B")
+            merge_into(p, ins, 0, tuple(o[:-2]) + (n, n), "A")
+            merge_into(p, ins, 1, o, "B")
         return ins, outs
 
     def operands(self, p, inputs):
@@ -221,7 +215,7 @@ class LinalgSyrk(_LinalgOp):
             if len(a) < 2:
                 raise shape_error(p, f"A must have rank >= 2, got {fmt_shape(a)}")
             n = a[-1] if p.transpose else a[-2]
-            _merge(p, outs, 0, tuple(a[:-2]) + (n, n), "output")
+            merge_into(p, outs, 0, tuple(a[:-2]) + (n, n), "output")
         return list(in_shapes), outs
 
     def forward(self, p, inputs, ctx):
@@ -246,7 +240,7 @@ class _ReduceOp(_LinalgOp):
         if ins[0] is not None:
             batch = self.batch_shape(p, ins[0])
             for i in range(self.num_visible_outputs(p)):
-                _merge(p, outs, i, batch, f"output {i}")
+                merge_into(p, outs, i, batch, f"output {i}")
             self.hidden_shapes(p, ins[0], outs)
         return ins, outs
 
@@ -278,8 +272,8 @@ class _DetOp(_ReduceOp):
         return self.visible
 
     def hidden_shapes(self, p, a, outs):
-        _merge(p, outs, self.visible, tuple(a), "LU output")
-        _merge(p, outs, self.visible + 1, tuple(a[:-1]), "pivot output")
+        merge_into(p, outs, self.visible, tuple(a), "LU output")
+        merge_into(p, outs, self.visible + 1, tuple(a[:-1]), "pivot output")
 
     def infer_type(self, p, in_types, out_types):
         ins, outs = super().infer_type(p, in_types, out_types)
@@ -356,8 +350,8 @@ class LinalgSyevd(_LinalgOp):
             ins[0] = outs[0]
         if ins[0] is not None:
             _square(p, ins[0])
-            _merge(p, outs, 0, ins[0], "U")
-            _merge(p, outs, 1, tuple(ins[0][:-1]), "eigenvalues")
+            merge_into(p, outs, 0, ins[0], "U")
+            merge_into(p, outs, 1, tuple(ins[0][:-1]), "eigenvalues")
         return ins, outs
 
     def forward(self, p, inputs, ctx):
@@ -389,8 +383,8 @@ class LinalgGelqf(_LinalgOp):
                 raise shape_error(p, f"A must have rank >= 2, got {fmt_shape(a)}")
             if a[-2] is not None and a[-1] is not None and a[-2] > a[-1]:
                 raise shape_error(p, f"A {fmt_shape(a)} must have no more rows than columns")
-            _merge(p, outs, 0, a, "Q")
-            _merge(p, outs, 1, tuple(a[:-1]) + (a[-2],), "L")
+            merge_into(p, outs, 0, a, "Q")
+            merge_into(p, outs, 1, tuple(a[:-1]) + (a[-2],), "L")
         return ins, outs
 
     def forward(self, p, inputs, ctx):
@@ -420,7 +414,7 @@ class _DiagTrianOp(_LinalgOp):
         ins, outs = list(in_shapes), list(out_shapes)
         a = ins[0]
         if a is not None and all(d is not None for d in a[-2:]):
-            _merge(p, outs, 0, self.out_shape(p, a), "output")
+            merge_into(p, outs, 0, self.out_shape(p, a), "output")
         return ins, outs
 
 
