@@ -1,4 +1,4 @@
-"""MXNet's ``linalg`` operators (``_linalg_*``), MXNet 1.9.1 inference semantics.
+"""MXNet's ``linalg`` operators (``_linalg_*``) and ``khatri_rao``, MXNet 1.9.1 semantics.
 
 Every op works on batches of matrices held in the last two axes (``gemm`` /
 ``gemm2`` also take a row ``axis``); leading axes are batch axes.  Only
@@ -479,3 +479,44 @@ class LinalgMaketrian(_DiagTrianOp):
         rows, cols = _trian_index(n, p.offset, p.lower)
         out[..., rows, cols] = x
         return [out]
+
+
+@register_op("khatri_rao")
+class KhatriRao(OpDef):
+    """Column-wise Kronecker product of ``num_args`` matrices with equal column counts.
+
+    Rows multiply: ``(r1, c), (r2, c) -> (r1 * r2, c)``, row ``i * r2 + j`` holding
+    ``a[i] * b[j]``.
+    """
+
+    attrs = {"num_args": Attr(to_int)}
+
+    def validate(self, p):
+        if p.num_args < 1:
+            raise shape_error(p, f"num_args must be >= 1, got {p.num_args}")
+
+    def input_names(self, p):
+        return [f"arg{i}" for i in range(p.num_args)]
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        ins, outs = list(in_shapes), list(out_shapes)
+        if any(s is None for s in ins):
+            return ins, outs
+        for s in ins:
+            if len(s) != 2:
+                raise shape_error(p, f"every input must be a matrix, got {fmt_shape(s)}")
+        cols = {s[1] for s in ins if s[1] is not None}
+        if len(cols) > 1:
+            raise shape_error(p, f"inputs must have the same number of columns, got "
+                                 f"{', '.join(fmt_shape(s) for s in ins)}")
+        rows = 1
+        for s in ins:
+            rows = None if rows is None or s[0] is None else rows * s[0]
+        merge_into(p, outs, 0, (rows, next(iter(cols), None)), "output")
+        return ins, outs
+
+    def forward(self, p, inputs, ctx):
+        out = inputs[0]
+        for m in inputs[1:]:
+            out = (out[:, None, :] * m[None, :, :]).reshape(-1, m.shape[1])
+        return [out.astype(inputs[0].dtype, copy=False)]
