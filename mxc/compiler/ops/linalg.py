@@ -407,7 +407,19 @@ def _trian_index(n: int, offset: int, lower: bool) -> tuple[np.ndarray, np.ndarr
     return rows[order], cols[order]
 
 
+def _diag_index(n: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) positions of diagonal ``offset`` of an ``n x n`` matrix."""
+    i = np.arange(n - abs(offset))
+    return (i, i + offset) if offset >= 0 else (i - offset, i)
+
+
 class _DiagTrianOp(_LinalgOp):
+    """Packing between matrices and diagonals/triangles.
+
+    ``positions(p, n)`` gives the ``(row, col)`` of each packed element in an
+    ``n x n`` matrix, in packing order (what the TVM lowering gathers).
+    """
+
     attrs = {"offset": Attr(to_int, 0)}
 
     def infer_shape(self, p, in_shapes, out_shapes):
@@ -431,6 +443,9 @@ class _ExtractOp(_DiagTrianOp):
 class LinalgExtractdiag(_ExtractOp):
     packed = staticmethod(lambda k: k)
 
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _diag_index(n, p.offset)
+
     def forward(self, p, inputs, ctx):
         return [np.diagonal(inputs[0], p.offset, axis1=-2, axis2=-1).copy()]
 
@@ -440,8 +455,11 @@ class LinalgExtracttrian(_ExtractOp):
     attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
     packed = staticmethod(lambda k: k * (k + 1) // 2)
 
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _trian_index(n, p.offset, p.lower)
+
     def forward(self, p, inputs, ctx):
-        rows, cols = _trian_index(inputs[0].shape[-1], p.offset, p.lower)
+        rows, cols = self.positions(p, inputs[0].shape[-1])
         return [inputs[0][..., rows, cols].copy()]
 
 
@@ -451,12 +469,14 @@ class LinalgMakediag(_DiagTrianOp):
         n = a[-1] + abs(p.offset)
         return tuple(a[:-1]) + (n, n)
 
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _diag_index(n, p.offset)
+
     def forward(self, p, inputs, ctx):
         x = inputs[0]
-        n = x.shape[-1] + abs(p.offset)
+        n = self.out_shape(p, x.shape)[-1]
         out = np.zeros(x.shape[:-1] + (n, n), dtype=x.dtype)
-        i = np.arange(x.shape[-1])
-        rows, cols = (i, i + p.offset) if p.offset >= 0 else (i - p.offset, i)
+        rows, cols = self.positions(p, n)
         out[..., rows, cols] = x
         return [out]
 
@@ -472,11 +492,14 @@ class LinalgMaketrian(_DiagTrianOp):
         n = m + abs(p.offset)
         return tuple(a[:-1]) + (n, n)
 
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _trian_index(n, p.offset, p.lower)
+
     def forward(self, p, inputs, ctx):
         x = inputs[0]
         n = self.out_shape(p, x.shape)[-1]
         out = np.zeros(x.shape[:-1] + (n, n), dtype=x.dtype)
-        rows, cols = _trian_index(n, p.offset, p.lower)
+        rows, cols = self.positions(p, n)
         out[..., rows, cols] = x
         return [out]
 
