@@ -123,6 +123,16 @@ def _check_exact(rule: str, got: np.ndarray, feeds: dict, case: dict):
         raise AssertionError(f"unknown exact invariant {rule!r}: teach the test to check it")
 
 
+def _check_row_means(values: np.ndarray, spec: dict):
+    """``_sample_*`` cases give one expected mean/std per parameter row (no ``mean_tol``):
+    each row's sample mean must lie within 6 standard errors of its analytical mean."""
+    means, stds = spec["expected_mean"], spec["expected_std"]
+    rows = values.reshape(len(means), -1)
+    for i, (row, mean, std) in enumerate(zip(rows, means, stds)):
+        tol = 6 * std / np.sqrt(row.size) + 1e-6
+        assert abs(row.mean() - mean) <= tol, f"row {i}: mean {row.mean()} vs {mean} ± {tol}"
+
+
 def _check_random(outs, feeds, case):
     check = case["random_check"]
     assert len(outs) == len(check["outputs"])
@@ -133,7 +143,9 @@ def _check_random(outs, feeds, case):
         if "support" in spec:
             lo, hi = spec["support"]
             assert values.min() >= lo and values.max() <= hi, f"sample outside {spec['support']}"
-        if spec.get("expected_mean") is not None and spec.get("mean_tol") is not None:
+        if isinstance(spec.get("expected_mean"), list):
+            _check_row_means(values, spec)
+        elif spec.get("expected_mean") is not None and spec.get("mean_tol") is not None:
             assert abs(values.mean() - spec["expected_mean"]) <= spec["mean_tol"], \
                 f"mean {values.mean()} vs expected {spec['expected_mean']} ± {spec['mean_tol']}"
         kind = spec.get("kind")

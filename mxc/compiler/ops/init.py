@@ -1,5 +1,5 @@
-"""Tensor creation: ``_zeros``, ``_ones``, ``_full``, ``_arange``, ``_eye`` and
-``_contrib_arange_like``.
+"""Tensor creation: ``_zeros``, ``_ones``, ``_full``, ``_arange``, ``_eye``,
+``_contrib_arange_like``, ``_linspace`` and ``_zeros_without_dtype``.
 
 The first five take no inputs.  A ``shape`` attribute uses MXNet's legacy
 syntax where 0 means "unknown" (``_zeros(shape=(0, 32))`` is a batch of
@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from .common import from_mxnet_shape, is_known
-from .registry import (Attr, OpDef, optional, register_op, shape_error, to_bool, to_dtype,
-                       to_float, to_int, to_shape, to_str)
+from .registry import (DTYPE_FROM_FLAG, Attr, OpDef, optional, register_op, shape_error, to_bool,
+                       to_dtype, to_float, to_int, to_shape, to_str)
 from .shape_manip import attr_error, check_axis, merge_into
 
 
@@ -228,3 +228,57 @@ class ArangeLike(OpDef):
         size = int(np.prod(shape))
         dt = ctx.out_dtypes[0] or p.dtype
         return [_range_values(p.start, p.step, p.repeat, size, dt).reshape(shape)]
+
+
+@register_op("_zeros_without_dtype")
+class ZerosWithoutDtype(_InitOp):
+    """``_zeros`` whose ``dtype`` is MXNet's integer type code (0 float32, 1 float64, ...).
+
+    MXNet cannot run it without a dtype (the default -1), and neither can mxc.
+    """
+
+    attrs = dict(_InitOp.attrs, dtype=Attr(to_int, -1))
+
+    def validate(self, p):
+        if p.dtype not in DTYPE_FROM_FLAG:
+            codes = ", ".join(f"{k}={v}" for k, v in DTYPE_FROM_FLAG.items())
+            raise attr_error(self, p, "dtype", f"must be an integer type code ({codes})")
+
+    def infer_type(self, p, in_types, out_types):
+        return list(in_types), [DTYPE_FROM_FLAG[p.dtype]]
+
+    def forward(self, p, inputs, ctx):
+        return [np.zeros(_out_shape(p, ctx), dtype=DTYPE_FROM_FLAG[p.dtype])]
+
+
+@register_op("_linspace")
+class Linspace(OpDef):
+    """``num`` evenly spaced values from ``start`` to ``stop`` (inclusive with ``endpoint``)."""
+
+    arguments = ()
+    attrs = {
+        "start": Attr(to_float),
+        "stop": Attr(to_float),
+        "num": Attr(to_int),
+        "endpoint": Attr(to_bool, True),
+        "ctx": Attr(to_str, ""),
+        "dtype": Attr(to_dtype, "float32"),
+    }
+
+    def validate(self, p):
+        if p.num < 0:
+            raise attr_error(self, p, "num", "must be non-negative")
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        return list(in_shapes), [merge_into(p, out_shapes[0], (p.num,), "output shape")]
+
+    def infer_type(self, p, in_types, out_types):
+        return list(in_types), [p.dtype]
+
+    def forward(self, p, inputs, ctx):
+        div = p.num - 1 if p.endpoint else p.num
+        step = (p.stop - p.start) / div if div > 0 else 0.0
+        values = p.start + np.arange(p.num, dtype=np.float64) * step
+        if p.endpoint and p.num > 1:
+            values[-1] = p.stop
+        return [values.astype(ctx.out_dtypes[0] or p.dtype)]

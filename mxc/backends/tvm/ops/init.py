@@ -21,6 +21,7 @@ def ones(ctx: Lowering):
     return R.ones(ctx.out_shape, ctx.out_dtype)
 
 
-@register_converter("_full", "_eye", "_arange", "_contrib_arange_like")
+@register_converter("_full", "_eye", "_arange", "_contrib_arange_like", "_linspace",
+                    "_zeros_without_dtype")
 def constant(ctx: Lowering):
     return reference_constant(ctx)

@@ -21,6 +21,8 @@ def is_deterministic(node: Node) -> bool:
         return False
     try:
         opdef = node.opdef
+        if getattr(opdef, "is_random", False):
+            return False
         if opdef.name == "Dropout":
             p = node.params
             return p.mode == "training" or p.p == 0
