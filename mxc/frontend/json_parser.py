@@ -52,13 +52,25 @@ class JArray(list):
     # (no __init__, see JObject)
 
 
+def _fresh(value: Any) -> Any:
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else value
+
+
 def plain(value: Any) -> Any:
-    """A deep copy of *value* with plain ``dict``/``list`` containers."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
+    """A deep copy of *value* with plain ``dict``/``list`` containers (no recursion)."""
+    top = _fresh(value)
+    stack = [(value, top)] if top is not value else []
+    while stack:
+        src, dst = stack.pop()
+        for k, v in (src.items() if isinstance(src, dict) else enumerate(src)):
+            copy = _fresh(v)
+            if isinstance(dst, dict):
+                dst[k] = copy
+            else:
+                dst.append(copy)
+            if copy is not v:
+                stack.append((v, copy))
+    return top
 
 
 def describe_type(value: Any) -> str:
