@@ -118,3 +118,9 @@ class ArtifactError(MxcError):
     """A deployable artifact is corrupt, truncated or of the wrong version/target."""
 
     exit_code = 8
+
+
+class OutputError(MxcError):
+    """An output path cannot be written (missing directory, a directory, no permission)."""
+
+    exit_code = 1

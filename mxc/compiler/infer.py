@@ -12,7 +12,9 @@ Results are keyed by ``Entry.key`` (``(id(node), output index)``).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+import contextlib
+import threading
+from typing import Callable, Iterable, Iterator, Mapping
 
 from ..errors import DTypeError, MxcError, ShapeError
 from .ir import Entry, Graph, Node
@@ -86,6 +88,12 @@ def _run(graph: Graph, given: Mapping[str, object], *, kind: str,
     first, for any entry, outputs included -- how a nested graph is inferred
     from its outer node's inputs *and* outputs; a conflict names the description.
     """
+    with inference_memo():
+        return _sweep(graph, given, kind=kind, seeds=seeds)
+
+
+def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
+           seeds: Iterable[tuple[Key, object, str]] | None) -> dict[Key, object]:
     check_supported(graph)
     if kind == "shape":
         hidden, merge, count = _hidden_shape, _merge_shape, _known_count_shape
@@ -151,11 +159,45 @@ def _run(graph: Graph, given: Mapping[str, object], *, kind: str,
     return values
 
 
+_MEMO = threading.local()
+
+
+@contextlib.contextmanager
+def inference_memo() -> Iterator[None]:
+    """Within this block, seeded inference of a nested graph is computed once per seeds.
+
+    The sweeps of :func:`_run` visit a subgraph node several times (forward,
+    backward, and again until nothing changes), and each visit infers its
+    nested graph, whose own subgraph nodes do the same: without a memo, 16
+    levels of nesting cost 4**16 inferences.  With it, each (graph, seeds)
+    pair is inferred once, so nesting costs linear time.  The memo lives as
+    long as the outermost block (graphs are not modified meanwhile).
+    """
+    if getattr(_MEMO, "table", None) is not None:
+        yield
+        return
+    _MEMO.table = {}
+    try:
+        yield
+    finally:
+        _MEMO.table = None
+
+
 def infer_seeded(graph: Graph, kind: str, seeds: Iterable[tuple[Key, object, str]]
                  ) -> dict[Key, object]:
     """Inference of *kind* from values seeded on any entries (see :func:`_run`);
-    variables' own attributes are not read.  Used for nested subgraphs."""
-    return _run(graph, {}, kind=kind, seeds=seeds)
+    variables' own attributes are not read.  Used for nested subgraphs (memoised
+    inside :func:`inference_memo`; the result must not be modified)."""
+    seeds = [(key, _normalize(kind, v), what) for key, v, what in seeds]
+    table = getattr(_MEMO, "table", None)
+    if table is None:
+        with inference_memo():
+            return infer_seeded(graph, kind, seeds)
+    memo_key = (id(graph), kind, tuple((key, v) for key, v, _ in seeds))
+    found = table.get(memo_key)
+    if found is None:
+        found = table[memo_key] = _run(graph, {}, kind=kind, seeds=seeds)
+    return found
 
 
 def infer_shapes(graph: Graph, given: Mapping[str, tuple] | None = None) -> dict[Key, object]:

@@ -52,13 +52,25 @@ class JArray(list):
     # (no __init__, see JObject)
 
 
+def _fresh(value: Any) -> Any:
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else value
+
+
 def plain(value: Any) -> Any:
-    """A deep copy of *value* with plain ``dict``/``list`` containers."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
+    """A deep copy of *value* with plain ``dict``/``list`` containers (no recursion)."""
+    top = _fresh(value)
+    stack = [(value, top)] if top is not value else []
+    while stack:
+        src, dst = stack.pop()
+        for k, v in (src.items() if isinstance(src, dict) else enumerate(src)):
+            copy = _fresh(v)
+            if isinstance(dst, dict):
+                dst[k] = copy
+            else:
+                dst.append(copy)
+            if copy is not v:
+                stack.append((v, copy))
+    return top
 
 
 def describe_type(value: Any) -> str:
@@ -187,6 +199,7 @@ class _JSONLexer(Lexer):
         ignore = self.ignore
         pos = 0
         end = len(text)
+        depth = 0  # open brackets: bounded so that nothing downstream recurses without limit
         if text.startswith("\ufeff"):  # byte order mark
             pos = 1
         while pos < end:
@@ -194,9 +207,37 @@ class _JSONLexer(Lexer):
             if m is None:
                 raise _lex_error(text, pos)
             kind = m.lastgroup
+            if kind in _OPENERS:
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _LexError(pos, f"objects and arrays nested more than {MAX_DEPTH} "
+                                         f"levels deep (a symbol file needs far fewer)")
+            elif kind in _CLOSERS:
+                depth -= 1
             if kind not in ignore:
                 yield _Tok(kind, m.group(), pos)
             pos = m.end()
+
+
+#: deepest nesting of objects/arrays accepted (a symbol file with subgraphs nested 64
+#: deep needs about 260); deeper input is a typed error, never a RecursionError
+MAX_DEPTH = 400
+#: longest integer accepted (int64 has 19 digits); longer ones are a typed error instead
+#: of Python's own int-conversion limit or a huge number
+MAX_INT_DIGITS = 32
+_OPENERS = frozenset({"LBRACE", "LSQB"})
+_CLOSERS = frozenset({"RBRACE", "RSQB"})
+_LONG_INT_RE = re.compile(r"[0-9]{%d,}" % (MAX_INT_DIGITS + 1))
+
+
+def _check_digits(tok) -> None:
+    """Refuse integers longer than MAX_INT_DIGITS (located at the offending number)."""
+    if len(tok.value) > MAX_INT_DIGITS:
+        m = _LONG_INT_RE.search(tok.value)
+        if m is not None:
+            raise _LexError(tok.start_pos + m.start(),
+                            f"integer with {m.end() - m.start()} digits; at most "
+                            f"{MAX_INT_DIGITS} are accepted")
 
 
 _BAD_TOKEN_RE = re.compile(r'[^\s,:\[\]{}"]+')
@@ -302,16 +343,19 @@ class _Build(lark.Transformer):
         s = children[0].value
         if "." in s or "e" in s or "E" in s:
             return float(s)
+        _check_digits(children[0])
         return int(s)
 
     def ints(self, children):
         tok = children[0]
+        _check_digits(tok)
         arr = JArray(map(int, tok.value[1:-1].split(",")))
         arr.offset = tok.start_pos
         return arr
 
     def entries(self, children):
         tok = children[0]
+        _check_digits(tok)
         base = tok.start_pos
         outer = JArray()
         outer.offset = base

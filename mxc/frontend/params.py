@@ -178,6 +178,17 @@ def _check_dims(r: _Reader, dims: Sequence[int], at: int) -> None:
         r.fail(f"expected non-negative shape dims, got {tuple(dims)}", at)
 
 
+def _check_extent(r: _Reader, dims: Sequence[int], itemsize: int, at: int) -> None:
+    """Refuse shapes numpy cannot represent even when empty: the product of the
+    non-zero dims times the item size must fit in a signed 64-bit size, as
+    ``(0, 2**63 - 1)`` does not (numpy would raise a bare ValueError)."""
+    extent = itemsize
+    for d in dims:
+        extent *= d or 1
+    if extent >= 1 << 63:
+        r.fail(f"expected a shape whose extent fits in 64 bits, got {tuple(dims)}", at)
+
+
 def _read_record(r: _Reader) -> _Record:
     """Parse one array record, leaving the cursor after it; never allocates array memory."""
     rec = _Record(start=r.pos)
@@ -221,6 +232,7 @@ def _read_record(r: _Reader) -> _Record:
     at = r.pos
     flag = r.scalar("i", "type flag (int32)")
     itemsize = _itemsize(r, flag, "data", at)
+    _check_extent(r, shape, itemsize, at)
 
     if storage_shape is not None:  # sparse: walk past it so names can still be read
         name, aux_count = _SPARSE_AUX_COUNT[stype]

@@ -38,7 +38,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from ..compiler.ir.graph import Graph, post_order
+from ..compiler.ir.graph import MAX_SUBGRAPH_DEPTH, Graph, post_order, subgraph_depth
 from ..compiler.ir.node import Entry, Node
 from ..errors import FrontendError, ParseError
 from .json_parser import SourceText, describe_type, parse_json, plain
@@ -69,7 +69,11 @@ def load_json(text: str, *, source: str = "<string>") -> Graph:
         gc.disable()
     try:
         doc = parse_json(text, source=source)
-        return _Reader(SourceText(text, source)).top(doc)
+        graph = _Reader(SourceText(text, source)).top(doc)
+        if subgraph_depth(graph, MAX_SUBGRAPH_DEPTH) > MAX_SUBGRAPH_DEPTH:
+            raise SymbolJSONError(f"subgraphs nested more than {MAX_SUBGRAPH_DEPTH} levels "
+                                  f"deep; mxc refuses deeper nesting", source=source)
+        return graph
     finally:
         if paused:
             gc.enable()

@@ -9,15 +9,21 @@ Layout (every member is listed with its size and sha256 in the manifest)::
     │                   host nodes), graph inputs/outputs
     ├── params.npz      parameters that are not compiled into the library
     │                   (host-node weights; every weight with bind_params=False)
-    └── lib.so          the compiled library (``export_library``): Relax VM bytecode,
-                        kernels and compiled-in constants; absent when nothing compiled
+    ├── lib.so          the compiled library (``export_library``): Relax VM bytecode,
+    │                   kernels and compiled-in constants; absent when nothing compiled
+    └── manifest.sig    (signed artifacts only) Ed25519 signature of manifest.json,
+                        second member (see :mod:`mxc.runtime.signing`)
 
 ``manifest.json`` is always the first member, so a file is recognised by its
 first bytes (:func:`is_artifact`).  Writing goes through
 :func:`mxc.utils.atomic_open`: readers never see a partial file, even after
-Ctrl-C.  Reading checks, in order, that the file is a complete zip, the
-format and version, every member's checksum and that this machine can run
-the target -- all before any library is loaded.
+Ctrl-C.  Reading checks, in order, that the file is a regular file and a complete
+zip, the signature (when a verify key is given), the format, version and
+fields of the manifest, every member's declared size (before decompressing)
+and checksum, that this machine can run the target, and the runtime graph's
+fields -- all before any library is written to disk or loaded.  Loading an
+artifact runs the native code in ``lib.so``: only load artifacts you trust,
+or verify their signature (``verify_key=``).
 """
 
 from __future__ import annotations
@@ -28,17 +34,19 @@ import json
 import os
 import platform
 import re
+import stat
 import tempfile
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ArtifactError
-from ..utils import atomic_open
+from ..errors import ArtifactError, MxcError
+from ..utils import allocatable_bytes, atomic_open, checked_nbytes, clean_stale
+from .signing import SIGNATURE
+from .validate import validate_graph, validate_manifest
 
 FORMAT = "mxc-artifact"
 FORMAT_VERSION = 1
@@ -96,11 +104,13 @@ def _npz_arrays(npz) -> dict[str, np.ndarray]:
 
 
 def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: Mapping,
-                   params: Mapping[str, np.ndarray], library: bytes | None) -> None:
+                   params: Mapping[str, np.ndarray], library: bytes | None, *,
+                   sign: Any = None) -> None:
     """Write an artifact atomically: *path* is either the complete file or untouched.
 
     *manifest* gets its ``format``, ``format_version`` and ``members`` entries
-    filled in here.
+    filled in here.  *sign*: an Ed25519 private key (PEM file path, bytes or
+    key object) to sign the manifest with (:mod:`mxc.runtime.signing`).
     """
     members: dict[str, bytes] = {GRAPH: json.dumps(graph, indent=1).encode()}
     if params:
@@ -110,10 +120,17 @@ def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: 
     man = {"format": FORMAT, "format_version": FORMAT_VERSION, **dict(manifest)}
     man["members"] = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                       for name, data in members.items()}
+    man_bytes = json.dumps(man, indent=1).encode()
+    signature = None
+    if sign is not None:
+        from .signing import sign_manifest
+        signature = sign_manifest(man_bytes, sign)
     with atomic_open(path) as fh:
         with zipfile.ZipFile(fh, "w") as zf:
             zf.comment = ZIP_COMMENT
-            _write_member(zf, MANIFEST, json.dumps(man, indent=1).encode())
+            _write_member(zf, MANIFEST, man_bytes)
+            if signature is not None:
+                _write_member(zf, SIGNATURE, signature)
             for name, data in members.items():
                 _write_member(zf, name, data)
 
@@ -130,63 +147,85 @@ def _write_member(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
 # ---------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------
-def is_artifact(path: str | os.PathLike) -> bool:
-    """True when *path* starts like an mxc artifact (a zip whose first member is the manifest)."""
+#: hard caps, checked against the sizes the zip declares *before* decompressing
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_GRAPH_BYTES = 256 << 20
+MAX_MEMBER_BYTES = 1 << 36
+
+
+def _regular(path) -> os.stat_result:
+    """The file's stat; refuses what is not a regular file (a FIFO would block ``open``)."""
     try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"{path}: cannot open artifact: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if
+                stat.S_ISFIFO(st.st_mode) else "a device or socket")
+        raise ArtifactError(f"{path}: is {kind}, not an artifact file")
+    return st
+
+
+def is_artifact(path: str | os.PathLike) -> bool:
+    """True when *path* is a regular file that starts like an mxc artifact."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as fh:
             head = fh.read(30 + len(MANIFEST))
-    except OSError:
+    except (OSError, ValueError):
         return False
     return head[:4] == _MAGIC and head[30:] == MANIFEST.encode()
 
 
 def read_manifest(path: str | os.PathLike) -> dict:
-    """The manifest alone (format and version checked; members not verified)."""
+    """The manifest alone (format, version and fields checked; members not verified)."""
     with _open_zip(path) as zf:
-        return _manifest(zf, path)
+        return _parse_manifest(_read(zf, MANIFEST, MAX_MANIFEST_BYTES, path), path)
 
 
-def read_artifact(path: str | os.PathLike, *, check_target: bool = True) -> Artifact:
+def read_artifact(path: str | os.PathLike, *, check_target: bool = True,
+                  verify_key: Any = None) -> Artifact:
     """Read and verify an artifact; raises :class:`~mxc.errors.ArtifactError`.
 
-    Checks the zip structure, the format and version, the checksum of every
-    member and (*check_target*) that this machine can run the target.
+    In order: the file is a regular, complete zip; with *verify_key*, the
+    manifest's signature verifies (before any other member is read); the
+    manifest's fields are valid; every member's size in the zip matches the
+    manifest *before* it is decompressed, and its checksum after; (*check_target*)
+    this machine can run the target; ``graph.json`` and ``params.npz`` are valid.
     """
     with _open_zip(path) as zf:
-        man = _manifest(zf, path)
-        listed = man.get("members")
-        if not isinstance(listed, dict):
-            raise ArtifactError(f"{path}: manifest has no member list; the file is corrupt")
-        extra = sorted(set(zf.namelist()) - set(listed) - {MANIFEST})
+        man_bytes = _read(zf, MANIFEST, MAX_MANIFEST_BYTES, path)
+        names = _namelist(zf, path)
+        if verify_key is not None:
+            from .signing import MAX_SIGNATURE_BYTES, SIGNATURE as SIG, verify_manifest
+            sig = _read(zf, SIG, MAX_SIGNATURE_BYTES, path) if SIG in names else None
+            verify_manifest(man_bytes, sig, verify_key, path)
+        man = _parse_manifest(man_bytes, path)
+        listed = man["members"]
+        extra = sorted(set(names) - set(listed) - {MANIFEST, SIGNATURE})
         if extra:
             raise ArtifactError(f"{path}: unexpected member(s) {', '.join(extra)} not listed in "
                                 f"the manifest; the file was modified")
-        data: dict[str, bytes] = {}
-        for name, meta in listed.items():
-            data[name] = _member(zf, name, meta, path)
+        if GRAPH not in listed:
+            raise ArtifactError(f"{path}: manifest.json: members: {GRAPH} is not listed; the "
+                                f"file is corrupt")
+        _check_declared_sizes(zf, listed, path)
+        data = {name: _member(zf, name, meta, path) for name, meta in listed.items()}
     if check_target:
-        check_target_runnable(man.get("target") or {}, path)
-    try:
-        graph = json.loads(data[GRAPH])
-    except (KeyError, ValueError) as exc:
-        raise ArtifactError(f"{path}: cannot read {GRAPH}: {exc}") from None
-    params: dict[str, np.ndarray] = {}
-    if PARAMS in data:
-        try:
-            with np.load(io.BytesIO(data[PARAMS]), allow_pickle=False) as npz:
-                params = _npz_arrays(npz)
-        except (OSError, ValueError) as exc:
-            raise ArtifactError(f"{path}: cannot read {PARAMS}: {exc}") from None
+        check_target_runnable(man["target"], path)
+    graph = _json(data[GRAPH], GRAPH, path)
+    validate_graph(graph, path, check_bytes=lambda shape, dtype, what: _check_alloc(
+        shape, dtype, what, path))
+    params = _read_npz(data[PARAMS], path) if PARAMS in data else {}
     return Artifact(man, graph, params, data.get(LIBRARY), str(path))
 
 
 def _open_zip(path) -> zipfile.ZipFile:
-    try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot open artifact: {exc.strerror or exc}") from None
+    st = _regular(path)
     if not is_artifact(path):
-        if size == 0:
+        if st.st_size == 0:
             raise ArtifactError(f"{path}: empty file, not an mxc artifact")
         raise ArtifactError(f"{path}: not an mxc artifact (expected a zip file whose first "
                             f"member is {MANIFEST})")
@@ -195,49 +234,132 @@ def _open_zip(path) -> zipfile.ZipFile:
     except zipfile.BadZipFile as exc:
         raise ArtifactError(f"{path}: truncated or corrupt artifact ({exc}); write it again "
                             f"with `mxc compile`") from None
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read artifact: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - zipfile raises many kinds on corrupt input
+        raise ArtifactError(f"{path}: cannot read artifact: {type(exc).__name__}: {exc}"
+                            ) from None
 
 
-def _read(zf: zipfile.ZipFile, name: str, path) -> bytes:
+def _namelist(zf: zipfile.ZipFile, path) -> list[str]:
+    names = zf.namelist()
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ArtifactError(f"{path}: member(s) {', '.join(dup)} appear twice; the file was "
+                            f"modified")
+    return names
+
+
+def _read(zf: zipfile.ZipFile, name: str, limit: int, path) -> bytes:
+    """Member *name*, refusing (before decompressing) more than *limit* bytes."""
     try:
-        return zf.read(name)
+        info = zf.getinfo(name)
     except KeyError:
         raise ArtifactError(f"{path}: member {name} is missing; the file is corrupt") from None
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
-        raise ArtifactError(f"{path}: member {name} is corrupt ({exc})") from None
-
-
-def _manifest(zf: zipfile.ZipFile, path) -> dict:
+    if info.file_size > limit:
+        raise ArtifactError(f"{path}: member {name} declares {info.file_size:,} bytes, more "
+                            f"than the {limit:,} allowed; the file is corrupt or hostile")
+    if info.flag_bits & 0x1:
+        raise ArtifactError(f"{path}: member {name} is encrypted; mxc artifacts never are")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise ArtifactError(f"{path}: member {name} uses compression method "
+                            f"{info.compress_type}; mxc artifacts use stored or deflated only")
     try:
-        man = json.loads(_read(zf, MANIFEST, path))
-    except ValueError as exc:
-        raise ArtifactError(f"{path}: manifest is not valid JSON ({exc})") from None
+        with zf.open(info) as fh:
+            data = fh.read(limit + 1)
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, zlib.error, EOFError, ...
+        raise ArtifactError(f"{path}: member {name} is corrupt ({type(exc).__name__}: "
+                            f"{exc})") from None
+    if len(data) > limit:
+        raise ArtifactError(f"{path}: member {name} inflates beyond {limit:,} bytes")
+    return data
+
+
+def _json(data: bytes, name: str, path) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # (UnicodeDecodeError is a ValueError)
+        raise ArtifactError(f"{path}: {name} is not valid JSON ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})") from None
+
+
+def _parse_manifest(data: bytes, path) -> dict:
+    man = _json(data, MANIFEST, path)
     if not isinstance(man, dict) or man.get("format") != FORMAT:
         raise ArtifactError(f"{path}: not an mxc artifact (manifest format "
                             f"{man.get('format') if isinstance(man, dict) else None!r})")
     version = man.get("format_version")
-    if version != FORMAT_VERSION:
+    if version != FORMAT_VERSION or isinstance(version, bool):
         hint = ("written by a newer mxc; upgrade mxc" if isinstance(version, int)
                 and version > FORMAT_VERSION else "recompile the model with this mxc")
         raise ArtifactError(f"{path}: artifact format version {version!r}, this mxc reads "
                             f"version {FORMAT_VERSION} ({hint})")
+    validate_manifest(man, path, max_member=MAX_MEMBER_BYTES)
     return man
 
 
-def _member(zf: zipfile.ZipFile, name: str, meta: Any, path) -> bytes:
-    if not isinstance(meta, dict) or "sha256" not in meta:
-        raise ArtifactError(f"{path}: manifest entry of {name} has no checksum")
-    data = _read(zf, name, path)
-    if len(data) != meta.get("size") or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+def _check_declared_sizes(zf: zipfile.ZipFile, listed: Mapping[str, Any], path) -> None:
+    """Sizes in the zip must match the manifest, and their sum must be allocatable."""
+    total = 0
+    for name, meta in listed.items():
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            raise ArtifactError(f"{path}: member {name} is missing; the file is corrupt") from None
+        if info.file_size != meta["size"]:
+            raise ArtifactError(f"{path}: member {name}: the zip declares {info.file_size:,} "
+                                f"bytes, the manifest {meta['size']:,}; the file is corrupt or "
+                                f"was modified")
+        if name == GRAPH and info.file_size > MAX_GRAPH_BYTES:
+            raise ArtifactError(f"{path}: member {name} declares {info.file_size:,} bytes, more "
+                                f"than the {MAX_GRAPH_BYTES:,} allowed")
+        total += info.file_size
+    limit, source = allocatable_bytes()
+    if total > limit:
+        raise ArtifactError(f"{path}: members declare {total:,} bytes in all, more than this "
+                            f"process may allocate ({limit:,} bytes: {source})")
+
+
+def _member(zf: zipfile.ZipFile, name: str, meta: Mapping[str, Any], path) -> bytes:
+    data = _read(zf, name, meta["size"], path)
+    if len(data) != meta["size"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
         raise ArtifactError(f"{path}: checksum mismatch for {name}; the file is corrupt or was "
                             f"modified")
     return data
 
 
+def _check_alloc(shape: tuple, dtype: str, what: str, path) -> None:
+    try:
+        checked_nbytes(shape, np.dtype(dtype).itemsize if dtype != "bfloat16" else 2, what)
+    except MxcError as exc:
+        raise ArtifactError(f"{path}: {exc}") from None
+
+
+def _read_npz(data: bytes, path) -> dict[str, np.ndarray]:
+    """``params.npz``: stored (uncompressed) arrays only, so nothing inflates beyond the file."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as inner:
+            for info in inner.infolist():
+                if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data) \
+                        or info.flag_bits & 0x1:
+                    raise ArtifactError(f"{path}: member {PARAMS}: array {info.filename!r} is "
+                                        f"compressed, encrypted or larger than the file; mxc "
+                                        f"writes stored arrays only")
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return _npz_arrays(npz)
+    except ArtifactError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy/zipfile raise many kinds on corrupt input
+        raise ArtifactError(f"{path}: member {PARAMS} is corrupt ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})") from None
+
+
 def extract_library(data: bytes) -> tuple[str, str]:
-    """Write the library into a fresh private directory; returns (dir, file path)."""
-    tmp = tempfile.mkdtemp(prefix="mxc-lib-")  # mode 0700
+    """Write the library into a fresh private directory; returns (dir, file path).
+
+    The directory's name carries this process's id, so one left behind by a
+    crash inside ``dlopen`` is removed by the next extraction.
+    """
+    clean_stale(tempfile.gettempdir(), "mxc-lib-*")
+    tmp = tempfile.mkdtemp(prefix=f"mxc-lib-{os.getpid()}-")  # mode 0700
     lib = os.path.join(tmp, LIBRARY)
     fd = os.open(lib, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
     with os.fdopen(fd, "wb") as fh:

@@ -15,6 +15,7 @@ are always fresh numpy arrays owned by the caller.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -25,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ArtifactError, ExecutionError
+from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
 
@@ -435,29 +436,42 @@ class Session:
         return buf[0]
 
 
-def load(path: str | os.PathLike, *, threads: int | None = None) -> Session:
+def load(path: str | os.PathLike, *, verify_key: Any = None,
+         threads: int | None = None) -> Session:
     """Load an ``.mxc`` artifact and return a :class:`Session` to run it.
 
-    The file is verified (format version, checksums of every member, a target
-    this machine can run) before its library is loaded from a private
-    temporary directory.  Raises :class:`~mxc.errors.ArtifactError`.
+    **Loading runs the native code in the artifact's library** (its ELF
+    constructors run inside ``dlopen``), so load only artifacts you trust.
+    With *verify_key* (an Ed25519 public key: a PEM file path, PEM or raw
+    bytes, or a key object) the artifact must carry a signature made with the
+    matching private key (``mxc compile --sign KEY``); otherwise it is refused
+    before any member besides the manifest is read and before the library is
+    written to disk.  Without it, unsigned and signed artifacts load alike.
+
+    The file is verified (format version, fields, sizes and checksums of every
+    member, a target this machine can run) before its library is loaded; a
+    library already loaded by this process (same sha256) is reused.  Raises
+    :class:`~mxc.errors.ArtifactError`.
     """
     from .artifact import read_artifact
-    art = read_artifact(path)
+    art = read_artifact(path, verify_key=verify_key)
     return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path),
                               threads=threads)
 
 
-def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
-                       library: bytes | None, *, source: str,
-                       threads: int | None = None) -> Session:
-    """A :class:`Session` from an artifact's decoded members (the library as bytes)."""
+#: libraries loaded by this process, by sha256: a library cannot be unloaded safely
+#: (TVM keeps loaded modules alive), so loading the same artifact again reuses it
+_LIBRARIES: dict[str, Any] = {}
+_LIBRARIES_LOCK = threading.Lock()
+
+
+def _load_library(library: bytes, source: str):
     from .artifact import extract_library
-    module = None
-    if library is not None:
-        if (manifest.get("target") or {}).get("kind") == "cuda" and not _tvm.has_cuda():
-            raise ArtifactError(f"{source}: a CUDA model needs a usable CUDA GPU and TVM's CUDA "
-                                f"runtime (libtvm_runtime_cuda)")
+    digest = hashlib.sha256(library).hexdigest()
+    with _LIBRARIES_LOCK:
+        module = _LIBRARIES.get(digest)
+        if module is not None:
+            return module
         tmp, lib = extract_library(library)
         try:
             module = _tvm.load_module(lib)
@@ -468,4 +482,25 @@ def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, n
                                 f"{type(exc).__name__}: {exc}") from None
         finally:  # the mapping stays valid after unlinking
             shutil.rmtree(tmp, ignore_errors=True)
-    return Session(graph, manifest, params, module, source=source, threads=threads)
+        _LIBRARIES[digest] = module
+        return module
+
+
+def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
+                       library: bytes | None, *, source: str,
+                       threads: int | None = None) -> Session:
+    """A :class:`Session` from an artifact's decoded members (the library as bytes)."""
+    module = None
+    if library is not None:
+        if (manifest.get("target") or {}).get("kind") == "cuda" and not _tvm.has_cuda():
+            raise ArtifactError(f"{source}: a CUDA model needs a usable CUDA GPU and TVM's CUDA "
+                                f"runtime (libtvm_runtime_cuda)")
+        module = _load_library(library, source)
+    try:
+        return Session(graph, manifest, params, module, source=source, threads=threads)
+    except MxcError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a forged graph.json still triggers
+        raise ArtifactError(f"{source}: graph.json cannot be executed ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); the artifact is corrupt or was modified"
+                            ) from None

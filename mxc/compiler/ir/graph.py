@@ -222,6 +222,36 @@ class Graph:
         verify_graph(self)
 
 
+#: deepest nesting of subgraphs accepted (readers, the printer and verify() refuse more
+#: with a typed error instead of recursing without bound; real models nest a few levels)
+MAX_SUBGRAPH_DEPTH = 64
+
+
+def subgraph_depth(graph: Graph, limit: int | None = None) -> int:
+    """Levels of nested subgraphs in *graph* (1: none), computed without recursion.
+
+    Stops counting once *limit* is exceeded (returns ``limit + 1``).
+    """
+    deepest = 1
+    stack = [(graph, 1)]
+    while stack:
+        g, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if limit is not None and deepest > limit:
+            return limit + 1
+        for node in g.nodes:
+            for sub in node.subgraphs:
+                stack.append((sub, depth + 1))
+    return deepest
+
+
+def check_subgraph_depth(graph: Graph, what: str = "graph") -> None:
+    """Raise :class:`GraphError` when *graph* nests more than MAX_SUBGRAPH_DEPTH levels."""
+    if subgraph_depth(graph, MAX_SUBGRAPH_DEPTH) > MAX_SUBGRAPH_DEPTH:
+        raise GraphError(f"{what}: subgraphs nested more than {MAX_SUBGRAPH_DEPTH} levels "
+                         f"deep; mxc refuses deeper nesting")
+
+
 def post_order(roots: Iterable[Node]) -> list[Node]:
     """Iterative post-order DFS (inputs, then control deps), each node once.
 

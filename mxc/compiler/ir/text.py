@@ -41,7 +41,7 @@ from typing import Any, Callable
 import lark
 
 from ...errors import ParseError
-from .graph import Graph
+from .graph import MAX_SUBGRAPH_DEPTH, Graph, check_subgraph_depth, subgraph_depth
 from .node import Entry, Node
 
 __all__ = ["print_graph", "parse_graph", "quote_string", "RESERVED_WORDS"]
@@ -98,8 +98,46 @@ def _name(text: str) -> str:
     return text if _IDENT_RE.match(text) else quote_string(text)
 
 
+class _Raw(str):
+    """Text the literal printer emits as is (not a string value to quote)."""
+
+
 def _literal(value: Any) -> str:
-    """A graph-attribute value as a literal (JSON-like, plus tuples, inf, nan)."""
+    """A graph-attribute value as a literal (JSON-like, plus tuples, inf, nan).
+
+    Iterative (an explicit stack), so deeply nested lists print without recursion.
+    """
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is _Raw:
+            out.append(v)
+        elif isinstance(v, (list, tuple)) or (isinstance(v, dict)
+                                               and all(isinstance(k, str) for k in v)):
+            if isinstance(v, dict):
+                opening, closing = "{", "}"
+                parts: list[Any] = []
+                for k, item in v.items():
+                    parts += [_Raw(quote_string(k) + ": "), item, _Raw(", ")]
+            else:
+                opening, closing = ("[", "]") if isinstance(v, list) else ("(", ")")
+                parts = []
+                for item in v:
+                    parts += [item, _Raw(", ")]
+            if parts:
+                parts.pop()
+            if isinstance(v, tuple) and len(v) == 1:
+                parts.append(_Raw(","))
+            stack.append(_Raw(closing))
+            stack.extend(reversed(parts))
+            stack.append(_Raw(opening))
+        else:
+            out.append(_scalar_literal(v))
+    return "".join(out)
+
+
+def _scalar_literal(value: Any) -> str:
     if isinstance(value, str):
         return quote_string(value)
     if value is None:
@@ -113,15 +151,6 @@ def _literal(value: Any) -> str:
         if math.isnan(f):
             return "nan"
         return repr(f)  # always has '.', 'e' or 'inf', so it reads back as a float
-    if isinstance(value, list):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
-    if isinstance(value, tuple):
-        if len(value) == 1:
-            return f"({_literal(value[0])},)"
-        return "(" + ", ".join(_literal(v) for v in value) + ")"
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return "{" + ", ".join(f"{quote_string(k)}: {_literal(v)}"
-                               for k, v in value.items()) + "}"
     # Anything else is shown but cannot be read back (the parser rejects it).
     return f"opaque({quote_string(repr(value))})"
 
@@ -142,6 +171,7 @@ def print_graph(graph: Graph, *, name: str = "main",
     node (nested ones too) and a non-empty result is appended to the node's
     line as a ``// comment``.
     """
+    check_subgraph_depth(graph)  # the printer recurses once per level
     lines: list[str] = []
     _print_graph(graph, name, "", lines, annotate)
     return "\n".join(lines)
@@ -171,8 +201,11 @@ def _print_graph(graph: Graph, name: str, indent: str, lines: list[str],
             r += f"@{e.version}"
         return r
 
+    seen: dict[str, int] = {}  # name -> nodes printed with it (a repeat gets ~k)
     for node in graph.nodes:
-        r = refs[id(node)] = "%" + _name(node.name)
+        dup = seen.get(node.name, 0)
+        seen[node.name] = dup + 1
+        r = refs[id(node)] = _label((node.name, dup))
         if node.op is None:
             line = f"{body}{r} = var"
             if node.inputs:
@@ -208,7 +241,7 @@ def _print_graph(graph: Graph, name: str, indent: str, lines: list[str],
 _GRAMMAR = Path(__file__).with_name("text_grammar.lark").read_text()
 
 _REF_RE = re.compile(r'%(?:([A-Za-z_][A-Za-z0-9_]*)|"((?:[^"\\\n]|\\.)*)")'
-                     r"(?:#([0-9]+))?(?:@([0-9]+))?")
+                     r"(?:~([0-9]+))?(?:#([0-9]+))?(?:@([0-9]+))?")
 _ATTR_RE = re.compile(r'(?:([A-Za-z_][A-Za-z0-9_]*)|"((?:[^"\\\n]|\\.)*)")[ \t]*=[ \t]*'
                       r'"((?:[^"\\\n]|\\.)*)"')
 _BAD_ATTR_RE = re.compile(r'(?:[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\\n]|\\.)*")[ \t]*=[ \t]*([^ \t])')
@@ -319,11 +352,20 @@ def _word_of(tok: _Tok) -> str:
     return _string(tok) if tok.type == "STRING" else tok.value
 
 
-def _split_ref(tok: _Tok) -> tuple[str, str | None, str | None]:
-    """``%name#i@v`` -> (name, "i" or None, "v" or None)."""
-    plain, quoted, index, version = _REF_RE.match(tok.value).groups()
+def _split_ref(tok: _Tok) -> tuple[tuple[str, int], str | None, str | None]:
+    """``%name~k#i@v`` -> ((name, k), "i" or None, "v" or None); k is 0 without ``~k``.
+
+    ``~k`` tells apart nodes that share a name (MXNet allows two variables of the
+    same name): ``%x`` is the first node named x, ``%x~1`` the second.
+    """
+    plain, quoted, dup, index, version = _REF_RE.match(tok.value).groups()
     name = plain if plain is not None else _unescape(quoted, tok.start_pos + 2)
-    return name, index, version
+    return (name, int(dup or 0)), index, version
+
+
+def _label(key: tuple[str, int]) -> str:
+    name, dup = key
+    return "%" + _name(name) + (f"~{dup}" if dup else "")
 
 
 def _split_attr(tok: _Tok) -> tuple[str, str]:
@@ -349,23 +391,24 @@ class _Build(lark.Transformer):
 
     def graph(self, items):
         _gname, gattrs, *specs, outputs = items
-        defs: dict[str, tuple[int, int]] = {}  # name -> (statement index, offset)
+        defs: dict[tuple[str, int], tuple[int, int]] = {}  # key -> (statement, offset)
         for k, spec in enumerate(specs):
-            tok, name = spec[0], spec[1]
-            first = defs.get(name)
+            tok, key = spec[0], spec[1]
+            first = defs.get(key)
             if first is not None:
-                raise _Fail(f"duplicate definition of %{_name(name)} (first defined at "
-                            f"{_WHERE})", tok.start_pos, first[1])
-            defs[name] = (k, tok.start_pos)
+                raise _Fail(f"duplicate definition of {_label(key)} (first defined at "
+                            f"{_WHERE}); another node of that name is written "
+                            f"{_label((key[0], key[1] + 1))}", tok.start_pos, first[1])
+            defs[key] = (k, tok.start_pos)
         nodes: list[Node] = []
-        by_name: dict[str, Node] = {}
+        by_name: dict[tuple[str, int], Node] = {}
 
-        def lookup(name: str, tok: _Tok, k: int) -> Node:
+        def lookup(name: tuple[str, int], tok: _Tok, k: int) -> Node:
             node = by_name.get(name)
             if node is not None:
                 return node
             d = defs.get(name)
-            label = "%" + _name(name)
+            label = _label(name)
             if d is None:
                 raise _Fail(f"undefined value {label}", tok.start_pos)
             if d[0] == k:
@@ -380,7 +423,7 @@ class _Build(lark.Transformer):
                 out.append(Entry(lookup(name, tok, k), int(index or 0), int(version or 0)))
             return out
 
-        for k, (_tok, name, op, args, attrs, deps, subgraphs) in enumerate(specs):
+        for k, (_tok, key, op, args, attrs, deps, subgraphs) in enumerate(specs):
             control = []
             for tok in deps:
                 dep, index, version = _split_ref(tok)
@@ -388,9 +431,9 @@ class _Build(lark.Transformer):
                     raise _Fail(f"control dependency {tok.value} must name a node, without "
                                 f"an output index or version", tok.start_pos)
                 control.append(lookup(dep, tok, k))
-            node = Node(op, name, attrs, entries(args, k), subgraphs, control)
+            node = Node(op, key[0], attrs, entries(args, k), subgraphs, control)
             nodes.append(node)
-            by_name[name] = node
+            by_name[key] = node
         return Graph(nodes, entries(outputs or (), len(specs)), gattrs)
 
     subgraph = graph
@@ -413,12 +456,12 @@ class _Build(lark.Transformer):
 
     # -- nodes -----------------------------------------------------------------------
     @staticmethod
-    def _define(tok: _Tok) -> str:
-        name, index, version = _split_ref(tok)
+    def _define(tok: _Tok) -> tuple[str, int]:
+        key, index, version = _split_ref(tok)
         if index is not None or version is not None:
-            raise _Fail(f"the definition of %{_name(name)} cannot carry an output index "
+            raise _Fail(f"the definition of {_label(key)} cannot carry an output index "
                         f"(#) or version (@)", tok.start_pos)
-        return name
+        return key
 
     def var_node(self, items):
         tok, args, attrs, deps, region = items
@@ -535,6 +578,7 @@ class _Scanner(lark.lexer.Lexer):
     def lex(self, text: str):
         keywords, ignore = self.keywords, self.ignore
         Token = _Tok
+        depth = 0  # open brackets, bounded: the printer and later passes recurse on them
         for m in self.regex.finditer(text):
             kind = m.lastgroup
             if kind in ignore:
@@ -543,7 +587,20 @@ class _Scanner(lark.lexer.Lexer):
             start = m.start(kind)
             if kind == "IDENT":
                 kind = keywords.get(value, kind)
+            elif kind in _OPEN:
+                depth += 1
+                if depth > MAX_TEXT_DEPTH:
+                    raise _Fail(f"brackets nested more than {MAX_TEXT_DEPTH} levels deep", start)
+            elif kind in _CLOSE:
+                depth -= 1
             yield Token(kind, value, start)
+
+
+#: deepest bracket nesting the parser accepts (graph attributes read from a symbol file
+#: may nest up to the JSON reader's own limit, 400)
+MAX_TEXT_DEPTH = 512
+_OPEN = frozenset({"_LBRACE", "_LSQB", "_LPAR"})
+_CLOSE = frozenset({"_RBRACE", "_RSQB", "_RPAR"})
 
 
 _PARSER = lark.Lark(_GRAMMAR, parser="lalr", lexer=_Scanner, transformer=_Build(),
@@ -569,7 +626,10 @@ def parse_graph(text: str, *, source: str = "<ir>") -> Graph:
     exact.
     """
     try:
-        return _PARSER.parse(text)
+        graph = _PARSER.parse(text)
+        if subgraph_depth(graph, MAX_SUBGRAPH_DEPTH) > MAX_SUBGRAPH_DEPTH:
+            raise _Fail(f"subgraphs nested more than {MAX_SUBGRAPH_DEPTH} levels deep", 0)
+        return graph
     except _Fail as exc:
         message = exc.message
         if exc.where is not None:

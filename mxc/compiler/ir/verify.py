@@ -7,17 +7,21 @@ Checked, with messages naming the node and what was expected:
 * every node name is unique;
 * the graph is acyclic and :attr:`Graph.nodes` is topologically ordered;
 * operator nodes have as many inputs as their op definition expects;
-* nested subgraphs verify too.
+* nested subgraphs verify too (at most MAX_SUBGRAPH_DEPTH levels: the check
+  recurses, so deeper nesting is a typed error, not a RecursionError).
 """
 
 from __future__ import annotations
 
 from ...errors import MxcError, VerificationError
-from .graph import Graph
+from .graph import MAX_SUBGRAPH_DEPTH, Graph
 from .node import Node
 
 
-def verify_graph(graph: Graph, *, where: str = "graph") -> None:
+def verify_graph(graph: Graph, *, where: str = "graph", _depth: int = 1) -> None:
+    if _depth > MAX_SUBGRAPH_DEPTH:
+        raise VerificationError(f"{where}: subgraphs nested more than {MAX_SUBGRAPH_DEPTH} "
+                                f"levels deep")
     position: dict[int, int] = {id(n): i for i, n in enumerate(graph.nodes)}
     names: dict[str, Node] = {}
     for i, node in enumerate(graph.nodes):
@@ -44,7 +48,8 @@ def verify_graph(graph: Graph, *, where: str = "graph") -> None:
         if node.op is not None:
             _check_arity(node, where)
         for k, sub in enumerate(node.subgraphs):
-            verify_graph(sub, where=f"{where}: subgraph {k} of node {node.name!r}")
+            verify_graph(sub, where=f"{where}: subgraph {k} of node {node.name!r}",
+                         _depth=_depth + 1)
     if not graph.outputs:
         raise VerificationError(f"{where}: has no outputs")
     for k, e in enumerate(graph.outputs):
