@@ -16,6 +16,10 @@ class MxcError(Exception):
     exit_code = 1
 
 
+#: exit code of a command line argparse refuses (EX_USAGE), distinct from every family
+USAGE_EXIT_CODE = 64
+
+
 class FrontendError(MxcError):
     """A model file (symbol JSON, .params) could not be read."""
 
@@ -112,6 +116,12 @@ class BackendError(MxcError):
     """Code generation or compilation failed."""
 
     exit_code = 7
+
+
+class DependencyError(MxcError):
+    """An optional package a feature needs is not installed; says what to install."""
+
+    exit_code = 9
 
 
 class ArtifactError(MxcError):

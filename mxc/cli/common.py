@@ -27,6 +27,26 @@ def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def add_load_argument(p: argparse.ArgumentParser) -> None:
+    """``--load LIB`` (repeatable) on a verb that does not define it itself: every verb
+    loads the extension libraries named before it reads the model (see
+    :func:`load_extensions`)."""
+    if "--load" in p._option_string_actions:  # noqa: SLF001 - the verb has its own
+        return
+    p.add_argument("--load", metavar="LIB", action="append", default=[],
+                   help="load an extension library (.py file or package: operators, passes, "
+                        "partitioners) first (repeatable)")
+
+
+def load_extensions(args: argparse.Namespace) -> None:
+    """Every verb: the installed extensions (``mxc.extensions`` entry points) and the
+    ``--load`` libraries, before the model is read."""
+    from .. import library
+    library.ensure_entry_points_loaded()
+    for path in getattr(args, "load", None) or []:
+        library.load(path, verbose=False)
+
+
 def parse_key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:

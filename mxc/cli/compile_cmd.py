@@ -21,15 +21,11 @@ def parse_dtype_arg(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"unknown dtype {value!r} in {text!r}") from None
 
 
-def parse_target(text: str):
-    """``llvm``, ``cuda``, a TVM target string, or a JSON target dict."""
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise MxcError(f"--target: invalid JSON target {text!r}: {exc}") from None
-    return text
+def parse_target(text: str, cpu: str | None = None):
+    """``llvm``, ``cuda``, TVM's ``llvm -mcpu=...`` form or a JSON dict; unsupported
+    kinds refused (see :mod:`mxc.backends.tvm.targets`); ``--cpu`` applied."""
+    from ..backends.tvm.targets import parse_target_text, with_cpu
+    return with_cpu(parse_target_text(text), cpu)
 
 
 def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
@@ -38,7 +34,13 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
     p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
                    default=[], help="dtype of an input that is not float32 (repeatable)")
     p.add_argument("--target", default="llvm",
-                   help="llvm (this CPU, default), cuda, a TVM target string or JSON dict")
+                   help="llvm (this CPU, default), cuda, a TVM target string such as "
+                        "'llvm -mcpu=skylake-avx512' or a JSON dict; the runtime runs llvm "
+                        "and cuda targets only")
+    p.add_argument("--cpu", metavar="CPU", default=None,
+                   help="CPU the host code is built for: host (this CPU, default), generic "
+                        "(the architecture's baseline: portable to any x86-64 CPU) or an LLVM "
+                        "CPU name (haswell, skylake-avx512, znver3 ...)")
     p.add_argument("--passes", metavar="PIPELINE", default=None,
                    help="graph pass pipeline run before partitioning (default: "
                         "remove-dropout,simplify,fold-batchnorm,dce; '' for none)")
@@ -72,7 +74,7 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     return compile_model(sym, (arg, aux), shapes if shapes is not None else dict(args.shape),
                          dtypes if dtypes is not None else dict(args.dtype),
-                         target=parse_target(args.target), passes=args.passes,
+                         target=parse_target(args.target, args.cpu), passes=args.passes,
                          bind_params=args.bind_params, progress=progress,
                          name=Path(args.model).name, db=getattr(args, "db", None))
 

@@ -31,9 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         '"partition{backend=default op_names=exp;log}"')
     p.add_argument("--output", "-o", metavar="OUT_JSON", help="where to write the symbol JSON")
     p.add_argument("--params-out", metavar="P2", help="where to write the parameters")
-    p.add_argument("--load", metavar="LIB", action="append", default=[],
-                   help="load an extension library (a .py file or package) first, so the "
-                        "passes it registers can be used (repeatable)")
     p.add_argument("--shape", metavar="NAME=DIMS", action="append", type=parse_shape_arg,
                    default=[], help="shape of a data input, e.g. data=1,3,224,224 (repeatable)")
     p.add_argument("--print-ir-after-all", action="store_true",
@@ -47,10 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..compiler.passes import (PassManager, PassTiming, PrintIRAfterAll, describe_passes)
-    if args.load:
-        from .. import library
-        for path in args.load:
-            library.load(path, verbose=False)
     if args.list_passes:
         print(describe_passes())
         return 0

@@ -16,8 +16,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="subgraph backend or custom partitioner, e.g. default")
     p.add_argument("--option", metavar="KEY=VALUE", action="append", type=parse_key_value,
                    default=[], help="backend option, e.g. op_names=exp,sin (repeatable)")
-    p.add_argument("--load", metavar="LIB", action="append", default=[],
-                   help="load an extension library first (repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="OUT_JSON",
                    help="where to write the partitioned symbol JSON")
 
@@ -37,9 +35,6 @@ def summarize(graph) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import library
-    for lib in args.load:
-        library.load(lib, verbose=False)
     sym, arg, aux = load_model(args)
     shapes = dict(args.shape)
     feeds = {**arg, **aux}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import MxcError
+from ..errors import DependencyError, MxcError
 from . import register_command
 from .common import add_model_arguments, load_model, model_name
 
@@ -74,7 +74,7 @@ def capture_module(args, loaded=None):
     with _capture() as cap:
         try:
             compile_model(sym, (arg, aux), dict(args.shape), dict(args.dtype),
-                          target=parse_target(args.target), passes=args.passes,
+                          target=parse_target(args.target, args.cpu), passes=args.passes,
                           bind_params=args.bind_params, progress=False,
                           name=Path(args.model).name)
         except ModuleCaptured:
@@ -84,8 +84,30 @@ def capture_module(args, loaded=None):
     return cap.module, cap.target
 
 
+#: what MetaSchedule imports to measure (psutil, cloudpickle: its worker pools) and to
+#: guide the evolutionary search (xgboost: the cost model); the ``[tune]`` extra
+TUNING_PACKAGES = ("psutil", "cloudpickle", "xgboost")
+
+
+def check_tuning_dependencies(search: str) -> None:
+    """One clear line, before any work, when a package tuning imports is missing."""
+    import importlib
+    needed = TUNING_PACKAGES if search == "evolutionary" else TUNING_PACKAGES[:2]
+    missing = []
+    for name in needed:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise DependencyError(f"mxc tune needs {', '.join(missing)} (not installed): "
+                              f"pip install \"mxc[tune]\" (from a source checkout: "
+                              f"pip install \".[tune]\")")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..backends.tvm.tune import tune
+    check_tuning_dependencies(args.search)
     if args.trials < 1:
         raise MxcError(f"--trials must be >= 1, not {args.trials}")
     mod, target = capture_module(args)
