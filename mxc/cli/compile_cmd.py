@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, parse_key_value
+from .common import add_model_arguments, load_model, model_name, parse_key_value, shapes_of
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -47,6 +47,15 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
     p.add_argument("--no-bind-params", dest="bind_params", action="store_false",
                    help="keep weights as run-time inputs stored beside the library instead of "
                         "compiling them in as constants")
+    p.add_argument("--weights-as-inputs", action="store_true",
+                   help="compile even when weights are missing from --params (or no --params "
+                        "is given): they become run-time inputs (default: an error naming "
+                        "them)")
+    p.add_argument("--winograd", choices=("auto", "on", "off"), default=None,
+                   help="3x3 convolutions on CPU: auto (default: Winograd where the output is "
+                        ">= 8x8; faster, its weights 1.8-4x larger), on (wherever it applies), "
+                        "off (direct convolutions: smallest artifact); mxc inspect shows the "
+                        "sizes")
     if tuning_db:
         p.add_argument("--db", metavar="DIR", default=None,
                        help="tuning database made by `mxc tune --db DIR`: kernels it holds "
@@ -72,11 +81,13 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
     """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
     from ..backends.tvm.compile import compile as compile_model
     sym, arg, aux = loaded if loaded is not None else load_model(args)
-    return compile_model(sym, (arg, aux), shapes if shapes is not None else dict(args.shape),
+    return compile_model(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
                          dtypes if dtypes is not None else dict(args.dtype),
                          target=parse_target(args.target, args.cpu), passes=args.passes,
                          bind_params=args.bind_params, progress=progress,
-                         name=Path(args.model).name, db=getattr(args, "db", None))
+                         name=Path(args.model).name, db=getattr(args, "db", None),
+                         weights_as_inputs=args.weights_as_inputs, params_source=args.params,
+                         winograd=args.winograd)
 
 
 def run(args: argparse.Namespace) -> int:

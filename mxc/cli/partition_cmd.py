@@ -6,7 +6,7 @@ import argparse
 
 from ..utils import atomic_write_text
 from . import register_command
-from .common import add_model_arguments, load_model, parse_key_value
+from .common import add_model_arguments, load_model, parse_key_value, shapes_of
 
 
 @register_command("partition", help="partition a model into subgraph regions (optimize_for)")
@@ -36,7 +36,7 @@ def summarize(graph) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     sym, arg, aux = load_model(args)
-    shapes = dict(args.shape)
+    shapes = shapes_of(args)
     feeds = {**arg, **aux}
     if shapes:
         import numpy as np

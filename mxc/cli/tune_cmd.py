@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import DependencyError, MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name
+from .common import add_model_arguments, load_model, model_name, shapes_of
 
 
 def parse_rpc(text: str) -> tuple[str, int, str]:
@@ -73,10 +73,12 @@ def capture_module(args, loaded=None):
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     with _capture() as cap:
         try:
-            compile_model(sym, (arg, aux), dict(args.shape), dict(args.dtype),
+            compile_model(sym, (arg, aux), shapes_of(args), dict(args.dtype),
                           target=parse_target(args.target, args.cpu), passes=args.passes,
                           bind_params=args.bind_params, progress=False,
-                          name=Path(args.model).name)
+                          name=Path(args.model).name,
+                          weights_as_inputs=args.weights_as_inputs, params_source=args.params,
+                          winograd=args.winograd)
         except ModuleCaptured:
             pass
     if cap.module is None:
@@ -115,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
                   rpc_workers=args.rpc_workers, trials_per_iter=args.batch,
                   timeout_s=args.timeout, all_kernels=args.all_kernels, search=args.search,
                   seed_default=args.seed_default, seed=args.seed, progress=not args.quiet,
-                  verbose=args.verbose_tuning,
+                  verbose=args.verbose_tuning, winograd=args.winograd,
                   model_info={"model": model_name(args.model),
                               "symbol": str(Path(args.model).resolve()),
-                              "shapes": {k: list(v) for k, v in args.shape}})
+                              "shapes": {k: list(v) for k, v in shapes_of(args).items()}})
     print(report.summary())
     print(f"compile with it: mxc compile {args.model} ... --db {args.db}")
     return 0

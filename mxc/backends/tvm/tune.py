@@ -328,7 +328,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
          seed: int | None = None,
          progress: TextIO | None | bool = True,
          verbose: bool = False,
-         model_info: Mapping[str, Any] | None = None) -> TuneReport:
+         model_info: Mapping[str, Any] | None = None,
+         winograd: str | None = None) -> TuneReport:
     """Tune every kernel of a model to at least *trials* measured trials.
 
     mod_or_graph:
@@ -362,6 +363,9 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     verbose:
         let MetaSchedule log to the console too (it always logs to
         ``DB_DIR/logs/``).
+    winograd:
+        the ``--winograd`` mode the model will be compiled with (the kernels
+        differ): ``auto``, ``on``, ``off`` (None: as :func:`compile`).
     model_info:
         what to say about the model in the database's tuning log
         (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
@@ -376,8 +380,10 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     mod = _to_module(mod_or_graph, shapes, params, dtypes)
     proxy = measures_on_host_proxy(tgt, rpc)
     tensor_intrinsics_for(tgt)
+    from .schedules.winograd import choose
     try:
-        tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
+        with choose(winograd):
+            tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
     except Exception as exc:
         raise BackendError(f"extracting tuning tasks failed: {type(exc).__name__}: {exc}") \
             from exc
