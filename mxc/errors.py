@@ -16,6 +16,10 @@ class MxcError(Exception):
     exit_code = 1
 
 
+#: exit code of a command line argparse refuses (EX_USAGE), distinct from every family
+USAGE_EXIT_CODE = 64
+
+
 class FrontendError(MxcError):
     """A model file (symbol JSON, .params) could not be read."""
 
@@ -62,9 +66,23 @@ class OpError(MxcError):
 class UnsupportedOpError(OpError):
     """One or more operators are unknown; lists every one with its count."""
 
-    def __init__(self, counts: dict[str, int], where: str = "graph"):
+    def __init__(self, counts: dict[str, int], where: str = "graph",
+                 nodes: dict[str, list[str]] | None = None,
+                 suggestions: dict[str, str] | None = None):
         self.counts = dict(counts)
-        listing = ", ".join(f"{op} (x{n})" for op, n in sorted(counts.items()))
+        self.nodes = dict(nodes or {})
+        self.suggestions = dict(suggestions or {})
+
+        def item(op: str, n: int) -> str:
+            names = self.nodes.get(op, [])
+            extra = ""
+            if names:
+                extra += ": node" + ("s " if len(names) > 1 else " ") + ", ".join(
+                    repr(x) for x in names[:3]) + (", ..." if len(names) > 3 else "")
+            if op in self.suggestions:
+                extra += f"; did you mean {self.suggestions[op]!r}?"
+            return f"{op} (x{n}{extra})"
+        listing = ", ".join(item(op, n) for op, n in sorted(counts.items()))
         super().__init__(f"{where} uses {len(counts)} unsupported operator(s): {listing}")
 
 
@@ -112,6 +130,12 @@ class BackendError(MxcError):
     """Code generation or compilation failed."""
 
     exit_code = 7
+
+
+class DependencyError(MxcError):
+    """An optional package a feature needs is not installed; says what to install."""
+
+    exit_code = 9
 
 
 class ArtifactError(MxcError):

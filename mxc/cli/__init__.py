@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Callable
 
-from ..errors import MxcError
+from ..errors import USAGE_EXIT_CODE, MxcError
 
 _COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable, str]] = {}
 
@@ -39,9 +39,20 @@ def _load_commands() -> None:
                 raise
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage error on :data:`~mxc.errors.USAGE_EXIT_CODE` (64), so a
+    mistyped command line never shares an exit code with an error family (argparse's
+    own 2 is :class:`~mxc.errors.FrontendError`'s)."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_EXIT_CODE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .common import add_load_argument
     _load_commands()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging; with an error, print the traceback")
@@ -54,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
                        help=argparse.SUPPRESS)
         add_arguments(p)
+        add_load_argument(p)
     return parser
 
 
@@ -64,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        from .common import load_extensions
+        load_extensions(args)
         return int(_COMMANDS[args.command][1](args) or 0)
     except MxcError as exc:
         if verbose:
@@ -78,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"mxc {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line without -v
+        if verbose:
+            traceback.print_exc()
+        print(f"mxc {args.command}: internal error: {type(exc).__name__}: {exc} "
+              f"(run with -v for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

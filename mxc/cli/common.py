@@ -8,8 +8,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MxcError
+from ..errors import FrontendError, MxcError
 from ..utils import atomic_write_bytes
+
+
+def _dims(text: str, dims: str) -> tuple[int, ...]:
+    parts = dims.split(",") if "," in dims or "x" not in dims else dims.split("x")
+    try:
+        shape = tuple(int(d) for d in parts) if dims.strip() else ()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"dimensions must be integers in {text!r}") from None
+    if any(d <= 0 for d in shape):
+        raise argparse.ArgumentTypeError(
+            f"dimensions must be positive in {text!r} (a 0 makes an empty tensor mxc does not "
+            f"compile; -1 or ? is not a static shape)")
+    return shape
 
 
 def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
@@ -17,14 +30,56 @@ def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     name, sep, dims = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... got {text!r}")
-    parts = dims.split(",") if "," in dims or "x" not in dims else dims.split("x")
-    try:
-        shape = tuple(int(d) for d in parts) if dims.strip() else ()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"dimensions must be integers in {text!r}") from None
-    if any(d < 0 for d in shape):
-        raise argparse.ArgumentTypeError(f"dimensions must be non-negative in {text!r}")
-    return name, shape
+    return name, _dims(text, dims)
+
+
+def parse_input_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """tvmc's form: ``"data:[1,3,224,224] mask:[1,10]"`` -> ``[("data", (1, 3, 224, 224)), ...]``."""
+    import re
+    items = re.findall(r"\s*([^\s:\[\]]+)\s*:\s*\[([^\]]*)\]", text)
+    rest = re.sub(r"\s*([^\s:\[\]]+)\s*:\s*\[([^\]]*)\]", "", text).strip(" ,")
+    if not items or rest:
+        raise argparse.ArgumentTypeError(
+            f"expected \"NAME:[D1,D2,...] NAME2:[...]\" (tvmc's --input-shapes), got {text!r}")
+    return [(name, _dims(text, dims.replace(" ", ""))) for name, dims in items]
+
+
+def add_shape_arguments(p: argparse.ArgumentParser, help_text: str | None = None) -> None:
+    """``--shape NAME=DIMS`` (repeatable) and tvmc's ``--input-shapes "NAME:[DIMS] ..."``."""
+    p.add_argument("--shape", metavar="NAME=DIMS", action="append", type=parse_shape_arg,
+                   default=[], help=help_text or "input shape, e.g. data=1,3,224,224 "
+                                                 "(repeatable)")
+    p.add_argument("--input-shapes", metavar="SHAPES", action="append",
+                   type=parse_input_shapes, default=[],
+                   help='input shapes as tvmc writes them: "data:[1,3,224,224] mask:[1,10]"')
+
+
+def shapes_of(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """The shapes of ``--shape`` and ``--input-shapes`` together."""
+    shapes = dict(getattr(args, "shape", None) or [])
+    for group in getattr(args, "input_shapes", None) or []:
+        shapes.update(group)
+    return shapes
+
+
+def add_load_argument(p: argparse.ArgumentParser) -> None:
+    """``--load LIB`` (repeatable) on a verb that does not define it itself: every verb
+    loads the extension libraries named before it reads the model (see
+    :func:`load_extensions`)."""
+    if "--load" in p._option_string_actions:  # noqa: SLF001 - the verb has its own
+        return
+    p.add_argument("--load", metavar="LIB", action="append", default=[],
+                   help="load an extension library (.py file or package: operators, passes, "
+                        "partitioners) first (repeatable)")
+
+
+def load_extensions(args: argparse.Namespace) -> None:
+    """Every verb: the installed extensions (``mxc.extensions`` entry points) and the
+    ``--load`` libraries, before the model is read."""
+    from .. import library
+    library.ensure_entry_points_loaded()
+    for path in getattr(args, "load", None) or []:
+        library.load(path, verbose=False)
 
 
 def parse_key_value(text: str) -> tuple[str, str]:
@@ -38,8 +93,7 @@ def add_model_arguments(p: argparse.ArgumentParser, *, params_required: bool = F
     p.add_argument("model", metavar="MODEL_JSON", help="MXNet symbol JSON (prefix-symbol.json)")
     p.add_argument("--params", metavar="P", required=params_required,
                    help="MXNet .params file (prefix-0000.params)")
-    p.add_argument("--shape", metavar="NAME=DIMS", action="append", type=parse_shape_arg,
-                   default=[], help="input shape, e.g. data=1,3,224,224 (repeatable)")
+    add_shape_arguments(p)
 
 
 def model_name(path: str) -> str:
@@ -59,7 +113,9 @@ def load_model(args):
     """(symbol, arg_params, aux_params) from the common model arguments."""
     from ..compiler.symbol import load
     from ..frontend.params import load_params, split_arg_aux
+    from ..compiler.ops.registry import check_supported
     sym = load(args.model)
+    check_supported(sym.graph)   # every verb: all unknown ops at once, nodes, did-you-mean
     arg, aux = {}, {}
     if args.params:
         params = load_params(args.params)
@@ -70,14 +126,23 @@ def load_model(args):
     return sym, arg, aux
 
 
-def load_inputs(path: str | None) -> dict[str, np.ndarray]:
+def load_inputs(path: str | None, data_names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` (by name), or of an ``.npy`` for the one data input."""
     if path is None:
         return {}
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise MxcError(f"{path}: cannot read inputs npz: {exc}") from None
+        raise FrontendError(f"{path}: cannot read inputs (.npz or .npy): {exc}") from None
+    if isinstance(data, np.ndarray):
+        names = list(data_names or [])
+        if len(names) != 1:
+            raise FrontendError(f"{path}: a .npy holds one array but the model has "
+                                f"{len(names)} data inputs ({', '.join(names) or 'none'}); give "
+                                f"an .npz keyed by input name")
+        return {names[0]: data}
+    with data:
+        return {k: data[k] for k in data.files}
 
 
 def save_outputs(path: str, outputs: list[np.ndarray]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, parse_key_value
+from .common import add_model_arguments, load_model, model_name, parse_key_value, shapes_of
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -21,15 +21,11 @@ def parse_dtype_arg(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"unknown dtype {value!r} in {text!r}") from None
 
 
-def parse_target(text: str):
-    """``llvm``, ``cuda``, a TVM target string, or a JSON target dict."""
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise MxcError(f"--target: invalid JSON target {text!r}: {exc}") from None
-    return text
+def parse_target(text: str, cpu: str | None = None):
+    """``llvm``, ``cuda``, TVM's ``llvm -mcpu=...`` form or a JSON dict; unsupported
+    kinds refused (see :mod:`mxc.backends.tvm.targets`); ``--cpu`` applied."""
+    from ..backends.tvm.targets import parse_target_text, with_cpu
+    return with_cpu(parse_target_text(text), cpu)
 
 
 def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
@@ -38,13 +34,28 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
     p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
                    default=[], help="dtype of an input that is not float32 (repeatable)")
     p.add_argument("--target", default="llvm",
-                   help="llvm (this CPU, default), cuda, a TVM target string or JSON dict")
+                   help="llvm (this CPU, default), cuda, a TVM target string such as "
+                        "'llvm -mcpu=skylake-avx512' or a JSON dict; the runtime runs llvm "
+                        "and cuda targets only")
+    p.add_argument("--cpu", metavar="CPU", default=None,
+                   help="CPU the host code is built for: host (this CPU, default), generic "
+                        "(the architecture's baseline: portable to any x86-64 CPU) or an LLVM "
+                        "CPU name (haswell, skylake-avx512, znver3 ...)")
     p.add_argument("--passes", metavar="PIPELINE", default=None,
                    help="graph pass pipeline run before partitioning (default: "
                         "remove-dropout,simplify,fold-batchnorm,dce; '' for none)")
     p.add_argument("--no-bind-params", dest="bind_params", action="store_false",
                    help="keep weights as run-time inputs stored beside the library instead of "
                         "compiling them in as constants")
+    p.add_argument("--weights-as-inputs", action="store_true",
+                   help="compile even when weights are missing from --params (or no --params "
+                        "is given): they become run-time inputs (default: an error naming "
+                        "them)")
+    p.add_argument("--winograd", choices=("auto", "on", "off"), default=None,
+                   help="3x3 convolutions on CPU: auto (default: Winograd where the output is "
+                        ">= 8x8; faster, its weights 1.8-4x larger), on (wherever it applies), "
+                        "off (direct convolutions: smallest artifact); mxc inspect shows the "
+                        "sizes")
     if tuning_db:
         p.add_argument("--db", metavar="DIR", default=None,
                        help="tuning database made by `mxc tune --db DIR`: kernels it holds "
@@ -70,11 +81,13 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
     """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
     from ..backends.tvm.compile import compile as compile_model
     sym, arg, aux = loaded if loaded is not None else load_model(args)
-    return compile_model(sym, (arg, aux), shapes if shapes is not None else dict(args.shape),
+    return compile_model(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
                          dtypes if dtypes is not None else dict(args.dtype),
-                         target=parse_target(args.target), passes=args.passes,
+                         target=parse_target(args.target, args.cpu), passes=args.passes,
                          bind_params=args.bind_params, progress=progress,
-                         name=Path(args.model).name, db=getattr(args, "db", None))
+                         name=Path(args.model).name, db=getattr(args, "db", None),
+                         weights_as_inputs=args.weights_as_inputs, params_source=args.params,
+                         winograd=args.winograd)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from . import register_command
-from .common import add_model_arguments, load_model
+from .common import add_model_arguments, load_model, shapes_of
 
 
 @register_command("inspect", help="summarise a model (ops, inputs, outputs, shapes, params) "
@@ -59,6 +59,38 @@ def _shape_text(shape) -> str:
     return "x".join("?" if d is None or d == -1 else str(d) for d in shape) or "scalar"
 
 
+def cpu_needs_line(host: dict) -> str:
+    """The instruction-set extensions the artifact's CPU code uses, and whether this CPU
+    has them (the runtime refuses it otherwise)."""
+    from ..runtime.artifact import machine_arch, missing_cpu_features
+    features = list(host.get("features") or ())
+    simd = [f for f in features if f.startswith(_SIMD_PREFIXES) or f in _SIMD_NAMES]
+    if not features:
+        return "CPU features needed: the architecture's baseline (portable)"
+    arch = host.get("arch") or machine_arch()
+    missing = missing_cpu_features(features, arch) if arch == machine_arch() else None
+    here = ("this CPU has them" if missing == [] else
+            f"this CPU lacks {', '.join(missing)}" if missing else "built for another arch")
+    return (f"CPU features needed: {', '.join(simd) or 'no vector extensions'} "
+            f"({len(features)} LLVM features in all; {here}; --cpu generic builds a "
+            f"portable one)")
+
+
+def winograd_line(wino: dict, man: dict) -> str:
+    """The size trade-off of ``--winograd``: bytes of the transformed weights."""
+    n = wino.get("convolutions", 0)
+    if not n:
+        return f"winograd {wino.get('mode')}: no convolution transformed"
+    w, t = wino.get("weight_bytes", 0), wino.get("transformed_bytes", 0)
+    return (f"winograd {wino.get('mode')}: {n} convolution(s), their weights {w:,} -> {t:,} "
+            f"bytes ({t / max(w, 1):.1f}x; --winograd off keeps {w:,}, runs slower)")
+
+
+#: LLVM feature names of vector/matrix instruction sets worth showing
+_SIMD_PREFIXES = ("sse", "avx", "amx", "fma", "neon", "sve", "dotprod", "i8mm", "bf16", "fp16")
+_SIMD_NAMES = {"f16c", "ssse3"}
+
+
 def inspect_artifact(path: str, as_json: bool) -> int:
     from ..runtime.artifact import read_manifest
     man = read_manifest(path)
@@ -72,12 +104,16 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     print(f"target: {target.get('string')}")
     if host:
         print(f"  host CPU: {host.get('cpu')} ({host.get('arch')})")
+        print("  " + cpu_needs_line(host))
     if target.get("kind") != "cuda":
         from ..runtime.threads import allowed_cores, pool_size
         print(f"threads: {pool_size()} here (this process may use {allowed_cores()} cores; "
               f"TVM_NUM_THREADS or `mxc run --threads N` changes it)")
     print(f"passes: {man.get('pipeline') or 'none'}; parameters "
           f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}")
+    wino = man.get("winograd")
+    if wino:
+        print("  " + winograd_line(wino, man))
     for title in ("inputs", "outputs"):
         print(f"{title}:")
         for e in man.get(title, ()):
@@ -96,12 +132,34 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     return 0
 
 
+def inspect_params(path: str, as_json: bool) -> int:
+    """The arrays of a ``.params`` file: name, shape, dtype, sizes."""
+    from ..frontend.params import load_params
+    params = load_params(path)
+    items = params.items() if isinstance(params, dict) else (
+        (f"[{i}]", v) for i, v in enumerate(params))
+    rows = [{"name": k, "shape": list(v.shape), "dtype": v.dtype.name, "bytes": int(v.nbytes)}
+            for k, v in items]
+    if as_json:
+        print(json.dumps({"params_file": path, "arrays": rows}, indent=2))
+        return 0
+    print(f"{path}: a .params file (MXNet NDArray list) with {len(rows)} array(s), "
+          f"{sum(r['bytes'] for r in rows):,} bytes; inspect the model with its "
+          f"-symbol.json and --params {path}")
+    for r in rows:
+        print(f"  {r['name']:<48} {_shape_text(r['shape']):<20} {r['dtype']}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..frontend.params import is_params_file
     from ..runtime.artifact import is_artifact
     if args.model.endswith(".mxc") or is_artifact(args.model):
         return inspect_artifact(args.model, args.json)
+    if is_params_file(args.model):
+        return inspect_params(args.model, args.json)
     sym, arg, aux = load_model(args)
-    report = inspect_model(sym, arg, aux, dict(args.shape))
+    report = inspect_model(sym, arg, aux, shapes_of(args))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

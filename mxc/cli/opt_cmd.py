@@ -19,7 +19,7 @@ import sys
 
 from ..errors import MxcError
 from . import register_command
-from .common import parse_shape_arg
+from .common import add_shape_arguments, shapes_of
 
 
 @register_command("opt", help="run a pass pipeline on a model (e.g. fold-batchnorm,dce)")
@@ -31,11 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         '"partition{backend=default op_names=exp;log}"')
     p.add_argument("--output", "-o", metavar="OUT_JSON", help="where to write the symbol JSON")
     p.add_argument("--params-out", metavar="P2", help="where to write the parameters")
-    p.add_argument("--load", metavar="LIB", action="append", default=[],
-                   help="load an extension library (a .py file or package) first, so the "
-                        "passes it registers can be used (repeatable)")
-    p.add_argument("--shape", metavar="NAME=DIMS", action="append", type=parse_shape_arg,
-                   default=[], help="shape of a data input, e.g. data=1,3,224,224 (repeatable)")
+    add_shape_arguments(p, "shape of a data input, e.g. data=1,3,224,224 (repeatable)")
     p.add_argument("--print-ir-after-all", action="store_true",
                    help="print the textual IR after every pass (to stderr)")
     p.add_argument("--timing", action="store_true", help="print the time each pass took")
@@ -47,10 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..compiler.passes import (PassManager, PassTiming, PrintIRAfterAll, describe_passes)
-    if args.load:
-        from .. import library
-        for path in args.load:
-            library.load(path, verbose=False)
     if args.list_passes:
         print(describe_passes())
         return 0
@@ -64,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     timing = PassTiming()
     manager.instruments = [timing] + ([PrintIRAfterAll(sys.stderr)]
                                       if args.print_ir_after_all else [])
-    result = manager.run(sym, arg, aux, shapes=dict(args.shape))
+    result = manager.run(sym, arg, aux, shapes=shapes_of(args))
     params_changed = bool(result.allocated or result.removed)
     if params_changed and not args.params_out:
         raise MxcError(f"the pipeline changed the parameters ({_param_summary(result)}); "

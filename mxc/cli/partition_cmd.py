@@ -6,7 +6,7 @@ import argparse
 
 from ..utils import atomic_write_text
 from . import register_command
-from .common import add_model_arguments, load_model, parse_key_value
+from .common import add_model_arguments, load_model, parse_key_value, shapes_of
 
 
 @register_command("partition", help="partition a model into subgraph regions (optimize_for)")
@@ -16,8 +16,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="subgraph backend or custom partitioner, e.g. default")
     p.add_argument("--option", metavar="KEY=VALUE", action="append", type=parse_key_value,
                    default=[], help="backend option, e.g. op_names=exp,sin (repeatable)")
-    p.add_argument("--load", metavar="LIB", action="append", default=[],
-                   help="load an extension library first (repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="OUT_JSON",
                    help="where to write the partitioned symbol JSON")
 
@@ -37,11 +35,8 @@ def summarize(graph) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import library
-    for lib in args.load:
-        library.load(lib, verbose=False)
     sym, arg, aux = load_model(args)
-    shapes = dict(args.shape)
+    shapes = shapes_of(args)
     feeds = {**arg, **aux}
     if shapes:
         import numpy as np

@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import MxcError
+from ..errors import DependencyError, MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name
+from .common import add_model_arguments, load_model, model_name, shapes_of
 
 
 def parse_rpc(text: str) -> tuple[str, int, str]:
@@ -73,10 +73,12 @@ def capture_module(args, loaded=None):
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     with _capture() as cap:
         try:
-            compile_model(sym, (arg, aux), dict(args.shape), dict(args.dtype),
-                          target=parse_target(args.target), passes=args.passes,
+            compile_model(sym, (arg, aux), shapes_of(args), dict(args.dtype),
+                          target=parse_target(args.target, args.cpu), passes=args.passes,
                           bind_params=args.bind_params, progress=False,
-                          name=Path(args.model).name)
+                          name=Path(args.model).name,
+                          weights_as_inputs=args.weights_as_inputs, params_source=args.params,
+                          winograd=args.winograd)
         except ModuleCaptured:
             pass
     if cap.module is None:
@@ -84,8 +86,30 @@ def capture_module(args, loaded=None):
     return cap.module, cap.target
 
 
+#: what MetaSchedule imports to measure (psutil, cloudpickle: its worker pools) and to
+#: guide the evolutionary search (xgboost: the cost model); the ``[tune]`` extra
+TUNING_PACKAGES = ("psutil", "cloudpickle", "xgboost")
+
+
+def check_tuning_dependencies(search: str) -> None:
+    """One clear line, before any work, when a package tuning imports is missing."""
+    import importlib
+    needed = TUNING_PACKAGES if search == "evolutionary" else TUNING_PACKAGES[:2]
+    missing = []
+    for name in needed:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise DependencyError(f"mxc tune needs {', '.join(missing)} (not installed): "
+                              f"pip install \"mxc[tune]\" (from a source checkout: "
+                              f"pip install \".[tune]\")")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..backends.tvm.tune import tune
+    check_tuning_dependencies(args.search)
     if args.trials < 1:
         raise MxcError(f"--trials must be >= 1, not {args.trials}")
     mod, target = capture_module(args)
@@ -93,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
                   rpc_workers=args.rpc_workers, trials_per_iter=args.batch,
                   timeout_s=args.timeout, all_kernels=args.all_kernels, search=args.search,
                   seed_default=args.seed_default, seed=args.seed, progress=not args.quiet,
-                  verbose=args.verbose_tuning,
+                  verbose=args.verbose_tuning, winograd=args.winograd,
                   model_info={"model": model_name(args.model),
                               "symbol": str(Path(args.model).resolve()),
-                              "shapes": {k: list(v) for k, v in args.shape}})
+                              "shapes": {k: list(v) for k, v in shapes_of(args).items()}})
     print(report.summary())
     print(f"compile with it: mxc compile {args.model} ... --db {args.db}")
     return 0

@@ -60,6 +60,16 @@ __all__ = ["load_params", "save_params", "dumps_params", "split_arg_aux"]
 
 LIST_MAGIC = 0x112
 V1_MAGIC = 0xF993FAC8
+
+
+def is_params_file(path) -> bool:
+    """Whether *path* starts like an MXNet NDArray list (``mx.nd.save``, ``.params``)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == LIST_MAGIC.to_bytes(8, "little")
+    except OSError:
+        return False
+
 V2_MAGIC = 0xF993FAC9
 V3_MAGIC = 0xF993FACA
 # A pre-V1 record starts with its ndim; anything larger is treated as a bad magic

@@ -87,6 +87,11 @@ def load_json_file(path) -> Graph:
     except OSError as exc:
         raise FrontendError(f"{source}: cannot read symbol file: "
                             f"{exc.strerror or exc}") from None
+    from .params import LIST_MAGIC
+    if data[:8] == LIST_MAGIC.to_bytes(8, "little"):
+        raise FrontendError(f"{source} is a .params file (MXNet NDArray list), not a symbol "
+                            f"JSON: give the model's prefix-symbol.json and this file with "
+                            f"--params (mxc inspect {source} lists its arrays)")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

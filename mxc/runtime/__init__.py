@@ -20,6 +20,8 @@ their reference kernels when it is loaded (see :mod:`mxc.runtime.host`).
 * :func:`load` -- verify and load an artifact, returning a :class:`Session`;
 * :class:`Session` -- ``run(feeds)``, ``inputs``/``outputs`` metadata,
   thread-safe, ``profile=True`` for per-step times;
+* :func:`InferenceSession` -- ONNX Runtime's constructor (``providers=[...]``);
+  sessions also take ORT's ``run(None, feeds)``, ``get_inputs()``, ``.type``;
 * :func:`has_cuda` -- whether this machine can run CUDA artifacts (never raises);
 * :func:`read_manifest`, :func:`is_artifact` -- look at a file without loading it.
 """
@@ -28,7 +30,8 @@ from __future__ import annotations
 
 from ._tvm import has_cuda
 from .artifact import FORMAT_VERSION, is_artifact, read_manifest
+from .ort import InferenceSession
 from .session import Profile, Session, StepTime, TensorInfo, load
 
-__all__ = ["load", "Session", "TensorInfo", "Profile", "StepTime", "has_cuda", "is_artifact",
+__all__ = ["load", "InferenceSession", "Session", "TensorInfo", "Profile", "StepTime", "has_cuda", "is_artifact",
            "read_manifest", "FORMAT_VERSION"]

@@ -40,6 +40,13 @@ _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 _ARG_CONST, _ARG_VALUE = 0, 1
 
 
+#: numpy dtype name -> ONNX Runtime's element type name (``NodeArg.type`` is ``tensor(T)``)
+ORT_ELEMENT_TYPES = {"float32": "float", "float64": "double", "float16": "float16",
+                     "bfloat16": "bfloat16", "int8": "int8", "int16": "int16", "int32": "int32",
+                     "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
+                     "uint64": "uint64", "bool": "bool"}
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """Name, shape and dtype of a model input or output (ONNX Runtime's ``NodeArg``)."""
@@ -49,8 +56,9 @@ class TensorInfo:
     dtype: str
 
     @property
-    def type(self) -> str:  # ORT spelling
-        return self.dtype
+    def type(self) -> str:
+        """ONNX Runtime's spelling: ``tensor(float)`` for float32, ``tensor(int64)`` ..."""
+        return f"tensor({ORT_ELEMENT_TYPES.get(self.dtype, self.dtype)})"
 
 
 @dataclass(frozen=True)
@@ -308,7 +316,8 @@ class Session:
     # ------------------------------------------------------------------------------
     # running
     # ------------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any], *, profile: bool = False):
+    def run(self, feeds: Any, input_feed: Mapping[str, Any] | None = None, run_options=None,
+            *, profile: bool = False):
         """Run the model on *feeds* (``{input name: array}``); returns the outputs.
 
         Values may be numpy arrays, anything ``np.asarray`` accepts, or
@@ -316,7 +325,46 @@ class Session:
         CUDA model).  Dtypes and shapes must be the compiled ones.  With
         ``profile=True`` returns ``(outputs, Profile)`` instead, with the time
         of every step (GPU steps synchronised).
+
+        ONNX Runtime's form is accepted too: ``run(None, feeds)`` (every
+        output) and ``run(["out0", "prob"], feeds)`` (the outputs named, by
+        their name or their position ``outN``, in that order); *run_options*
+        is accepted and ignored.
         """
+        if input_feed is not None or feeds is None:
+            wanted = self._output_indices(feeds)
+            result = self.run(input_feed if input_feed is not None else {}, profile=profile)
+            outs, prof = result if profile else (result, None)
+            picked = [outs[i] for i in wanted]
+            return (picked, prof) if profile else picked
+        return self._run(feeds, profile)
+
+    def _output_indices(self, names) -> list[int]:
+        """Positions of the outputs *names* asks for (None: all); ``outN`` is output N."""
+        if names is None:
+            return list(range(len(self._outputs)))
+        if isinstance(names, str):
+            names = [names]
+        by_name = {o.name: i for i, o in enumerate(self._outputs)}
+        by_name.update({f"out{i}": i for i in range(len(self._outputs))})
+        out = []
+        for name in names:
+            if name not in by_name:
+                import difflib
+                close = difflib.get_close_matches(str(name), list(by_name), n=1)
+                raise ExecutionError(
+                    f"{name!r} is not an output of the model"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f"; outputs are {', '.join(o.name for o in self._outputs)} "
+                      f"(or out0..out{len(self._outputs) - 1})")
+            out.append(by_name[name])
+        return out
+
+    def get_providers(self) -> list[str]:
+        """ONNX Runtime's name of the device this session runs on."""
+        return ["CUDAExecutionProvider" if self._kind == "cuda" else "CPUExecutionProvider"]
+
+    def _run(self, feeds: Mapping[str, Any], profile: bool):
         t0 = time.perf_counter() if profile else 0.0
         st = self._state()
         if self._threads is not None and self._has_regions:

@@ -81,6 +81,12 @@ def resolve_target(target: Any = "llvm") -> tvm.target.Target:
     """A ``tvm.target.Target`` from a shorthand string, a dict or a Target."""
     if isinstance(target, tvm.target.Target):
         return target
+    if isinstance(target, str):
+        from .targets import parse_target_text
+        target = parse_target_text(target)   # TVM's "llvm -mcpu=..." form; kind checked
+    elif isinstance(target, dict):
+        from .targets import check_kind
+        check_kind(target.get("kind", ""))
     if target in (None, "llvm", "cpu", "host"):
         return tvm.target.Target(host_target())
     if target in ("cuda", "gpu"):

@@ -41,6 +41,7 @@ import numpy as np
 
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
+from ...compiler.weights import check_params
 from ...errors import BackendError, MxcError
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,8 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
             dtypes: Mapping[str, Any] | None = None, target: Any = "llvm",
             passes: str | None = None, bind_params: bool = True, *,
             progress: bool | Progress = False, name: str | None = None,
-            db: str | os.PathLike | None = None) -> CompiledModel:
+            db: str | os.PathLike | None = None, weights_as_inputs: bool = False,
+            params_source: str | None = None, winograd: str | None = None) -> CompiledModel:
     """Compile a model ahead of time with TVM.
 
     Parameters
@@ -288,6 +290,20 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         a :class:`~mxc.errors.BackendError` (raised before anything is
         compiled).  The manifest's ``tuning_db`` records the database and the
         kernels taken from it.
+    weights_as_inputs:
+        False (default): every model input that is not data (given a shape or
+        dtype, or named ``*label``) must have an array in *params*, else
+        :class:`~mxc.compiler.weights.MissingParamsError` (no params, another
+        model's, a missing key) -- before anything is compiled.  True: the
+        missing weights become run-time inputs (the manifest lists them).
+    params_source:
+        where *params* came from (a file name), for that message.
+    winograd:
+        CPU 3x3 convolutions: ``"auto"`` (default; Winograd where the output
+        side is >= 8: faster, transformed weights 1.8-4x the size), ``"on"``
+        (every 3x3 stride-1 convolution it applies to), ``"off"`` (direct:
+        smallest artifact).  None: ``$MXC_WINOGRAD`` if set, else auto.  The
+        manifest's ``winograd`` records the choice and the weight sizes.
 
     Returns a :class:`CompiledModel`.  Raises :class:`~mxc.errors.BackendError`
     (and the pass/partition errors of the stages).
@@ -298,13 +314,19 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     prog = progress if isinstance(progress, Progress) else Progress(bool(progress))
     try:
         return _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog, name,
-                        db)
+                        db, weights_as_inputs, params_source, winograd)
     finally:
         prog.close()
 
 
+#: what the missing-weights error suggests (API and command line)
+params_hint = ("Give the model's parameters (--params FILE, params=), or ask for the weights "
+               "as run-time inputs (--weights-as-inputs, weights_as_inputs=True).")
+
+
 def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Progress,
-             name, db=None) -> CompiledModel:
+             name, db=None, weights_as_inputs=False, params_source=None,
+             winograd=None) -> CompiledModel:
     from ...compiler.partition import optimize_graph
     from . import property as _prop  # registers the "tvm" backend
 
@@ -317,6 +339,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     unknown = sorted((set(shapes) | set(dtypes)) - inputs)
     if unknown:
         raise BackendError(_unknown_inputs_message(unknown, graph.list_inputs(), params))
+    check_params(graph.list_inputs(), params, set(shapes) | set(dtypes), source=params_source,
+                 weights_as_inputs=weights_as_inputs, hint=params_hint)
     timings: dict[str, float] = {}
 
     # 1. passes
@@ -371,7 +395,9 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
         from .build import _default_db
         db = db if db is not None else _default_db()
         tuning = _TunedKernels(db) if db is not None else None
-        executable = _build(functions["__module__"], tgt, prog, db, tuning)
+        from .schedules import winograd as _winograd
+        with _winograd.choose(winograd) as wino:
+            executable = _build(functions["__module__"], tgt, prog, db, tuning)
     summary = "one library" if executable is not None else "nothing to compile"
     if tuning is not None:
         summary += (f", {len(tuning.tuned)} of {tuning.kernels} kernel(s) from the tuning "
@@ -384,6 +410,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
                                          output_names, host_reasons)
     manifest = _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline,
                          bind_params, name, pshapes, pg, tuning)
+    if regions and tgt.kind.name == "llvm":
+        manifest["winograd"] = dict(wino)
     timings["runtime graph"] = prog.done(f"{len(rt_graph['steps'])} step(s)")
     return CompiledModel(pg, rt_graph, manifest, rt_params, executable, host_reasons, timings)
 

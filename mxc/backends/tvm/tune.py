@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...errors import BackendError
+from .targets import host_cpu_name, missing_on_host
+from .tune_workers import tensor_intrinsics_for
 
 #: file names of MetaSchedule's JSONDatabase inside a database directory
 WORKLOAD_FILE = "database_workload.json"
@@ -326,7 +328,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
          seed: int | None = None,
          progress: TextIO | None | bool = True,
          verbose: bool = False,
-         model_info: Mapping[str, Any] | None = None) -> TuneReport:
+         model_info: Mapping[str, Any] | None = None,
+         winograd: str | None = None) -> TuneReport:
     """Tune every kernel of a model to at least *trials* measured trials.
 
     mod_or_graph:
@@ -360,6 +363,9 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     verbose:
         let MetaSchedule log to the console too (it always logs to
         ``DB_DIR/logs/``).
+    winograd:
+        the ``--winograd`` mode the model will be compiled with (the kernels
+        differ): ``auto``, ``on``, ``off`` (None: as :func:`compile`).
     model_info:
         what to say about the model in the database's tuning log
         (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
@@ -372,8 +378,12 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     start = time.time()
     tgt = _tuning_target(resolve_target(target))
     mod = _to_module(mod_or_graph, shapes, params, dtypes)
+    proxy = measures_on_host_proxy(tgt, rpc)
+    tensor_intrinsics_for(tgt)
+    from .schedules.winograd import choose
     try:
-        tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
+        with choose(winograd):
+            tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
     except Exception as exc:
         raise BackendError(f"extracting tuning tasks failed: {type(exc).__name__}: {exc}") \
             from exc
@@ -392,6 +402,10 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
             continue
         pending.setdefault(trials - done, []).append((rep, task))
 
+    if stream is not None and proxy:
+        print(f"[mxc tune] this CPU ({host_cpu_name()}) lacks {', '.join(proxy)} that {tgt} "
+              f"code uses: candidates are measured built for this CPU (a proxy); measure on "
+              f"the real device with --rpc for exact times", file=stream, flush=True)
     if stream is not None:
         todo = sum(len(v) for v in pending.values())
         print(f"[mxc tune] {len(tasks)} task(s) for {tgt}, {todo} to tune "
@@ -406,7 +420,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     try:
         with _quiet_metaschedule(not verbose):
             _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
-                         timeout_s, trials_per_iter, search, seed, seed_default)
+                         timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy))
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -433,7 +447,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
 
 
 def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers, timeout_s,
-                 trials_per_iter, search, seed, seed_default) -> None:
+                 trials_per_iter, search, seed, seed_default, proxy=False) -> None:
     """Tune the pending tasks one at a time.
 
     One ``tune_tasks`` call per task (sharing one builder and runner): MetaSchedule
@@ -442,18 +456,22 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
     the database grows batch by batch and an interruption loses one batch at most.
     """
     from tvm.s_tir import meta_schedule as ms
+
+    from .tune_workers import BUILD_FUNC, PROXY_BUILD_FUNC, builder_init
     runner = _runner(rpc, rpc_workers, timeout_s)
     builder = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=max(timeout_s, 30),
-                                      f_build=BUILD_FUNC, initializer=_builder_init)
+                                      f_build=PROXY_BUILD_FUNC if proxy else BUILD_FUNC,
+                                      initializer=builder_init)
     try:
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
-                with _light_tensor_intrin(tgt):
-                    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                        [task], work_dir=db_dir, strategy=_strategy(search, remaining),
-                        num_threads=workers, seed=seed)
+                contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                    [task], work_dir=db_dir, strategy=_strategy(search, remaining),
+                    num_threads=workers, seed=seed)
                 if seed_default:
                     rep.default_ms = _measure_default(task, tgt, database, builder, runner)
+                    if rep.default_ms is not None:   # a record too: progress shows it as best
+                        prog.best[rep.name] = rep.default_ms / 1e3
                 callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
                 callbacks.append(_progress_callback(prog, [rep.name]))
                 try:
@@ -531,47 +549,12 @@ def _quiet_metaschedule(quiet: bool):
         logger.setLevel(level)
 
 
-#: the build function MetaSchedule's builder workers call (registered by _builder_init)
-BUILD_FUNC = "mxc.tune.build"
-
-
-def _build(mod, target, _params):
-    """Build a measured candidate with mxc's TIR pipeline (as ``build_module`` will)."""
-    import tvm
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    from .schedules.tir_pipeline import tir_pipeline
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return tvm.tirx.build(mod, target=target, pipeline=tir_pipeline())
-
-
-def _builder_init() -> None:
-    """Builder worker set-up: register :data:`BUILD_FUNC`; CPU builds need no tensor
-    intrinsics, so skip importing them (tens of seconds per worker)."""
-    import sys
-    import types
-
-    import tvm
-    sys.modules.setdefault("tvm.s_tir.tensor_intrin",
-                           types.ModuleType("tvm.s_tir.tensor_intrin"))
-    tvm.register_global_func(BUILD_FUNC, _build, override=True)
-
-
-@contextlib.contextmanager
-def _light_tensor_intrin(target):
-    """While creating tuning contexts for a CPU target, don't import TVM's tensor
-    intrinsics (CUDA/ROCm/Hexagon/... tables: 10-30 s; float32 CPU rules use none)."""
-    name = "tvm.s_tir.tensor_intrin"
-    if target.kind.name != "llvm" or name in sys.modules:
-        yield
-        return
-    import types
-    sys.modules[name] = types.ModuleType(name)
-    try:
-        yield
-    finally:
-        if sys.modules.get(name) is not None and not hasattr(sys.modules[name], "cuda"):
-            del sys.modules[name]
+def measures_on_host_proxy(target, rpc) -> list[str]:
+    """The ISA features CPU *target* needs that this CPU lacks when measuring locally
+    ([]: candidates run as built).  Non-empty: they are built for this CPU instead."""
+    if rpc is not None or target.kind.name != "llvm":
+        return []
+    return missing_on_host(target)
 
 
 def _strategy(search: str, trials: int):

@@ -410,8 +410,24 @@ def get_op(name: str, node=None) -> OpDef:
         op = _REGISTRY.get(name)
     if op is None:
         where = f"node {node.name!r}" if node is not None else "graph"
-        raise UnsupportedOpError({name: 1}, where=where)
+        raise UnsupportedOpError({name: 1}, where=where, suggestions=_suggest([name]))
     return op
+
+
+def _suggest(names) -> dict[str, str]:
+    """Registered op names close to each unknown name (case-insensitive first)."""
+    import difflib
+    known = list(_REGISTRY)
+    lower = {k.lower(): k for k in known}
+    out = {}
+    for name in names:
+        if name.lower() in lower:
+            out[name] = lower[name.lower()]
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        if close:
+            out[name] = close[0]
+    return out
 
 
 def has_op(name: str) -> bool:
@@ -439,16 +455,18 @@ def check_supported(graph) -> None:
     """Raise one :class:`UnsupportedOpError` listing every unknown op with counts."""
     _ensure_loaded()
     counts: dict[str, int] = {}
+    nodes: dict[str, list[str]] = {}
 
     def visit(g):
         for n in g.nodes:
             if n.op is not None and n.op not in _REGISTRY:
                 counts[n.op] = counts.get(n.op, 0) + 1
+                nodes.setdefault(n.op, []).append(n.name)
             for sub in n.subgraphs:
                 visit(sub)
     visit(graph)
     if counts:
-        raise UnsupportedOpError(counts)
+        raise UnsupportedOpError(counts, nodes=nodes, suggestions=_suggest(counts))
 
 
 def shape_error(p: Params, message: str) -> ShapeError:

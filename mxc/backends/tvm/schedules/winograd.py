@@ -26,6 +26,7 @@ marked opaque) so that each kernel keeps its own loop nest.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -55,9 +56,53 @@ ENV = "MXC_WINOGRAD"
 MIN_SIZE = 8
 
 
-def enabled() -> bool:
+#: the ``--winograd`` choices: on (every 3x3 stride-1 convolution it applies to), off
+#: (none: direct convolutions, weights stored once), auto (on where the output side is at
+#: least MIN_SIZE: the speed pays for the larger weights)
+MODES = ("auto", "on", "off")
+#: smallest output side "on" transforms (F(2, 3) needs whole 2x2 tiles to be worth it)
+MIN_SIZE_FORCED = 2
+
+
+class _Choice:
+    """The mode of the compile in progress and what it transformed (for the manifest)."""
+
+    mode: str | None = None
+    stats: dict = {}
+
+
+@contextlib.contextmanager
+def choose(mode: str | None):
+    """Compile within ``--winograd MODE`` (None: ``$MXC_WINOGRAD``, else auto); yields a
+    dict filled with ``convolutions``, ``weight_bytes`` (their weights as given) and
+    ``transformed_bytes`` (as compiled in)."""
+    if mode is not None and mode not in MODES:
+        from ....errors import BackendError
+        raise BackendError(f"winograd must be one of {', '.join(MODES)}, not {mode!r}")
+    saved = (_Choice.mode, _Choice.stats)
+    _Choice.mode = mode
+    _Choice.stats = {"mode": current_mode(), "convolutions": 0, "weight_bytes": 0,
+                     "transformed_bytes": 0}
+    try:
+        yield _Choice.stats
+    finally:
+        _Choice.mode, _Choice.stats = saved
+
+
+def current_mode() -> str:
+    if _Choice.mode is not None:
+        return _Choice.mode
     import os
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    env = os.environ.get(ENV, "").strip().lower()
+    return "off" if env in ("0", "false", "no", "off") else "on" if env in ("on",) else "auto"
+
+
+def enabled() -> bool:
+    return current_mode() != "off"
+
+
+def min_size() -> int:
+    return MIN_SIZE_FORCED if current_mode() == "on" else MIN_SIZE
 
 
 def tile_size(oh: int, ow: int) -> int:
@@ -66,13 +111,13 @@ def tile_size(oh: int, ow: int) -> int:
 
 
 def eligible(xs, ws, strides, dilation, groups: int, lanes: int) -> bool:
-    """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= MIN_SIZE."""
+    """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= min_size()."""
     if len(xs) != 4 or len(ws) != 4:
         return False
     kh, kw, c, k = ws
     return ((kh, kw) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilation) == (1, 1)
             and groups == 1 and c % lanes == 0 and k % lanes == 0 and c >= 16
-            and min(xs[1], xs[2]) >= MIN_SIZE)
+            and min(xs[1], xs[2]) >= min_size())
 
 
 def transform_weights(w_hwio: np.ndarray, m: int, nc: int) -> np.ndarray:
@@ -171,7 +216,14 @@ def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for):
     nc = nc_for(k, tiles)
     if nc is None or k % nc:
         return None
-    u = relax.const(transform_weights(w_hwio, m, nc), dtype)
+    transformed = transform_weights(w_hwio, m, nc)
+    u = relax.const(transformed, dtype)
+    stats = _Choice.stats
+    if stats:
+        itemsize = np.dtype(dtype).itemsize
+        stats["convolutions"] += 1
+        stats["weight_bytes"] += int(w_hwio.size * itemsize)
+        stats["transformed_bytes"] += int(transformed.size * itemsize)
     v = bb.emit(_opaque(bb, bb.call_te(input_transform, x, m, [int(p) for p in padding],
                                        oh, ow, primfunc_name_hint="winograd_input")))
     mm = bb.emit(_opaque(bb, bb.call_te(batch_matmul, v, u,

@@ -1,0 +1,137 @@
+"""Target strings as users write them, and what a CPU target asks of the CPU.
+
+TVM 0.27 accepts only JSON-dict targets; every TVM user still types
+``llvm -mcpu=skylake-avx512``.  :func:`parse_target_text` translates that
+form (and JSON) into the dict TVM wants, and refuses target kinds the mxc
+runtime cannot run (it loads ``llvm`` and ``cuda`` libraries only) before
+anything is compiled.
+
+:func:`isa_features` names the instruction-set extensions a CPU target's
+code may use (LLVM's feature list without its tuning hints): ``mxc
+inspect`` shows them for an artifact, and :func:`missing_on_host` tells
+whether this machine can execute code built for a target (``mxc tune``
+measures by running candidates, so it needs to know).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from ...errors import BackendError
+
+#: target kinds the mxc runtime can load, with what they mean
+SUPPORTED_KINDS = {"llvm": "CPU", "cuda": "NVIDIA GPU"}
+#: shorthands accepted wherever a target is
+SHORTHANDS = {"llvm": "llvm", "cpu": "llvm", "host": "llvm", "cuda": "cuda", "gpu": "cuda"}
+#: ``--cpu`` values that mean "no particular CPU": the baseline of the architecture
+GENERIC_CPUS = ("generic", "portable")
+
+#: LLVM feature-name prefixes that are scheduling hints, not instructions
+_TUNING_PREFIXES = ("tuning-", "fast-", "slow-", "no-bypass", "false-deps", "prefer-",
+                    "allow-light", "faster-", "idivq", "macrofusion", "branch-", "lea-",
+                    "pad-short", "sbb-dep", "use-", "fuse-", "vzeroupper", "ermsb",
+                    "64bit-mode", "x87", "cx8", "nopl", "retpoline", "harden-", "lvi-")
+#: dict keys whose CLI value is a comma-separated list
+_LIST_KEYS = {"mattr", "keys", "libs", "cl-opt"}
+
+
+def supported_kinds_text() -> str:
+    return ", ".join(f"{k} ({v})" for k, v in SUPPORTED_KINDS.items())
+
+
+def check_kind(kind: str) -> None:
+    """Refuse a target kind the runtime cannot run, listing the ones it can."""
+    if kind not in SUPPORTED_KINDS:
+        raise BackendError(f"target kind {kind!r} cannot be run by the mxc runtime; "
+                           f"supported kinds: {supported_kinds_text()}")
+
+
+def _value(key: str, text: str) -> Any:
+    if key in _LIST_KEYS:
+        return [v for v in text.split(",") if v]
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def parse_target_text(text: str) -> Any:
+    """A shorthand (``llvm``, ``cuda``), a JSON dict, or TVM's CLI form
+    (``llvm -mcpu=skylake-avx512 -mattr=+avx512f -num-cores=4``) -> what
+    :func:`mxc.backends.tvm.build.resolve_target` takes (shorthand or dict)."""
+    text = text.strip()
+    if not text:
+        raise BackendError("empty target; supported kinds: " + supported_kinds_text())
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except ValueError as exc:
+            raise BackendError(f"invalid JSON target {text!r}: {exc}") from None
+        if not isinstance(spec, dict) or "kind" not in spec:
+            raise BackendError(f"JSON target {text!r} needs a \"kind\" key")
+        check_kind(spec["kind"])
+        return spec
+    words = text.split()
+    kind = SHORTHANDS.get(words[0], words[0])
+    check_kind(kind)
+    if len(words) == 1:
+        return SHORTHANDS.get(words[0], kind)
+    spec: dict[str, Any] = {"kind": kind}
+    for word in words[1:]:
+        if not word.startswith("-") or word == "-":
+            raise BackendError(f"target {text!r}: expected -KEY=VALUE options after the kind, "
+                               f"got {word!r}")
+        key, sep, value = word.lstrip("-").partition("=")
+        spec[key] = _value(key, value) if sep else True
+    return spec
+
+
+def with_cpu(target: Any, cpu: str | None) -> Any:
+    """*target* with its host CPU set by ``--cpu`` (``host``: this CPU; ``generic``:
+    the architecture's baseline, runs on any CPU of it; else an LLVM CPU name)."""
+    if cpu in (None, "host", "native"):
+        return target
+    from tvm.target import codegen
+    if cpu not in GENERIC_CPUS and not codegen.llvm_is_valid_cpu(
+            cpu, str(codegen.llvm_get_system_triple())):
+        raise BackendError(f"--cpu {cpu!r} is not a CPU LLVM knows (try generic, host, "
+                           f"haswell, skylake-avx512, znver3, ...)")
+    spec = dict(target) if isinstance(target, dict) else {"kind": SHORTHANDS.get(target, target)}
+    cpu_spec = {"kind": "llvm"} if cpu in GENERIC_CPUS else {"kind": "llvm", "mcpu": cpu}
+    if spec["kind"] == "cuda":
+        spec["host"] = cpu_spec
+        return spec
+    spec.pop("mcpu", None)
+    spec.update(cpu_spec)
+    return spec
+
+
+def _is_isa(feature: str) -> bool:
+    return not feature.startswith(_TUNING_PREFIXES)
+
+
+def isa_features(target) -> list[str]:
+    """The instruction-set extensions code built for CPU *target* may use, sorted."""
+    from tvm.target import codegen
+    return sorted(f for f in codegen.llvm_get_cpu_features(target) if _is_isa(str(f)))
+
+
+@functools.lru_cache(maxsize=1)
+def _host_features() -> frozenset[str]:
+    import tvm
+    from tvm.target import codegen
+    host = tvm.target.Target({"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())})
+    return frozenset(str(f) for f in codegen.llvm_get_cpu_features(host))
+
+
+def missing_on_host(target) -> list[str]:
+    """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here)."""
+    return sorted(set(isa_features(target)) - _host_features())
+
+
+def host_cpu_name() -> str:
+    from tvm.target import codegen
+    return str(codegen.llvm_get_system_cpu())

@@ -1,0 +1,90 @@
+"""What MetaSchedule's builder workers (and the tuning process) need registered.
+
+MetaSchedule builds candidates in worker processes that call a build function
+by its registered name: :data:`BUILD_FUNC` builds with mxc's TIR pipeline (as
+``build_module`` will), :data:`PROXY_BUILD_FUNC` does the same for this CPU
+(measuring a target this CPU cannot execute).  Its schedule rules for x86 and
+ARM look up TVM's CPU tensor intrinsics by name (``dot_16x4_vnni``,
+``dot_16x4_avx512`` ...): :func:`register_cpu_tensor_intrinsics` registers those
+without the GPU tables.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _build(mod, target, _params):
+    """Build a measured candidate with mxc's TIR pipeline (as ``build_module`` will)."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    from .schedules.tir_pipeline import tir_pipeline
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.tirx.build(mod, target=target, pipeline=tir_pipeline())
+
+
+#: the build function MetaSchedule's builder workers call (registered by _builder_init)
+BUILD_FUNC = "mxc.tune.build"
+#: the same, building for this CPU: measuring a target this CPU cannot execute
+PROXY_BUILD_FUNC = "mxc.tune.build_on_host"
+
+
+def _build_on_host(mod, _target, params):
+    """Build a candidate for this CPU instead of the tuning target (proxy measurement:
+    the target's code would not run here; see :func:`measurement_target`)."""
+    from .build import resolve_target
+    return _build(mod, resolve_target("llvm"), params)
+
+
+def builder_init() -> None:
+    """Builder worker set-up: register :data:`BUILD_FUNC` (and its host-proxy variant)
+    and the CPU tensor intrinsics MetaSchedule's builder would import with all the others."""
+    import tvm
+    register_cpu_tensor_intrinsics()
+    tvm.register_global_func(BUILD_FUNC, _build, override=True)
+    tvm.register_global_func(PROXY_BUILD_FUNC, _build_on_host, override=True)
+
+
+#: the CPU families of TVM's tensor intrinsics (x86: VNNI, AVX-512, AMX; arm: NEON, SDOT ...)
+CPU_INTRIN_MODULES = ("x86", "arm_cpu", "riscv_cpu")
+
+
+def register_cpu_tensor_intrinsics() -> None:
+    """Register TVM's CPU tensor intrinsics (``dot_16x4_vnni``, ``dot_16x4_avx512`` ...),
+    which MetaSchedule's x86/ARM schedule rules look up, without the GPU tables.
+
+    Importing ``tvm.s_tir.tensor_intrin`` builds every table (CUDA, ROCm, Hexagon,
+    Metal: about 25 s); the CPU modules alone take about 2 s.  When the package is
+    not imported yet, it is put in ``sys.modules`` as a plain package over TVM's own
+    directory (its ``__init__`` not run) and the CPU modules are imported from it;
+    MetaSchedule's own ``import tvm.s_tir.tensor_intrin`` then finds it.  A later
+    real import for a GPU target (:func:`tensor_intrinsics_for`) runs the package's
+    ``__init__``, which reuses the CPU modules already imported.
+    """
+    import importlib
+    import importlib.util
+    import types
+    name = "tvm.s_tir.tensor_intrin"
+    if name not in sys.modules:
+        spec = importlib.util.find_spec(name)
+        package = types.ModuleType(name)
+        package.__path__ = list(spec.submodule_search_locations or [])
+        package.__package__ = name
+        package.__spec__ = spec
+        package._mxc_cpu_only = True
+        sys.modules[name] = package
+    for family in CPU_INTRIN_MODULES:
+        importlib.import_module(f"{name}.{family}")
+
+
+def tensor_intrinsics_for(target) -> None:
+    """Register the tensor intrinsics MetaSchedule's rules for *target* need."""
+    import importlib
+    name = "tvm.s_tir.tensor_intrin"
+    if target.kind.name == "llvm":
+        register_cpu_tensor_intrinsics()
+        return
+    if getattr(sys.modules.get(name), "_mxc_cpu_only", False):
+        del sys.modules[name]          # let the real package __init__ run
+    importlib.import_module(name)

@@ -1,0 +1,120 @@
+"""``mxc tune`` on every kind of x86 CPU target, whatever CPU the tests run on.
+
+The original failure: on AVX-512 targets (``skylake-avx512``, ``cascadelake``,
+``znver4``, ``sapphirerapids`` -- and so on the default target of any such
+host) MetaSchedule's x86 schedule rules look up the tensor intrinsics
+``dot_16x4_vnni`` / ``dot_16x4_avx512``, which mxc's tuning had kept from
+being registered: ``TensorIntrin 'dot_16x4_vnni' is not registered``.
+
+Each test tunes one tiny convolution with two random-search trials, compiles
+with the database and (when this CPU can execute the target's code) runs the
+artifact against the reference backend.  A target this CPU cannot execute is
+measured through a host-built proxy, which the progress output says.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+from mxc.backends.tvm.targets import missing_on_host, parse_target_text  # noqa: E402
+from mxc.cli import main  # noqa: E402
+from mxc.runtime import read_manifest  # noqa: E402
+
+from mxc import sym as S  # noqa: E402
+
+SHAPE = "data=1,4,8,8"
+
+
+def _tiny_conv():
+    x = S.var("data")
+    y = S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv")
+    return S.Activation(y, act_type="relu", name="relu")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from mxc.compiler.infer import infer_shapes
+    from mxc.frontend.params import save_params
+    root = tmp_path_factory.mktemp("tune-targets")
+    sym = _tiny_conv()
+    shapes = infer_shapes(sym.graph, {"data": (1, 4, 8, 8)})
+    rng = np.random.RandomState(0)
+    params = {n.name: rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
+              for n in sym.graph.input_nodes() if n.name != "data"}
+    symbol, params_file = root / "tiny-symbol.json", root / "tiny-0000.params"
+    sym.save(str(symbol))
+    save_params(str(params_file), {f"arg:{k}": v for k, v in params.items()})
+    inputs = root / "in.npz"
+    np.savez(inputs, data=rng.uniform(-1, 1, (1, 4, 8, 8)).astype("float32"))
+    assert main(["run", str(symbol), "--params", str(params_file), "--inputs", str(inputs),
+                 "--output", str(root / "ref.npz")]) == 0
+    return root, symbol, params_file, inputs
+
+
+def _tvm_target(text):
+    import tvm
+    from mxc.backends.tvm.build import resolve_target
+    return resolve_target(parse_target_text(text)) if text else tvm.target.Target("llvm")
+
+
+def _tune_compile_run(model, target, capsys):
+    root, symbol, params_file, inputs = model
+    db = root / f"db-{target.replace(' ', '_').replace('=', '_')}"
+    common = [str(symbol), "--params", str(params_file), "--shape", SHAPE, "--target", target]
+    rc = main(["tune", *common, "--trials", "2", "--db", str(db), "--search", "random"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "is not registered" not in captured.err
+    assert "1 task(s), 1 tuned now" in captured.out
+    out = root / "tuned.mxc"
+    rc = main(["compile", *common, "--db", str(db), "-o", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "1 of 3 kernel(s) tuned" in captured.out   # the conv; 2 injective kernels
+    manifest = read_manifest(out)
+    assert manifest["tuning_db"]["kernels_tuned"] == 1
+    return out, captured
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"])
+def test_tune_compile_run(model, target, capsys):
+    """this CPU, an AVX-512 CPU (VNNI/AVX-512 rules) and an AVX2 CPU."""
+    root, _, _, inputs = model
+    out, _ = _tune_compile_run(model, target, capsys)
+    if missing_on_host(_tvm_target(target if target != "llvm" else "")):
+        pytest.skip(f"this CPU cannot execute {target} code (tuned and compiled only)")
+    assert main(["run", str(out), "--inputs", str(inputs), "--output",
+                 str(root / "out.npz")]) == 0
+    got, want = np.load(root / "out.npz")["out0"], np.load(root / "ref.npz")["out0"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_target_this_cpu_cannot_run_is_measured_through_a_proxy(model, capsys):
+    candidates = ["sapphirerapids", "graniterapids", "skylake-avx512", "haswell"]
+    target = next((f"llvm -mcpu={c}" for c in candidates
+                   if missing_on_host(_tvm_target(f"llvm -mcpu={c}"))), None)
+    if target is None:
+        pytest.skip("this CPU executes every candidate target's code")
+    root, symbol, params_file, _ = model
+    rc = main(["tune", str(symbol), "--params", str(params_file), "--shape", SHAPE,
+               "--target", target, "--trials", "2", "--db", str(root / "db-proxy"),
+               "--search", "random"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "lacks" in err and "proxy" in err and "--rpc" in err
+    assert "2/2 trials, best" in err
+
+
+def test_missing_tuning_package_is_one_line(model, monkeypatch, capsys):
+    import sys
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    root, symbol, params_file, _ = model
+    rc = main(["tune", str(symbol), "--params", str(params_file), "--shape", SHAPE,
+               "--trials", "2", "--db", str(root / "db-nodeps")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 9 and len(err) == 1
+    assert "xgboost" in err[0] and 'pip install "mxc[tune]"' in err[0]
+    assert not (root / "db-nodeps").exists()
