@@ -197,6 +197,7 @@ class CustomSubgraphProperty(SubgraphProperty):
         self.partitioner = partitioner
         self.strategy = strategy
         self.options: dict[str, str] = {}
+        self.params: dict[str, Any] = {}
         self._selector: SubgraphSelector | None = None
 
     @property
@@ -217,6 +218,7 @@ class CustomSubgraphProperty(SubgraphProperty):
         except MxcError as exc:
             raise PartitionError(f"{self.where}: {exc}") from None
         self.options = dict(ctx.options)
+        self.params = dict(ctx.params)
         order = post_order_fast(e.node for e in graph.outputs)
         if ctx.shapes is not None:
             for node in order:
@@ -304,8 +306,10 @@ class CustomSubgraphProperty(SubgraphProperty):
             view = subgraph.copy()
             before = dict(view.attrs)
             names = ", ".join(repr(n.name) for n in subgraph.topo_order() if n.op is not None)
+            extra = {"params": _subgraph_params(subgraph, self.params)} \
+                if getattr(review, "wants_params", False) else {}
             try:
-                result = review(view, subgraph_id, dict(self.options))
+                result = review(view, subgraph_id, dict(self.options), **extra)
             except MxcError:
                 raise
             except Exception as exc:
@@ -330,6 +334,21 @@ class CustomSubgraphProperty(SubgraphProperty):
             if EXT_DTYPE_ATTR in e.node.attrs else "" for e in heads) + "]"
         node.attrs.update(user_attrs)
         return node
+
+
+def _subgraph_params(subgraph: Graph, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"args": {...}, "aux": {...}}``: the given arrays of the region's parameter inputs.
+
+    A review function that sets ``wants_params = True`` receives them (MXNet
+    hands ``reviewSubgraph`` the tensors of the arguments the subgraph reads).
+    """
+    out: dict[str, dict[str, Any]] = {"args": {}, "aux": {}}
+    for var in subgraph.input_nodes():
+        name = var.attrs.get("argName")
+        if var.attrs.get("isArg") == "True" and name in params:
+            kind = "aux" if var.attrs.get("isAux") == "True" else "args"
+            out[kind][name] = params[name]
+    return out
 
 
 def _review_result(result: Any, where: str, sid: int) -> tuple[bool, dict]:
