@@ -437,6 +437,11 @@ def _sparse_namespace() -> _Namespace:
     return _Namespace("mxc.mxnet.ndarray.sparse", ["_sparse_", ""], extra)
 
 
+def resolve_op(name: str) -> str | None:
+    from ._imperative import resolve
+    return resolve(name)
+
+
 def __getattr__(name: str):
     if name == "sparse":
         ns = _sparse_namespace()
@@ -445,6 +450,9 @@ def __getattr__(name: str):
     if name in ("CSRNDArray", "RowSparseNDArray", "BaseSparseNDArray"):
         from . import sparse as sp
         return getattr(sp, name)
+    if name == "Custom" and resolve_op("Custom") is None:
+        from .operator import custom_call
+        return lambda *args, **kwargs: custom_call("nd", list(args), kwargs)
     if not name.startswith("__"):
         from ._imperative import op_function, resolve
         op_name = resolve(name)

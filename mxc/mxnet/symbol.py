@@ -296,6 +296,9 @@ op = _Namespace("mxc.mxnet.symbol.op", [""])
 
 def __getattr__(name: str):
     from ._imperative import resolve
+    if name == "Custom" and resolve("Custom") is None:
+        from .operator import custom_call
+        return lambda *args, **kwargs: custom_call("sym", list(args), kwargs)
     if not name.startswith("__") and resolve(name) is not None:
         return builder(name)
     raise AttributeError(f"module 'mxc.mxnet.symbol' has no attribute {name!r} (no such "
