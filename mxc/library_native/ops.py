@@ -84,7 +84,8 @@ class NativeState:
     def __init__(self, entry: OpEntry, attrs: dict, node=None):
         self.entry = entry
         self.attrs = attrs
-        self.node = node
+        # the name only: mxc keeps states in a WeakKeyDictionary keyed by the node
+        self.node = node if node is None or isinstance(node, str) else node.name
         self.ptr = 0
         self._finalizer = None
 
