@@ -20,9 +20,12 @@ SUBGRAPH_SYM_JSON = "subgraph_sym_json"
 
 
 def graph_to_json(graph) -> str:
-    """Compact MXNet JSON of an mxc :class:`~mxc.compiler.ir.Graph`."""
+    """Compact MXNet JSON of an mxc :class:`~mxc.compiler.ir.Graph`, as MXNet hands a
+    graph to a library: without the top-level ``attrs`` (``mxnet_version``)."""
     from ..frontend.symbol_json import dump_json
-    return dump_json(graph)
+    doc = json.loads(dump_json(graph))
+    doc.pop("attrs", None)
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def graph_from_json(text: str, source: str):
@@ -34,7 +37,6 @@ def graph_from_json(text: str, source: str):
 def subgraph_attr_json(graph) -> str:
     """The ``subgraph_sym_json`` value for a nested graph (MXNet's layout, sorted attrs)."""
     doc = json.loads(graph_to_json(graph))
-    doc.pop("attrs", None)
     for node in doc.get("nodes", []):
         if "attrs" in node:
             node["attrs"] = dict(sorted(node["attrs"].items()))

@@ -62,6 +62,7 @@ class _LibraryPass:
         self.__doc__ = f"Graph pass {name!r} of compiled extension library {lib.name}."
 
     def __call__(self, graph, ctx):
+        _annotate(graph, ctx)
         text = graph_to_json(graph).encode("utf-8")
         opts = {k: v if isinstance(v, str) else str(v) for k, v in ctx.options.items()}
         keys = list(opts)
@@ -93,6 +94,20 @@ class _LibraryPass:
             ctx.params.set(name, array, kind)
             ctx.params.pinned.add(name)
         return new
+
+
+def _annotate(graph, ctx) -> None:
+    """MXNet annotates ``__ext_shape__``/``__ext_dtype__`` before a pass when every
+    input has an array; so do we (the attributes stay in the output graph)."""
+    from ..compiler.infer import infer_shapes, infer_types
+    from ..compiler.partition.custom import annotate_ext_attrs
+    inputs = [n for n in graph.topo_order() if n.op is None]
+    arrays = {n.name: ctx.params.get(n.name) for n in inputs}
+    if not inputs or any(v is None for v in arrays.values()):
+        return
+    shapes = infer_shapes(graph, {k: tuple(v.shape) for k, v in arrays.items()})
+    dtypes = infer_types(graph, {k: v.dtype.name for k, v in arrays.items()})
+    annotate_ext_attrs(graph.topo_order(), shapes, dtypes)
 
 
 def read_passes(lib: NativeLibrary) -> list[tuple[str, _LibraryPass]]:
