@@ -388,6 +388,9 @@ class ExtensionLibrary:
     source: str = "path"
     distribution: str | None = None
     registrations: dict[str, list[str]] = field(default_factory=dict)
+    #: the opened compiled library (:class:`mxc.library_native.NativeLibrary`) of a
+    #: ``.so``/``.dll``/``.dylib``; None for a Python extension
+    native: Any = None
     _changes: list = field(default_factory=list, repr=False)
     _key: str = field(default="", repr=False)
 
@@ -467,11 +470,10 @@ def _check_path(path: Any) -> Path:
         return p
     if p.name == "__init__.py":
         return p.parent
-    if p.suffix in (".so", ".dll", ".dylib", ".pyd"):
-        raise ExtensionError(f"load path {p} is a compiled library; mxc extension libraries "
-                             f"are Python modules (.py files or package directories) "
-                             f"written against mxc.register_custom_op and friends, not "
-                             f"MXNet lib_api.h binaries")
+    if p.suffix == ".pyd":
+        raise ExtensionError(f"load path {p} is a compiled Python module; mxc loads Python "
+                             f"extensions from .py files or package directories and MXNet "
+                             f"extension libraries from .so/.dll/.dylib files")
     if p.suffix != ".py":
         raise ExtensionError(f"load path {p} is NOT an extension library (expected a .py file "
                              f"or a package directory with __init__.py)")
@@ -486,17 +488,25 @@ def _module_name(p: Path) -> str:
     return f"_mxc_ext_{stem}_{digest}"
 
 
-def load(path: str | os.PathLike, verbose: bool = True) -> ExtensionLibrary:
+def load(path: str | os.PathLike, verbose: bool = True, *, mxnet_version: int | None = None,
+         lib_api_versions: Any = None) -> ExtensionLibrary:
     """Load an extension library and register what it provides.
 
     Parameters
     ----------
     path:
-        A ``.py`` file or a package directory (with ``__init__.py``);
-        relative paths are taken from the current directory.
+        A ``.py`` file or a package directory (with ``__init__.py``), or a
+        compiled MXNet extension library (``.so``/``.dll``/``.dylib`` built
+        against ``lib_api.h``, see :mod:`mxc.library_native`); relative paths
+        are taken from the current directory.
     verbose:
         True (the default, as in MXNet) prints what was found: ``Found 2
-        operators in library`` followed by one line per component.
+        operators in library`` followed by one line per component (on
+        stderr for a compiled library, as MXNet logs it).
+    mxnet_version, lib_api_versions:
+        Compiled libraries only: the version ``initialize`` receives
+        (default 10901, MXNet 1.9.1) and the lib_api versions accepted
+        (default 7, 8, 10 and 11).
 
     Returns
     -------
@@ -511,6 +521,12 @@ def load(path: str | os.PathLike, verbose: bool = True) -> ExtensionLibrary:
         the module raised; ``initialize`` raised or returned ``False`` (the
         library is refused and nothing it registered is kept).
     """
+    if isinstance(path, (str, os.PathLike)):
+        from .library_native.loader import is_native_path, load_native
+        if is_native_path(path):
+            from .library_native.abi import MXNET_VERSION
+            return load_native(path, verbose, mxnet_version=mxnet_version or MXNET_VERSION,
+                               lib_api_versions=lib_api_versions)
     p = _check_path(path)
     key = str(p)
     with _LOCK:

@@ -125,6 +125,9 @@ class CustomOp:
     name: str = ""
     extension: str = ""
     is_subgraph_op: bool = False
+    #: True: every hook with a node (all but parse_attrs/mutate_inputs/input_names) also
+    #: gets the node's parsed Params, last (``p.node.attrs`` has the hidden attributes).
+    wants_params: bool = False
 
     # -- arity ---------------------------------------------------------------------
     def parse_attrs(self, attrs: dict[str, str]) -> tuple[int, int]:
@@ -358,7 +361,7 @@ class _CustomOpDefMixin:
         return err
 
     def _hook_args(self, p) -> tuple:
-        return ()
+        return (p,) if self.impl.wants_params else ()
 
     def _call(self, hook: str, node, fn: Callable, *args):
         with self._guard(hook, node):
@@ -583,7 +586,7 @@ class CustomSubgraphOpDef(_CustomOpDefMixin, SubgraphOp):
     """The OpDef of a custom subgraph operator (arity from the nested graph)."""
 
     def _hook_args(self, p) -> tuple:
-        return (self.nested(p),)
+        return (self.nested(p),) + ((p,) if self.impl.wants_params else ())
 
     def _parse(self, p, info: _Info, node) -> None:
         if node is None or not getattr(node, "subgraphs", None):

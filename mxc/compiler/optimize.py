@@ -56,7 +56,7 @@ def _partition(sym, backend, args, aux, clear, options) -> "Symbol":
         shapes = {k: tuple(np.shape(v)) for k, v in arrays.items()}
         dtypes = {k: np.asarray(v).dtype.name for k, v in arrays.items()}
     graph = optimize_graph(sym.graph.copy(), backend, options=str_options, shapes=shapes,
-                           dtypes=dtypes, clear=clear)
+                           dtypes=dtypes, clear=clear, params=arrays)
     return Symbol.from_graph(graph)
 
 

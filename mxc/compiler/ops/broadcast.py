@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import AttributeInvalidError
 from .common import BroadcastOp, UnaryOp, cast_to, fmt_shape, merge_all
-from .elemwise_binary import KERNELS
+from .elemwise_binary import GRADIENTS, KERNELS, binary_backward
 from .registry import Attr, OpDef, optional, register_op, shape_error, to_shape
 
 
@@ -27,6 +27,12 @@ class BroadcastBinaryOp(BroadcastOp):
     """``out = kernel(lhs, rhs)`` with broadcasting; ``kernel`` names a :data:`KERNELS` entry."""
 
     kernel: str = ""
+
+    def has_backward(self) -> bool:
+        return self.kernel in GRADIENTS
+
+    def backward(self, p, out_grads, inputs, outputs):
+        return binary_backward(self, p, out_grads, inputs, outputs)
 
     def forward(self, p, inputs, ctx):
         a, b = (np.asarray(x) for x in inputs)

@@ -127,6 +127,18 @@ def cast_to(x, dtype) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
+def sum_to_shape(grad: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """Reduce a broadcast result's gradient back to an operand of *shape*."""
+    grad = np.asarray(grad)
+    lead = grad.ndim - len(shape)
+    if lead > 0:
+        grad = grad.sum(axis=tuple(range(lead)))
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and grad.shape[i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(tuple(shape))
+
+
 class ElemwiseShapeMixin:
     """All inputs and outputs share one shape, inferred in both directions."""
 

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import AttributeInvalidError
-from .common import BinaryOp, ElemwiseShapeMixin, cast_to, compute_dtype
+from .common import BinaryOp, ElemwiseShapeMixin, cast_to, compute_dtype, sum_to_shape
 from .registry import REQUIRED, Attr, OpDef, register_op, to_int
 
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -162,13 +162,40 @@ KERNELS: dict[str, Kernel] = {
 # ---------------------------------------------------------------------------
 # same-shape binary ops
 # ---------------------------------------------------------------------------
+#: ``kernel -> (a, b, y, dy) -> (da, db)``: derivative rules of the arithmetic kernels
+GRADIENTS = {
+    "plus": lambda a, b, y, dy: (dy, dy),
+    "minus": lambda a, b, y, dy: (dy, -dy),
+    "mul": lambda a, b, y, dy: (dy * b, dy * a),
+    "div": lambda a, b, y, dy: (dy / b, -dy * a / (b * b)),
+}
+
+
+def binary_backward(op, p, out_grads, inputs, outputs):
+    """Gradients of a (possibly broadcasting) arithmetic op, reduced to the input shapes."""
+    rule = GRADIENTS.get(op.kernel)
+    if rule is None:
+        raise NotImplementedError(f"operator {op.name} has no gradient in mxc")
+    a, b = inputs
+    da, db = rule(a, b, outputs[0], out_grads[0])
+    return [sum_to_shape(da, a.shape).astype(a.dtype, copy=False),
+            sum_to_shape(db, b.shape).astype(b.dtype, copy=False)]
+
+
 class ElemwiseBinaryOp(BinaryOp):
     """``out = kernel(lhs, rhs)``; inputs and output share one shape and dtype.
 
-    Subclasses set ``kernel`` to a key of :data:`KERNELS`.
+    Subclasses set ``kernel`` to a key of :data:`KERNELS`; the ones in
+    :data:`GRADIENTS` have a backward rule.
     """
 
     kernel: str = ""
+
+    def has_backward(self) -> bool:
+        return self.kernel in GRADIENTS
+
+    def backward(self, p, out_grads, inputs, outputs):
+        return binary_backward(self, p, out_grads, inputs, outputs)
 
     def forward(self, p, inputs, ctx):
         a, b = (np.asarray(x) for x in inputs)

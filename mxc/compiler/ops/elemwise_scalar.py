@@ -62,6 +62,20 @@ class ScalarOp(ElemwiseShapeMixin, OpDef):
             return [t_out], [t_out]
         return in_types, out_types
 
+    #: ``(x, scalar, y, dy) -> dx`` for the differentiable ones (None: no rule)
+    grad = None
+
+    def has_backward(self) -> bool:
+        return type(self).grad is not None
+
+    def backward(self, p, out_grads, inputs, outputs):
+        if type(self).grad is None:
+            return super().backward(p, out_grads, inputs, outputs)
+        x = inputs[0]
+        with np.errstate(all="ignore"):
+            dx = type(self).grad(x, x.dtype.type(p.scalar), outputs[0], out_grads[0])
+        return [np.asarray(dx).astype(x.dtype, copy=False)]
+
     def forward(self, p, inputs, ctx):
         x = np.asarray(inputs[0])
         dt = np.dtype(scalar_op_dtype(x.dtype.name, p.is_int))
@@ -70,30 +84,37 @@ class ScalarOp(ElemwiseShapeMixin, OpDef):
         return [cast_to(out, ctx.out_dtypes[0] or dt)]
 
 
-def _scalar(name: str, kernel: Kernel, aliases=(), doc: str = ""):
-    """Register one tensor-scalar op using *kernel*."""
+def _scalar(name: str, kernel: Kernel, aliases=(), doc: str = "", grad=None):
+    """Register one tensor-scalar op using *kernel* (and derivative rule *grad*)."""
     cls = type("".join(w.capitalize() for w in name.strip("_").split("_")), (ScalarOp,),
                {"kernel": staticmethod(kernel), "__doc__": doc or f"MXNet ``{name}``.",
-                "__module__": __name__})
+                "__module__": __name__, "grad": staticmethod(grad) if grad else None})
     return register_op(name, aliases=aliases)(cls)
 
 
 K = KERNELS
 
 # arithmetic -------------------------------------------------------------------------
-_scalar("_plus_scalar", K["plus"], ("_PlusScalar",), "``data + scalar``")
-_scalar("_minus_scalar", K["minus"], ("_MinusScalar",), "``data - scalar``")
-_scalar("_rminus_scalar", swapped(K["minus"]), ("_RMinusScalar",), "``scalar - data``")
-_scalar("_mul_scalar", K["mul"], ("_MulScalar",), "``data * scalar``")
+_scalar("_plus_scalar", K["plus"], ("_PlusScalar",), "``data + scalar``",
+        grad=lambda x, s, y, dy: dy)
+_scalar("_minus_scalar", K["minus"], ("_MinusScalar",), "``data - scalar``",
+        grad=lambda x, s, y, dy: dy)
+_scalar("_rminus_scalar", swapped(K["minus"]), ("_RMinusScalar",), "``scalar - data``",
+        grad=lambda x, s, y, dy: -dy)
+_scalar("_mul_scalar", K["mul"], ("_MulScalar",), "``data * scalar``",
+        grad=lambda x, s, y, dy: dy * s)
 _scalar("_div_scalar", K["div"], ("_DivScalar",),
-        "``data / scalar``; integer tensors divide with truncation toward zero")
+        "``data / scalar``; integer tensors divide with truncation toward zero",
+        grad=lambda x, s, y, dy: dy / s)
 _scalar("_rdiv_scalar", via_float(lambda a, b: b / a), ("_RDivScalar",),
-        "``scalar / data``, computed through float32 for every non-double dtype")
+        "``scalar / data``, computed through float32 for every non-double dtype",
+        grad=lambda x, s, y, dy: -dy * s / (x * x))
 _scalar("_mod_scalar", K["mod"], ("_ModScalar",),
         "``data % scalar`` with the sign of the divisor")
 _scalar("_rmod_scalar", swapped(K["mod"]), ("_RModScalar",),
         "``scalar % data`` with the sign of the divisor")
-_scalar("_power_scalar", K["power"], ("_PowerScalar",), "``data ** scalar``")
+_scalar("_power_scalar", K["power"], ("_PowerScalar",), "``data ** scalar``",
+        grad=lambda x, s, y, dy: dy * s * x ** (s - 1))
 _scalar("_rpower_scalar", swapped(K["power"]), ("_RPowerScalar",), "``scalar ** data``")
 _scalar("_maximum_scalar", K["maximum"], ("_MaximumScalar",), "``max(data, scalar)``")
 _scalar("_minimum_scalar", K["minimum"], ("_MinimumScalar",), "``min(data, scalar)``")

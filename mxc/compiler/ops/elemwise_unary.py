@@ -37,7 +37,22 @@ RAD_PER_DEG_F32 = PI_F32 / np.float32(180.0)
 
 
 class MathUnaryOp(UnaryOp):
-    """``y = fn(x)`` computed in :func:`math_dtype` (float32 unless float64)."""
+    """``y = fn(x)`` computed in :func:`math_dtype` (float32 unless float64).
+
+    ``grad``, when set, is ``(x, y, dy) -> dx``: the op's derivative rule.
+    """
+
+    grad = None
+
+    def has_backward(self) -> bool:
+        return type(self).grad is not None
+
+    def backward(self, p, out_grads, inputs, outputs):
+        if type(self).grad is None:
+            return super().backward(p, out_grads, inputs, outputs)
+        x, y, dy = inputs[0], outputs[0], out_grads[0]
+        with np.errstate(all="ignore"):
+            return [np.asarray(type(self).grad(x, y, dy)).astype(x.dtype, copy=False)]
 
     def work_dtype(self, dtype) -> np.dtype:
         return math_dtype(dtype)
@@ -148,11 +163,13 @@ def _scaled(const_f32):
 @register_op("abs")
 class Abs(MathUnaryOp):
     fn = staticmethod(np.abs)
+    grad = staticmethod(lambda x, y, dy: dy * np.sign(x))
 
 
 @register_op("negative")
 class Negative(ExactUnaryOp):
     fn = staticmethod(np.negative)
+    grad = staticmethod(lambda x, y, dy: -dy)
 
 
 @register_op("sign")
@@ -166,6 +183,7 @@ class Relu(ExactUnaryOp):
     """``x if x > 0 else 0``; NaN passes through."""
     fn = staticmethod(lambda x: np.where(np.isnan(x) | (x > 0), x, x.dtype.type(0))
                       if x.dtype.kind == "f" else np.where(x > 0, x, 0).astype(x.dtype))
+    grad = staticmethod(lambda x, y, dy: dy * (x > 0))
 
 
 @register_op("logical_not")
@@ -177,16 +195,19 @@ class LogicalNot(ExactUnaryOp):
 @register_op("reciprocal")
 class Reciprocal(MathUnaryOp):
     fn = staticmethod(lambda x: x.dtype.type(1) / x)
+    grad = staticmethod(lambda x, y, dy: -dy / (x * x))
 
 
 @register_op("square")
 class Square(MathUnaryOp):
     fn = staticmethod(lambda x: x * x)
+    grad = staticmethod(lambda x, y, dy: 2 * x * dy)
 
 
 @register_op("sqrt")
 class Sqrt(MathUnaryOp):
     fn = staticmethod(np.sqrt)
+    grad = staticmethod(lambda x, y, dy: dy / (2 * y))
 
 
 @register_op("rsqrt")
@@ -210,6 +231,7 @@ class Rcbrt(MathUnaryOp):
 @register_op("exp")
 class Exp(MathUnaryOp):
     fn = staticmethod(np.exp)
+    grad = staticmethod(lambda x, y, dy: dy * y)
 
 
 @register_op("expm1")
@@ -220,6 +242,7 @@ class Expm1(MathUnaryOp):
 @register_op("log")
 class Log(MathUnaryOp):
     fn = staticmethod(np.log)
+    grad = staticmethod(lambda x, y, dy: dy / x)
 
 
 @register_op("log10")
@@ -240,6 +263,7 @@ class Log1p(MathUnaryOp):
 @register_op("sigmoid")
 class Sigmoid(MathUnaryOp):
     fn = staticmethod(lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)))
+    grad = staticmethod(lambda x, y, dy: dy * y * (1 - y))
 
 
 @register_op("softsign")
@@ -329,6 +353,7 @@ class Cosh(MathUnaryOp):
 @register_op("tanh")
 class Tanh(MathUnaryOp):
     fn = staticmethod(np.tanh)
+    grad = staticmethod(lambda x, y, dy: dy * (1 - y * y))
 
 
 @register_op("arcsinh")

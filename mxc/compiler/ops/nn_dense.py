@@ -201,6 +201,24 @@ class Dot(OpDef):
         return [cast_to(y, ctx.out_dtypes[0] or inputs[0].dtype)]
 
 
+    def has_backward(self) -> bool:
+        return True
+
+    def backward(self, p, out_grads, inputs, outputs):
+        a, b = inputs
+        dy = out_grads[0]
+        if a.ndim == 1 and b.ndim == 1:
+            g = dy.reshape(())
+            return [(g * b).astype(a.dtype), (g * a).astype(b.dtype)]
+        a2 = a.reshape(a.shape[0], -1).T if p.transpose_a else a.reshape(-1, a.shape[-1])
+        b2 = b.reshape(-1, b.shape[-1]).T if p.transpose_b else b.reshape(b.shape[0], -1)
+        dy2 = dy.reshape(a2.shape[0], b2.shape[1])
+        da2, db2 = dy2 @ b2.T, a2.T @ dy2
+        da = (da2.T if p.transpose_a else da2).reshape(a.shape)
+        db = (db2.T if p.transpose_b else db2).reshape(b.shape)
+        return [da.astype(a.dtype, copy=False), db.astype(b.dtype, copy=False)]
+
+
 @register_op("batch_dot", aliases=("_npx_batch_dot",))
 class BatchDot(OpDef):
     """Batched matrix product over the leading axes of two N-D (N >= 3) arrays."""
@@ -287,3 +305,21 @@ class LinalgGemm2(OpDef):
             b = np.swapaxes(b, -1, -2)
         y = np.swapaxes(np.matmul(a, b) * dt.type(p.alpha), axis, -2)
         return [cast_to(y, ctx.out_dtypes[0] or inputs[0].dtype)]
+
+    def has_backward(self) -> bool:
+        return True
+
+    def backward(self, p, out_grads, inputs, outputs):
+        """C = alpha op(A) op(B): dop(A) = alpha dC op(B)^T, dop(B) = alpha op(A)^T dC."""
+        a, b = inputs
+        axis = p.axis % a.ndim
+        am, bm = np.swapaxes(a, axis, -2), np.swapaxes(b, axis, -2)
+        dc = np.swapaxes(out_grads[0], axis, -2) * a.dtype.type(p.alpha)
+        opa = np.swapaxes(am, -1, -2) if p.transpose_a else am
+        opb = np.swapaxes(bm, -1, -2) if p.transpose_b else bm
+        dopa = np.matmul(dc, np.swapaxes(opb, -1, -2))
+        dopb = np.matmul(np.swapaxes(opa, -1, -2), dc)
+        da = np.swapaxes(dopa, -1, -2) if p.transpose_a else dopa
+        db = np.swapaxes(dopb, -1, -2) if p.transpose_b else dopb
+        return [np.swapaxes(da, axis, -2).astype(a.dtype, copy=False),
+                np.swapaxes(db, axis, -2).astype(b.dtype, copy=False)]

@@ -346,6 +346,22 @@ class OpDef:
         """Inference-mode forward on numpy arrays; returns every output."""
         raise NotImplementedError(f"{self.name}: reference forward not implemented")
 
+    def backward(self, p: Params, out_grads: Sequence[np.ndarray], inputs: Sequence[np.ndarray],
+                 outputs: Sequence[np.ndarray]) -> list:
+        """Gradients of the inputs given the gradients of the outputs (reverse mode).
+
+        Returns one array (or None where no gradient flows) per input.  mxc
+        compiles inference; gradients exist for the ops MXNet scripts
+        differentiate through the ``mxc.mxnet`` API (``bind(args_grad=...)``,
+        ``autograd``).  Ops without a rule raise :class:`NotImplementedError`;
+        :meth:`has_backward` tells which do.
+        """
+        raise NotImplementedError(f"operator {self.name} has no gradient in mxc")
+
+    def has_backward(self) -> bool:
+        """True when this definition overrides :meth:`backward`."""
+        return type(self).backward is not OpDef.backward
+
     def __repr__(self) -> str:
         return f"<OpDef {self.name}>"
 

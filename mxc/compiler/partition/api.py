@@ -94,7 +94,8 @@ def _keeps_order(prop: SubgraphProperty) -> bool:
 
 def optimize_graph(graph: Graph, backend: str, *, options: Mapping[str, str] | None = None,
                    shapes: Mapping[str, Iterable[int]] | None = None,
-                   dtypes: Mapping[str, Any] | None = None, clear: bool = True) -> Graph:
+                   dtypes: Mapping[str, Any] | None = None, clear: bool = True,
+                   params: Mapping[str, Any] | None = None) -> Graph:
     """What ``Symbol.optimize_for(backend, ...)`` does to the symbol's graph.
 
     options:
@@ -112,16 +113,21 @@ def optimize_graph(graph: Graph, backend: str, *, options: Mapping[str, str] | N
         keep earlier regions; existing subgraph nodes are left as they are
         and never join a new region (their nested nodes are not touched).
 
+    params:
+        The ``args``/``aux`` arrays given to ``optimize_for`` (name -> array),
+        handed to partitioners that review subgraphs with their parameter
+        tensors (MXNet's ``reviewSubgraph``).
+
     Returns a new graph; raises :class:`~mxc.errors.PartitionError` for an
     unknown backend (listing the registered ones).
     """
     opts = {k: option_string(v) for k, v in (options or {}).items()}
     get_subgraph_backend(backend)  # raises early, listing the registered backends
     with gc_paused():
-        return _optimize(graph, backend, opts, shapes, dtypes, clear)
+        return _optimize(graph, backend, opts, shapes, dtypes, clear, dict(params or {}))
 
 
-def _optimize(graph, backend, opts, shapes, dtypes, clear) -> Graph:
+def _optimize(graph, backend, opts, shapes, dtypes, clear, params=None) -> Graph:
     work = copy_reachable(graph)
     if clear:
         clear_partitions(work)
@@ -131,7 +137,8 @@ def _optimize(graph, backend, opts, shapes, dtypes, clear) -> Graph:
     for prop in props:
         if prop.disabled:
             continue
-        ctx = PartitionContext(backend=name, options=dict(opts), frozen=frozen)
+        ctx = PartitionContext(backend=name, options=dict(opts), frozen=frozen,
+                               params=dict(params or {}))
         if shapes is not None or dtypes is not None:
             given = {k: tuple(v) for k, v in (shapes or {}).items()}
             ctx.shapes = infer_shapes(work, given)

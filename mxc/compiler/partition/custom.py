@@ -89,7 +89,7 @@ from .selector import SubgraphSelector
 
 __all__ = ["UNSUPPORTED", "ANY_SUBGRAPH", "Strategy", "Partitioner", "register_partitioner",
            "get_partitioner", "CustomSubgraphProperty", "shape_at", "dtype_at",
-           "parse_ext_shapes", "parse_ext_dtypes"]
+           "parse_ext_shapes", "parse_ext_dtypes", "annotate_ext_attrs"]
 
 #: ``ids`` value of a node ``supported_ops`` did not mark (MXNet's -2).
 UNSUPPORTED = -2
@@ -197,6 +197,7 @@ class CustomSubgraphProperty(SubgraphProperty):
         self.partitioner = partitioner
         self.strategy = strategy
         self.options: dict[str, str] = {}
+        self.params: dict[str, Any] = {}
         self._selector: SubgraphSelector | None = None
 
     @property
@@ -217,17 +218,9 @@ class CustomSubgraphProperty(SubgraphProperty):
         except MxcError as exc:
             raise PartitionError(f"{self.where}: {exc}") from None
         self.options = dict(ctx.options)
+        self.params = dict(ctx.params)
         order = post_order_fast(e.node for e in graph.outputs)
-        if ctx.shapes is not None:
-            for node in order:
-                node.attrs[EXT_SHAPE_ATTR] = "[" + ",".join(
-                    _fmt_shape(ctx.shapes.get((id(node), i)))
-                    for i in range(_num_outputs(node))) + "]"
-        if ctx.dtypes is not None:
-            for node in order:
-                node.attrs[EXT_DTYPE_ATTR] = "[" + ",".join(
-                    _fmt_dtype(ctx.dtypes.get((id(node), i)))
-                    for i in range(_num_outputs(node))) + "]"
+        annotate_ext_attrs(order, ctx.shapes, ctx.dtypes)
         view, _ = copy_graph(Graph(order, graph.outputs, graph.attrs))
         node2id = {id(n): i for i, n in enumerate(order)}
         if s.supported_ops is not None:
@@ -304,8 +297,10 @@ class CustomSubgraphProperty(SubgraphProperty):
             view = subgraph.copy()
             before = dict(view.attrs)
             names = ", ".join(repr(n.name) for n in subgraph.topo_order() if n.op is not None)
+            extra = {"params": _subgraph_params(subgraph, self.params)} \
+                if getattr(review, "wants_params", False) else {}
             try:
-                result = review(view, subgraph_id, dict(self.options))
+                result = review(view, subgraph_id, dict(self.options), **extra)
             except MxcError:
                 raise
             except Exception as exc:
@@ -330,6 +325,34 @@ class CustomSubgraphProperty(SubgraphProperty):
             if EXT_DTYPE_ATTR in e.node.attrs else "" for e in heads) + "]"
         node.attrs.update(user_attrs)
         return node
+
+
+def _subgraph_params(subgraph: Graph, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"args": {...}, "aux": {...}}``: the given arrays of the region's parameter inputs.
+
+    A review function that sets ``wants_params = True`` receives them (MXNet
+    hands ``reviewSubgraph`` the tensors of the arguments the subgraph reads).
+    """
+    out: dict[str, dict[str, Any]] = {"args": {}, "aux": {}}
+    for var in subgraph.input_nodes():
+        name = var.attrs.get("argName")
+        if var.attrs.get("isArg") == "True" and name in params:
+            kind = "aux" if var.attrs.get("isAux") == "True" else "args"
+            out[kind][name] = params[name]
+    return out
+
+
+def annotate_ext_attrs(nodes, shapes: dict | None, dtypes: dict | None) -> None:
+    """Set MXNet's ``__ext_shape__``/``__ext_dtype__`` on *nodes* from inferred
+    ``shapes``/``dtypes`` (keyed by ``(id(node), output)``; None: leave unset)."""
+    if shapes is not None:
+        for node in nodes:
+            node.attrs[EXT_SHAPE_ATTR] = "[" + ",".join(
+                _fmt_shape(shapes.get((id(node), i))) for i in range(_num_outputs(node))) + "]"
+    if dtypes is not None:
+        for node in nodes:
+            node.attrs[EXT_DTYPE_ATTR] = "[" + ",".join(
+                _fmt_dtype(dtypes.get((id(node), i))) for i in range(_num_outputs(node))) + "]"
 
 
 def _review_result(result: Any, where: str, sid: int) -> tuple[bool, dict]:

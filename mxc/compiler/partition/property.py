@@ -48,6 +48,8 @@ class PartitionContext:
     frozen:
         ``id()`` of nodes that must not join any region (existing subgraph
         nodes when earlier partitioning is kept: ``clear=False``).
+    params:
+        The parameter arrays given to ``optimize_for`` (name -> array).
     """
 
     backend: str = ""
@@ -55,6 +57,7 @@ class PartitionContext:
     shapes: dict[tuple[int, int], Any] | None = None
     dtypes: dict[tuple[int, int], Any] | None = None
     frozen: set[int] = field(default_factory=set)
+    params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dedup_subgraph(self) -> bool:

@@ -53,6 +53,9 @@ class ParamStore:
         self.aux: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in (aux or {}).items()}
         #: name -> "arg"/"aux" of every array a pass allocated (new or replaced)
         self.allocated: dict[str, str] = {}
+        #: allocated names returned to the caller even when no node uses them (MXNet
+        #: returns every array a library pass allocates)
+        self.pinned: set[str] = set()
 
     def get(self, name: str) -> np.ndarray | None:
         value = self.args.get(name)
@@ -73,13 +76,13 @@ class ParamStore:
         are kept, as MXNet keeps them.
         """
         live = {n.name for n in graph.topo_order() if n.op is None}
-        candidates = set(original_inputs) | set(self.allocated)
+        candidates = (set(original_inputs) | set(self.allocated)) - self.pinned
         removed = []
         for d in (self.args, self.aux):
             for name in [k for k in d if k in candidates and k not in live]:
                 del d[name]
                 removed.append(name)
-        for name in [k for k in self.allocated if k not in live]:
+        for name in [k for k in self.allocated if k not in live and k not in self.pinned]:
             del self.allocated[name]
         return removed
 

@@ -1,0 +1,186 @@
+"""Arrays across the lib_api boundary: flat ctypes arguments and the allocator callbacks.
+
+``_opCallFCompute`` and ``_opCallFStatefulCompute`` take every tensor as
+parallel flat arrays (shapes, ndims, data pointers, dtype codes, version ids,
+devices, storage types, sparse index buffers).  :func:`tensor_block` builds
+them from numpy arrays and :mod:`.sparse` containers without copying
+contiguous arrays (the library reads and writes the numpy buffers in place).
+
+The library allocates scratch memory (``OpResource::alloc_cpu``) and sparse
+outputs (``alloc_sparse``) through callbacks MXNet passes in.  Here a
+:class:`CallScope` owns what one call allocated: workspace buffers live until
+the call returns, sparse outputs are handed to the caller.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_void_p
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ExtensionError
+from .abi import DTYPE_BY_FLAG, FLAG_BY_DTYPE, FLAG_BY_STYPE, SPARSE_MALLOC, XPU_MALLOC
+from .sparse import CSRArray, RowSparseArray
+
+__all__ = ["CallScope", "tensor_block", "dtype_flag", "as_contiguous", "XPU_CALLBACK",
+           "SPARSE_CALLBACK", "NO_GPU_CALLBACK", "SparseOut"]
+
+_CPU = b"cpu"
+_SCOPES: dict[int, "CallScope"] = {}
+_IDS = itertools.count(1)
+_LOCK = threading.Lock()
+
+
+def dtype_flag(dtype: Any) -> int:
+    name = np.dtype(dtype).name
+    try:
+        return FLAG_BY_DTYPE[name]
+    except KeyError:
+        raise ExtensionError(f"dtype {name} cannot cross the lib_api boundary (MXNet "
+                             f"extension types: {', '.join(FLAG_BY_DTYPE)})") from None
+
+
+def as_contiguous(x: np.ndarray) -> np.ndarray:
+    """*x* itself when C-contiguous and aligned (zero copy), else a contiguous copy."""
+    return x if x.flags.c_contiguous and x.flags.aligned else np.ascontiguousarray(x)
+
+
+class SparseOut:
+    """A sparse output slot the library fills through the sparse allocator."""
+
+    def __init__(self, stype: str, shape: Sequence[int], dtype: Any):
+        self.stype = stype
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.result: CSRArray | RowSparseArray | None = None
+        self._buffers: tuple = ()
+
+    def allocate(self, indices_len: int, indptr_len: int) -> tuple[int, int, int]:
+        if self.stype == "csr":
+            data = np.zeros(indices_len, self.dtype)
+            indptr = np.zeros(max(indptr_len, 0), np.int64)
+        else:
+            data = np.zeros((indices_len,) + self.shape[1:], self.dtype)
+            indptr = np.zeros(0, np.int64)
+        indices = np.zeros(indices_len, np.int64)
+        self._buffers = (data, indices, indptr)
+        return data.ctypes.data, indices.ctypes.data, indptr.ctypes.data
+
+    def finish(self):
+        """The filled array (an empty one if the library allocated nothing)."""
+        if not self._buffers:
+            self.allocate(0, self.shape[0] + 1 if self.stype == "csr" else 0)
+        data, indices, indptr = self._buffers
+        if self.stype == "csr":
+            self.result = CSRArray(data, indices, indptr, self.shape)
+        else:
+            self.result = RowSparseArray(data, indices, self.shape)
+        return self.result
+
+
+class CallScope:
+    """What one library call allocated; use as a context manager around the call."""
+
+    __slots__ = ("key", "workspace", "sparse_outputs")
+
+    def __init__(self, sparse_outputs: Sequence[SparseOut | None] = ()):
+        self.key = 0
+        self.workspace: list[np.ndarray] = []
+        self.sparse_outputs = list(sparse_outputs)
+
+    def __enter__(self) -> "CallScope":
+        with _LOCK:
+            self.key = next(_IDS)
+            _SCOPES[self.key] = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _SCOPES.pop(self.key, None)
+        self.workspace.clear()
+
+
+def _cpu_malloc(alloc, size):
+    scope = _SCOPES.get(alloc or 0)
+    if scope is None or size < 0:
+        return None
+    buf = np.empty(max(int(size), 1) + 64, dtype=np.uint8)
+    addr = buf.ctypes.data
+    scope.workspace.append(buf)
+    return addr + (-addr) % 64  # 64-byte aligned, as MXNet's storage manager
+
+
+def _no_gpu_malloc(alloc, size):
+    return None
+
+
+def _sparse_malloc(alloc, index, indices_len, indptr_len, data, indices, indptr):
+    scope = _SCOPES.get(alloc or 0)
+    if scope is None or not 0 <= index < len(scope.sparse_outputs):
+        return
+    slot = scope.sparse_outputs[index]
+    if slot is None:
+        return
+    d, i, p = slot.allocate(int(indices_len), int(indptr_len))
+    data[0] = d
+    indices[0] = ctypes.cast(i, POINTER(c_int64))
+    indptr[0] = ctypes.cast(p, POINTER(c_int64))
+
+
+XPU_CALLBACK = XPU_MALLOC(_cpu_malloc)
+NO_GPU_CALLBACK = XPU_MALLOC(_no_gpu_malloc)
+SPARSE_CALLBACK = SPARSE_MALLOC(_sparse_malloc)
+
+
+def tensor_block(values: Sequence[Any], keep: list) -> tuple[list, list]:
+    """Flat ctypes arguments for *values* (dense numpy arrays, sparse arrays or SparseOut).
+
+    Returns ``(dense_args, sparse_args)``: the eight arguments lib_api takes
+    per tensor list (shapes, ndims, data, dtypes, ids, dev types, dev ids,
+    count) and the storage-type/sparse parts (stypes, indices, indptr, their
+    lengths).  Everything that must outlive the call is appended to *keep*.
+    """
+    n = len(values)
+    shapes = (POINTER(c_int64) * max(n, 1))()
+    dims = (c_int * max(n, 1))()
+    data = (c_void_p * max(n, 1))()
+    dtypes = (c_int * max(n, 1))()
+    ids = (c_size_t * max(n, 1))()
+    devs = (c_char_p * max(n, 1))()
+    dev_ids = (c_int * max(n, 1))()
+    stypes = (c_int * max(n, 1))()
+    idx = (c_void_p * max(n, 1))()
+    ptr = (c_void_p * max(n, 1))()
+    idx_len = (c_int64 * max(n, 1))()
+    ptr_len = (c_int64 * max(n, 1))()
+    for i, v in enumerate(values):
+        shape = tuple(v.shape)
+        s = (c_int64 * max(len(shape), 1))(*shape)
+        keep.append(s)
+        shapes[i] = s
+        dims[i] = len(shape)
+        devs[i] = _CPU
+        if isinstance(v, np.ndarray):
+            data[i] = v.ctypes.data
+            dtypes[i] = dtype_flag(v.dtype)
+            continue
+        dtypes[i] = dtype_flag(v.dtype)
+        stypes[i] = FLAG_BY_STYPE[v.stype]
+        if isinstance(v, SparseOut):
+            continue
+        data[i] = v.data.ctypes.data
+        idx[i] = v.indices.ctypes.data
+        idx_len[i] = v.indices.size
+        if isinstance(v, CSRArray):
+            ptr[i] = v.indptr.ctypes.data
+            ptr_len[i] = v.indptr.size
+    keep.extend(values)
+    return [shapes, dims, data, dtypes, ids, devs, dev_ids, n], [stypes, idx, ptr, idx_len,
+                                                                 ptr_len]
+
+
+def dtype_name(flag: int) -> str | None:
+    return DTYPE_BY_FLAG.get(int(flag))

@@ -1,0 +1,142 @@
+"""Running one operator on NDArrays (``mx.nd.<op>``), recorded for autograd.
+
+Each call builds a one-node graph: variables for the inputs and a node for the
+operator, so the operator's own attribute parsing, shape/dtype inference and
+reference (or library) kernel run exactly as they do inside a graph.  The node
+lives as long as something needs it: a stateful operator's state is created
+for it and is released with it, as MXNet creates one state per imperative call.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..compiler.ir import Entry, Node
+from ..compiler.ops.registry import ForwardContext, get_op, has_op
+from ..errors import MxcError
+from . import autograd
+from .base import MXNetError, mxnet_error
+from .ndarray import NDArray
+
+__all__ = ["invoke", "resolve", "op_function", "run_node", "wrap_output", "raw_value"]
+
+
+def resolve(name: str) -> str | None:
+    """*name* if it is a registered operator (library ops included), else None."""
+    try:
+        return name if has_op(name) else None
+    except MxcError:  # pragma: no cover - a broken registry entry
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def op_function(op_name: str):
+    """The ``mx.nd.<op>`` function of *op_name* (looks the definition up per call)."""
+    def fn(*args, **kwargs):
+        return invoke(op_name, list(args), kwargs)
+    fn.__name__ = fn.__qualname__ = op_name
+    fn.__doc__ = f"Run operator ``{op_name}`` on NDArrays (MXNet's ``mx.nd.{op_name}``)."
+    return fn
+
+
+def raw_value(x: Any):
+    """What an operator kernel receives for *x*: a numpy array, or a sparse array as is."""
+    if isinstance(x, NDArray):
+        return x.kernel_value() if x.stype != "default" else x._data
+    return np.asarray(x)
+
+
+def wrap_output(value: Any, ctx=None) -> NDArray:
+    """An operator's result as an NDArray (sparse results keep their storage)."""
+    if isinstance(value, NDArray):
+        return value
+    from .sparse import from_kernel
+    sparse = from_kernel(value)
+    if sparse is not None:
+        return sparse
+    return NDArray(np.asarray(value), ctx)
+
+
+def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
+             out_shapes=None, out_dtypes=None) -> list:
+    """Run one node's kernel on *values* given inferred output shapes/dtypes."""
+    ctx = ForwardContext(node=node, out_shapes=list(out_shapes or []),
+                         out_dtypes=list(out_dtypes or []),
+                         in_shapes=list(in_shapes or [tuple(np.shape(v)) for v in values]),
+                         in_dtypes=list(in_dtypes or [np.dtype(v.dtype).name for v in values]))
+    outs = node.opdef.forward(node.params, values, ctx)
+    result = []
+    for i, v in enumerate(outs):
+        want = ctx.out_dtypes[i] if i < len(ctx.out_dtypes) else None
+        if isinstance(v, np.ndarray) or np.isscalar(v):
+            v = np.asarray(v)
+            if want is not None and v.dtype.name != want:
+                v = v.astype(want)
+        result.append(v)
+    return result
+
+
+def _split(opdef, args: list, kwargs: dict) -> tuple[list, dict, dict]:
+    arrays = [a for a in args]
+    named = {k: v for k, v in kwargs.items() if isinstance(v, NDArray)}
+    attrs = {k: v for k, v in kwargs.items() if not isinstance(v, NDArray) and v is not None}
+    for a in arrays:
+        if not isinstance(a, NDArray):
+            raise MXNetError(f"{opdef.name}: positional arguments must be NDArrays, got "
+                             f"{type(a).__name__}; pass attributes by keyword")
+    return arrays, named, attrs
+
+
+def invoke(op_name: str, args: list, kwargs: dict):
+    """``mx.nd.<op_name>(*args, **kwargs)``: one output as an NDArray, several as a list."""
+    opdef = get_op(op_name)
+    out = kwargs.pop("out", None)
+    name = kwargs.pop("name", None)
+    kwargs.pop("ctx", None)
+    arrays, named, attr_kwargs = _split(opdef, args, kwargs)
+    try:
+        attrs = opdef.format_attrs(attr_kwargs)
+        if "num_args" in opdef.attrs and "num_args" not in attrs:
+            attrs["num_args"] = str(len(arrays) + len(named))
+        node = Node(op_name, name or op_name, attrs)
+        p = node.params
+        if named:
+            names = opdef.input_names(p)
+            extra = [k for k in named if k not in names]
+            if extra:
+                raise MXNetError(f"{op_name}: unexpected input(s) {', '.join(extra)}; inputs "
+                                 f"are {', '.join(names)}")
+            for in_name in names[len(arrays):]:
+                if in_name in named:
+                    arrays.append(named[in_name])
+        expected = opdef.num_inputs(p)
+        if expected is not None and expected != len(arrays):
+            raise MXNetError(f"Check failed: num_inputs == infered_num_inputs ({len(arrays)} vs. "
+                             f"{expected}) : Operator {op_name} expects {expected} inputs, but "
+                             f"got {len(arrays)} instead.")
+        node.inputs = [Entry(Node(None, f"{node.name}_in{i}")) for i in range(len(arrays))]
+        values = [raw_value(a) for a in arrays]
+        in_shapes = [tuple(a.shape) for a in arrays]
+        in_dtypes = [np.dtype(a.dtype).name for a in arrays]
+        n_out = opdef.num_outputs(p)
+        _, out_shapes = opdef.infer_shape(p, list(in_shapes), [None] * n_out)
+        _, out_dtypes = opdef.infer_type(p, list(in_dtypes), [None] * n_out)
+        outs = run_node(node, values, in_shapes=in_shapes, in_dtypes=in_dtypes,
+                        out_shapes=out_shapes, out_dtypes=out_dtypes)
+    except MXNetError:
+        raise
+    except MxcError as exc:
+        raise mxnet_error(exc) from exc
+    visible = opdef.num_visible_outputs(p)
+    results = [wrap_output(v) for v in outs]
+    autograd.record_op(node, arrays, values, results, outs)
+    results = results[:visible]
+    if out is not None:
+        targets = out if isinstance(out, (list, tuple)) else [out]
+        for t, r in zip(targets, results):
+            t[:] = r
+        return out
+    return results[0] if len(results) == 1 else results

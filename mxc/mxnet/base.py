@@ -1,0 +1,114 @@
+"""``mx.base``: MXNet's error type over mxc's typed errors.
+
+Every error ``mxc.mxnet`` raises is an :class:`MXNetError`, as scripts written
+for MXNet catch it.  When the cause is one of mxc's own errors (a
+:class:`~mxc.errors.ShapeError`, an :class:`~mxc.errors.ExtensionError` from a
+library hook, ...), the raised object is an instance of both: a class named
+``MXNetError`` deriving from :class:`MXNetError` and from the mxc error's class,
+so ``except mxc.errors.ExtensionError`` keeps working too.
+
+Errors of extension-library hooks are worded as MXNet words them
+(``Error calling InferShape for custom operator 'my_gemm'`` followed by the
+library's own messages under ``Extension Traceback:``), because scripts and
+their tests compare these texts.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import ExtensionError, MxcError
+
+__all__ = ["MXNetError", "mxnet_error", "NotSupportedError"]
+
+log = logging.getLogger("mxc.mxnet")
+
+
+class MXNetError(MxcError):
+    """The error every ``mxc.mxnet`` API raises (MXNet's ``mx.base.MXNetError``)."""
+
+
+class NotSupportedError(MXNetError):
+    """An MXNet feature ``mxc.mxnet`` does not provide; the message names it."""
+
+
+_MIXED: dict[type, type] = {}
+
+# the MXNet name of each custom-operator hook, as MXNet's C API names it in its errors
+_HOOK_NAMES = {"parse_attrs": "ParseAttrs", "infer_shape": "InferShape",
+               "infer_type": "InferType", "infer_storage_type": "InferSType",
+               "forward": "FCompute", "backward": "FCompute",
+               "create_op_state": "CreateOpState", "mutate_inputs": "MutateInputs"}
+
+
+def _mixed_class(cls: type) -> type:
+    """A class named ``MXNetError`` that is both :class:`MXNetError` and *cls*."""
+    if issubclass(cls, MXNetError) or not issubclass(cls, MxcError):
+        return MXNetError
+    mixed = _MIXED.get(cls)
+    if mixed is None:
+        mixed = type("MXNetError", (MXNetError, cls), {"__module__": __name__,
+                                                       "__init__": Exception.__init__,
+                                                       "__qualname__": "MXNetError"})
+        _MIXED[cls] = mixed
+    return mixed
+
+
+def _hook_of(exc: ExtensionError) -> str | None:
+    function = getattr(exc, "function", None) or ""
+    for hook in _HOOK_NAMES:
+        if function.endswith(" " + hook) or function == hook:
+            return hook
+    return None
+
+
+def extension_message(exc: ExtensionError) -> str | None:
+    """MXNet's text for a failed library hook, or None when *exc* is not one."""
+    hook = _hook_of(exc)
+    op = getattr(exc, "operator", None)
+    function = getattr(exc, "function", "") or ""
+    if op is None and function.startswith("operator "):
+        op = function.split("'")[1] if "'" in function else None
+    if hook is None or op is None:
+        return None
+    name = _HOOK_NAMES[hook]
+    if hook in ("forward", "backward") and getattr(exc, "stateful", False):
+        name = "FStatefulCompute"
+    text = f"Check failed: retval: Error calling {name} for custom operator '{op}'"
+    messages = getattr(exc, "library_messages", None)
+    if messages:
+        text += "\nExtension Traceback:\n" + "".join(
+            f"\t[{i}] {m}\n" for i, m in enumerate(messages)) + "\n"
+    return text
+
+
+def mxnet_error(exc: BaseException, *, node: str | None = None,
+                message: str | None = None) -> MXNetError:
+    """The :class:`MXNetError` to raise for *exc* (kept as ``__cause__``).
+
+    *node* adds MXNet's ``Error in operator NODE:`` prefix (symbolic inference
+    errors carry it).
+    """
+    if isinstance(exc, MXNetError) and message is None and node is None:
+        return exc
+    text = message
+    if text is None and isinstance(exc, ExtensionError):
+        text = extension_message(exc)
+    if text is None:
+        text = str(exc)
+    if node is not None:
+        text = f"Error in operator {node}: {text}"
+    err = _mixed_class(type(exc))(text)
+    for attr in ("extension", "function", "node", "library_messages"):
+        if hasattr(exc, attr):
+            try:
+                setattr(err, attr, getattr(exc, attr))
+            except AttributeError:  # pragma: no cover - read-only attribute
+                pass
+    err.__cause__ = exc
+    return err
+
+
+def not_supported(what: str) -> NotSupportedError:
+    """The error for an MXNet feature mxc.mxnet does not implement."""
+    return NotSupportedError(f"mxc.mxnet does not support {what}")

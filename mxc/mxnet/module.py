@@ -1,0 +1,216 @@
+"""``mx.mod.Module`` for inference: bind, set parameters, forward, predict.
+
+Training (``bind(for_training=True)``, ``fit``, optimizers) is not provided
+and raises :class:`~mxc.mxnet.base.NotSupportedError`; inference scripts that
+bind with ``for_training=False`` run unchanged.  Labels a symbol declares
+(``softmax_label``) are bound to zeros of their inferred shape: inference
+never reads them, as in MXNet.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .base import MXNetError, not_supported
+from .context import check_cpu
+from .io import DataBatch, DataDesc, NDArrayIter
+from .ndarray import NDArray, concat
+from .symbol import Symbol, _wrap
+
+__all__ = ["Module", "BaseModule"]
+
+_log = logging.getLogger("mxc.mxnet")
+
+
+def _descs(shapes) -> list[DataDesc]:
+    out = []
+    for item in shapes or []:
+        if isinstance(item, DataDesc):
+            out.append(item)
+        else:
+            name, shape = item[0], item[1]
+            out.append(DataDesc(name, tuple(shape)))
+    return out
+
+
+class Module:
+    """A symbol with parameters, bound for inference."""
+
+    def __init__(self, symbol: Symbol, data_names=("data",), label_names=("softmax_label",),
+                 logger=logging, context=None, work_load_list=None, fixed_param_names=None,
+                 state_names=None, group2ctxs=None, compression_params=None):
+        contexts = context if isinstance(context, (list, tuple)) else [context]
+        for ctx in contexts:
+            check_cpu(ctx, "Module")
+        self._symbol = _wrap(symbol)
+        self._data_names = list(data_names or [])
+        inputs = self._symbol.list_inputs()
+        self._label_names = [n for n in (label_names or []) if n in inputs]
+        missing = [n for n in self._data_names if n not in inputs]
+        if missing:
+            raise MXNetError(f"Module: data name {missing[0]!r} is not an input of the symbol; "
+                             f"inputs are {', '.join(inputs)}")
+        self._param_names = [n for n in self._symbol.list_arguments()
+                             if n not in self._data_names and n not in self._label_names]
+        self._aux_names = self._symbol.list_auxiliary_states()
+        self._arg_params: dict[str, NDArray] = {}
+        self._aux_params: dict[str, NDArray] = {}
+        self._exec = None
+        self._data_shapes: list[DataDesc] = []
+        self.binded = self.params_initialized = False
+
+    # -- introspection ---------------------------------------------------------------------
+    @property
+    def symbol(self) -> Symbol:
+        return self._symbol
+
+    @property
+    def data_names(self) -> list[str]:
+        return list(self._data_names)
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self._label_names)
+
+    @property
+    def output_names(self) -> list[str]:
+        return self._symbol.list_outputs()
+
+    @property
+    def data_shapes(self) -> list[DataDesc]:
+        return list(self._data_shapes)
+
+    @property
+    def output_shapes(self) -> list[tuple[str, tuple]]:
+        self._need_bind()
+        shapes = {d.name: d.shape for d in self._data_shapes}
+        out = self._symbol.infer_shape_partial(**shapes)[1]
+        return list(zip(self.output_names, out))
+
+    # -- setup -----------------------------------------------------------------------------
+    def bind(self, data_shapes, label_shapes=None, for_training: bool = True,
+             inputs_need_grad: bool = False, force_rebind: bool = False, shared_module=None,
+             grad_req: str = "write") -> None:
+        if for_training:
+            raise not_supported("Module training (bind(for_training=True)); bind with "
+                                "for_training=False for inference")
+        if self.binded and not force_rebind:
+            _log.warning("Already bound, ignoring bind()")
+            return
+        self._data_shapes = _descs(data_shapes)
+        shapes = {d.name: d.shape for d in self._data_shapes + _descs(label_shapes)}
+        self._exec = self._symbol.simple_bind(grad_req="null", **shapes)
+        self.binded = True
+        if self.params_initialized:
+            self._copy_params()
+
+    def _need_bind(self) -> None:
+        if not self.binded:
+            raise MXNetError("call bind before this Module method")
+
+    def set_params(self, arg_params, aux_params, allow_missing: bool = False,
+                   force_init: bool = True, allow_extra: bool = False) -> None:
+        arg_params, aux_params = dict(arg_params or {}), dict(aux_params or {})
+        if not allow_missing:
+            missing = [n for n in self._param_names if n not in arg_params]
+            missing += [n for n in self._aux_names if n not in aux_params]
+            if missing:
+                raise MXNetError(f"{missing[0]} is not presented")
+        if not allow_extra:
+            extra = [n for n in arg_params if n not in self._param_names]
+            extra += [n for n in aux_params if n not in self._aux_names]
+            if extra:
+                raise MXNetError(f"Find name \"{extra[0]}\" that is not in the arguments")
+        self._arg_params = {k: v for k, v in arg_params.items() if k in self._param_names}
+        self._aux_params = {k: v for k, v in aux_params.items() if k in self._aux_names}
+        self.params_initialized = True
+        if self.binded:
+            self._copy_params()
+
+    def init_params(self, initializer=None, arg_params=None, aux_params=None,
+                    allow_missing=False, force_init=False, allow_extra=False) -> None:
+        if arg_params is None and aux_params is None:
+            raise not_supported("Module.init_params without arg_params (random initialisation "
+                                "is for training)")
+        self.set_params(arg_params, aux_params, allow_missing, force_init, allow_extra)
+
+    def _copy_params(self) -> None:
+        for name, value in self._arg_params.items():
+            self._exec.arg_dict[name][:] = value
+        for name, value in self._aux_params.items():
+            self._exec.aux_dict[name][:] = value
+
+    def get_params(self) -> tuple[dict, dict]:
+        return dict(self._arg_params), dict(self._aux_params)
+
+    # -- running ---------------------------------------------------------------------------
+    def forward(self, data_batch: DataBatch, is_train=None) -> None:
+        self._need_bind()
+        if not self.params_initialized:
+            raise MXNetError("call set_params (or init_params) before forward")
+        if is_train:
+            raise not_supported("Module.forward(is_train=True)")
+        data = data_batch.data if isinstance(data_batch, DataBatch) else list(data_batch)
+        if len(data) != len(self._data_names):
+            raise MXNetError(f"forward: {len(data)} data arrays for data names "
+                             f"{self._data_names}")
+        for name, value in zip(self._data_names, data):
+            target = self._exec.arg_dict[name]
+            value = value if isinstance(value, NDArray) else NDArray(np.asarray(value))
+            if value.shape != target.shape:
+                raise not_supported(f"forward with data shape {value.shape} on a module bound "
+                                    f"for {target.shape} (reshape by binding again with "
+                                    f"force_rebind=True)")
+            target[:] = value
+        self._exec.forward(is_train=False)
+
+    def get_outputs(self, merge_multi_context: bool = True) -> list[NDArray]:
+        self._need_bind()
+        return list(self._exec.outputs)
+
+    def predict(self, eval_data, num_batch=None, merge_batches=True, reset=True,
+                always_output_list=False, sparse_row_id_fn=None):
+        """Run every batch of *eval_data* (an iterator or arrays); padding is dropped."""
+        self._need_bind()
+        if isinstance(eval_data, (NDArray, np.ndarray)):
+            eval_data = NDArrayIter(eval_data, batch_size=self._data_shapes[0].shape[0])
+        if reset and hasattr(eval_data, "reset"):
+            eval_data.reset()
+        outputs: list[list[NDArray]] = []
+        for i, batch in enumerate(eval_data):
+            if num_batch is not None and i == num_batch:
+                break
+            self.forward(batch)
+            keep = self._data_shapes[0].shape[0] - getattr(batch, "pad", 0)
+            outputs.append([NDArray(o.asnumpy()[:keep]) for o in self.get_outputs()])
+        if not outputs:
+            return []
+        if not merge_batches:
+            return outputs
+        merged = [concat(*parts, dim=0) if len(parts) > 1 else parts[0]
+                  for parts in zip(*outputs)]
+        if len(merged) == 1 and not always_output_list:
+            return merged[0]
+        return merged
+
+    # -- checkpoints -------------------------------------------------------------------------
+    @staticmethod
+    def load(prefix: str, epoch: int, load_optimizer_states: bool = False, **kwargs):
+        from .model import load_checkpoint
+        if load_optimizer_states:
+            raise not_supported("optimizer states")
+        sym, args, aux = load_checkpoint(prefix, epoch)
+        mod = Module(sym, **kwargs)
+        mod._arg_params, mod._aux_params = args, aux
+        mod.params_initialized = True
+        return mod
+
+    def save_checkpoint(self, prefix: str, epoch: int, save_optimizer_states=False,
+                        remove_amp_cast=True) -> None:
+        from .model import save_checkpoint
+        save_checkpoint(prefix, epoch, self._symbol, self._arg_params, self._aux_params)
+
+
+BaseModule = Module

@@ -1,0 +1,305 @@
+"""``mx.sym``: MXNet's Symbol API with executors that train, over mxc's Symbol.
+
+:class:`Symbol` extends mxc's :class:`~mxc.compiler.symbol.Symbol` (same graph,
+same JSON, same inference) with MXNet 1.x behaviour where mxc's own API
+differs:
+
+* ``bind``/``simple_bind`` return an :class:`~mxc.mxnet.executor.Executor` on
+  NDArrays that also runs ``backward`` (``args_grad``, ``grad_req``);
+* ``optimize_for`` never clears earlier partitions (MXNet's Symbol API has no
+  ``clear``), and an unknown backend logs MXNet's error and returns the
+  symbol unchanged instead of raising;
+* errors are :class:`~mxc.mxnet.base.MXNetError` in MXNet's wording.
+
+Every registered operator is a builder (``mx.sym.exp``, library ops once
+loaded), and ``mx.sym.linalg`` / ``contrib`` / ``sparse`` map to the
+operator prefixes as in ``mx.nd``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..compiler import symbol as _base
+from ..errors import MxcError
+from .base import MXNetError, mxnet_error
+from .context import check_cpu
+from .executor import Executor, infer_error
+from .ndarray import NDArray, zeros as _nd_zeros
+
+__all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "fromjson",
+           "linalg", "contrib", "sparse"]
+
+_log = logging.getLogger("mxc.mxnet")
+
+
+def _wrap(sym):
+    if isinstance(sym, _base.Symbol) and not isinstance(sym, Symbol):
+        return Symbol(sym._outputs, sym._graph)
+    return sym
+
+
+def _names(arrays, names: list[str], what: str) -> dict:
+    if arrays is None:
+        return {}
+    if isinstance(arrays, Mapping):
+        return dict(arrays)
+    arrays = list(arrays)
+    if len(arrays) != len(names):
+        raise MXNetError(f"Length of {what} do not match number of arguments "
+                         f"({len(arrays)} vs. {len(names)})")
+    return dict(zip(names, arrays))
+
+
+def _nd(value) -> NDArray:
+    if isinstance(value, NDArray):
+        return value
+    return NDArray(np.array(value, dtype=np.asarray(value).dtype))
+
+
+class Symbol(_base.Symbol):
+    """An MXNet symbol (``mx.sym.Symbol``)."""
+
+    __slots__ = ()
+
+    # -- structure (results stay mx Symbols) ----------------------------------------------
+    def __getitem__(self, index):
+        return _wrap(super().__getitem__(index))
+
+    def __iter__(self):
+        return (_wrap(s) for s in super().__iter__())
+
+    def get_internals(self):
+        return _wrap(super().get_internals())
+
+    def get_children(self):
+        return _wrap(super().get_children())
+
+    def __copy__(self):
+        return Symbol(self._outputs, self._graph)
+
+    # -- inference (MXNet's errors) ------------------------------------------------------
+    def infer_shape(self, *args, **kwargs):
+        try:
+            return super().infer_shape(*args, **kwargs)
+        except MXNetError:
+            raise
+        except MxcError as exc:
+            raise infer_error(exc) from exc
+
+    def infer_shape_partial(self, *args, **kwargs):
+        try:
+            return super().infer_shape_partial(*args, **kwargs)
+        except MXNetError:
+            raise
+        except MxcError as exc:
+            raise infer_error(exc) from exc
+
+    def infer_type(self, *args, **kwargs):
+        args = tuple(None if a is None else np.dtype(a).name for a in args)
+        kwargs = {k: None if v is None else np.dtype(v).name for k, v in kwargs.items()}
+        try:
+            return super().infer_type(*args, **kwargs)
+        except MXNetError:
+            raise
+        except MxcError as exc:
+            raise infer_error(exc) from exc
+
+    # -- binding -------------------------------------------------------------------------
+    def bind(self, ctx=None, args=None, args_grad=None, grad_req="write", aux_states=None,
+             group2ctx=None, shared_exec=None) -> Executor:
+        """An executor over NDArrays (shared with the caller: writes are seen)."""
+        ctx = check_cpu(ctx, "bind")
+        arg_names, aux_names = self.list_arguments(), self.list_auxiliary_states()
+        arg_dict = {k: _nd(v) for k, v in _names(args, arg_names, "args").items()}
+        missing = [n for n in arg_names if n not in arg_dict]
+        if missing:
+            raise MXNetError(f"Must specify all the arguments in args; missing "
+                             f"{', '.join(missing)}")
+        aux_dict = {k: _nd(v) for k, v in _names(aux_states, aux_names, "aux_states").items()}
+        missing = [n for n in aux_names if n not in aux_dict]
+        if missing:
+            raise MXNetError(f"Must specify all the auxiliary states; missing "
+                             f"{', '.join(missing)}")
+        grad_dict = {k: v for k, v in _names(args_grad, arg_names, "args_grad").items()
+                     if v is not None}
+        if isinstance(grad_req, str):
+            reqs = {n: grad_req for n in arg_names}
+        elif isinstance(grad_req, Mapping):
+            reqs = {n: grad_req.get(n, "null") for n in arg_names}
+        else:
+            reqs = dict(zip(arg_names, grad_req))
+        bad = sorted({r for r in reqs.values() if r not in ("write", "add", "null")})
+        if bad:
+            raise MXNetError(f"grad_req must be 'write', 'add' or 'null', got {bad[0]!r}")
+        return Executor(self, ctx, arg_dict, grad_dict, reqs, aux_dict)
+
+    def simple_bind(self, ctx=None, grad_req="write", type_dict=None, stype_dict=None,
+                    group2ctx=None, shared_arg_names=None, shared_exec=None,
+                    shared_buffer=None, **kwargs) -> Executor:
+        """Allocate the arguments (zeros), gradients and aux states from shapes, and bind."""
+        try:
+            arg_shapes, _, aux_shapes = self.infer_shape(**kwargs)
+            if arg_shapes is None:
+                partial = self.infer_shape_partial(**kwargs)[0]
+                unknown = [n for n, s in zip(self.list_arguments(), partial)
+                           if s is None or None in s]
+                raise MXNetError(f"simple_bind: cannot infer the shape of "
+                                 f"{', '.join(unknown)}")
+            arg_types, _, aux_types = self.infer_type_partial(
+                **{k: np.dtype(v).name for k, v in (type_dict or {}).items()})
+        except MXNetError as exc:
+            given = "".join(f"{k}: {tuple(v)}\n" for k, v in kwargs.items())
+            raise RuntimeError(f"simple_bind error. Arguments:\n{given}{exc}") from exc
+        args = {n: _nd_zeros(s, dtype=t or np.float32)
+                for n, s, t in zip(self.list_arguments(), arg_shapes, arg_types)}
+        aux = {n: _nd_zeros(s, dtype=t or np.float32)
+               for n, s, t in zip(self.list_auxiliary_states(), aux_shapes, aux_types)}
+        grads = None
+        if grad_req != "null":
+            grads = {n: _nd_zeros(a.shape, dtype=a.dtype) for n, a in args.items()}
+        return self.bind(ctx, args, args_grad=grads, grad_req=grad_req, aux_states=aux)
+
+    def eval(self, ctx=None, **kwargs) -> list[NDArray]:
+        return self.bind(ctx, kwargs).forward()
+
+    # -- optimize_for (MXNet semantics) --------------------------------------------------
+    def optimize_for(self, backend: str, args=None, aux=None, ctx=None, **kwargs) -> "Symbol":
+        """Partition or transform for *backend*; earlier partitions are kept."""
+        from ..compiler.partition import has_subgraph_backend
+        from ..compiler.passes.registry import has_pass
+        for key in ("shape_dict", "type_dict", "stype_dict", "skip_infer"):
+            kwargs.pop(key, None)
+        if not (has_pass(backend) or has_subgraph_backend(backend)):
+            _log.error("Error optimizing for backend '%s' cannot be found", backend)
+            return self
+        np_args, np_aux = _to_numpy(args), _to_numpy(aux)
+        try:
+            result = super().optimize_for(backend, np_args, np_aux, clear=False, **kwargs)
+        except MXNetError:
+            raise
+        except MxcError as exc:
+            raise mxnet_error(exc) from exc
+        _sync(args, np_args)
+        _sync(aux, np_aux)
+        return _wrap(result)
+
+    # -- arithmetic returns mx Symbols -----------------------------------------------------
+
+
+def _to_numpy(arrays):
+    if arrays is None:
+        return None
+    if isinstance(arrays, Mapping):
+        return {k: (v._data if isinstance(v, NDArray) else v) for k, v in arrays.items()}
+    return [v._data if isinstance(v, NDArray) else v for v in arrays]
+
+
+def _sync(caller, updated) -> None:
+    """Copy parameters a pass added (or removed) into the caller's dict, as NDArrays."""
+    if not isinstance(caller, dict) or not isinstance(updated, dict):
+        return
+    for name in [k for k in caller if k not in updated]:
+        del caller[name]
+    for name, value in updated.items():
+        current = caller.get(name)
+        if current is None or (isinstance(current, NDArray) and current._data is not value):
+            caller[name] = value if isinstance(value, NDArray) else NDArray(np.asarray(value))
+
+
+def _arith(name: str):
+    base = getattr(_base.Symbol, name)
+
+    def method(self, *args):
+        return _wrap(base(self, *args))
+    method.__name__ = name
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+            "__truediv__", "__rtruediv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+            "__neg__", "__eq__", "__ne__", "__gt__", "__ge__", "__lt__", "__le__"):
+    setattr(Symbol, _op, _arith(_op))
+Symbol.__hash__ = object.__hash__
+
+
+# ---------------------------------------------------------------------------
+# constructors
+# ---------------------------------------------------------------------------
+def var(name: str, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None, init=None,
+        stype=None, **kwargs) -> Symbol:
+    return _wrap(_base.var(name, attr=attr, shape=shape, lr_mult=lr_mult, wd_mult=wd_mult,
+                           dtype=dtype, init=init, stype=stype, **kwargs))
+
+
+Variable = var
+
+
+def Group(symbols: Sequence[Symbol]) -> Symbol:
+    return _wrap(_base.Group(symbols))
+
+
+def load(fname: str) -> Symbol:
+    try:
+        return _wrap(_base.load(fname))
+    except MxcError as exc:
+        raise mxnet_error(exc) from exc
+
+
+def load_json(json_str: str) -> Symbol:
+    try:
+        return _wrap(_base.load_json(json_str))
+    except MxcError as exc:
+        raise mxnet_error(exc) from exc
+
+
+fromjson = load_json
+
+
+def builder(op_name: str):
+    """The ``mx.sym.<op>`` function of *op_name*."""
+    def build(*args, name: str | None = None, attr=None, **kwargs: Any) -> Symbol:
+        try:
+            return _wrap(_base.create(op_name, *args, name=name, attr=attr, **kwargs))
+        except MXNetError:
+            raise
+        except MxcError as exc:
+            raise mxnet_error(exc) from exc
+    build.__name__ = build.__qualname__ = op_name
+    build.__doc__ = f"Build a ``{op_name}`` node (MXNet's ``mx.sym.{op_name}``)."
+    return build
+
+
+class _Namespace:
+    def __init__(self, module: str, prefixes: Sequence[str]):
+        self.__name__ = module
+        self._prefixes = tuple(prefixes)
+
+    def __getattr__(self, name: str):
+        from ._imperative import resolve
+        if not name.startswith("__"):
+            for prefix in self._prefixes:
+                if resolve(prefix + name) is not None:
+                    return builder(prefix + name)
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+
+
+linalg = _Namespace("mxc.mxnet.symbol.linalg", ["_linalg_"])
+contrib = _Namespace("mxc.mxnet.symbol.contrib", ["_contrib_"])
+sparse = _Namespace("mxc.mxnet.symbol.sparse", ["_sparse_", ""])
+random = _Namespace("mxc.mxnet.symbol.random", ["_random_", "_sample_"])
+op = _Namespace("mxc.mxnet.symbol.op", [""])
+
+
+def __getattr__(name: str):
+    from ._imperative import resolve
+    if name == "Custom" and resolve("Custom") is None:
+        from .operator import custom_call
+        return lambda *args, **kwargs: custom_call("sym", list(args), kwargs)
+    if not name.startswith("__") and resolve(name) is not None:
+        return builder(name)
+    raise AttributeError(f"module 'mxc.mxnet.symbol' has no attribute {name!r} (no such "
+                         f"operator is registered)")
