@@ -77,9 +77,6 @@ NP_DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], Callable, bool, str | None]] 
                  True, None),
 }
 
-_DEFAULTS = {"scale": 1.0}
-
-
 class NpSampler(RandomOp):
     """``_npi_<dist>``: attribute or tensor parameters, ``size``, numpy broadcasting."""
 
@@ -142,7 +139,7 @@ class NpSampler(RandomOp):
 
 def _register(dist: str) -> None:
     names, _, noise, dtype = NP_DISTRIBUTIONS[dist]
-    attrs = {n: Attr(optional(to_float), _DEFAULTS.get(n)) for n in names}
+    attrs = {n: Attr(optional(to_float), None) for n in names}
     attrs.update(size=Attr(optional(to_shape), None), ctx=Attr(to_str, "cpu"))
     if dtype is not None:
         attrs["dtype"] = Attr(_FLOAT_DTYPE, dtype)
