@@ -46,6 +46,11 @@ def _tril(a: np.ndarray, lower: bool, k: int = 0) -> np.ndarray:
     return np.tril(a, k) if lower else np.triu(a, -k)
 
 
+def _mirror_lower(a: np.ndarray) -> np.ndarray:
+    """The symmetric matrix LAPACK sees when it reads only the lower triangle of *a*."""
+    return np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
+
+
 class _LinalgOp(OpDef):
     """float32/float64 only; every input and visible output shares the dtype."""
 
@@ -106,7 +111,7 @@ class LinalgPotrf(_SameShapeOp):
 
     def forward(self, p, inputs, ctx):
         a = self.work(inputs[0])
-        low = np.linalg.cholesky(np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2))
+        low = np.linalg.cholesky(_mirror_lower(a))
         return [low if p.lower else np.swapaxes(low, -1, -2).copy()]
 
 
@@ -337,9 +342,8 @@ class LinalgSlogdet(_DetOp):
                 *self.hidden(inputs[0], lu, piv)]
 
 
-@register_op("_linalg_syevd", aliases=("linalg_syevd",))
-class LinalgSyevd(_LinalgOp):
-    """Symmetric eigendecomposition: ``[U (eigenvectors as rows), l (ascending)]``."""
+class _FactorOp(_LinalgOp):
+    """One matrix in, two factors out; ``A`` takes the first factor's shape backward."""
 
     def num_outputs(self, p):
         return 2
@@ -349,16 +353,27 @@ class LinalgSyevd(_LinalgOp):
         if ins[0] is None and outs[0] is not None:
             ins[0] = outs[0]
         if ins[0] is not None:
-            _square(p, ins[0])
-            merge_into(p, outs, 0, ins[0], "U")
-            merge_into(p, outs, 1, tuple(ins[0][:-1]), "eigenvalues")
+            if len(ins[0]) < 2:
+                raise shape_error(p, f"A must have rank >= 2, got {fmt_shape(ins[0])}")
+            first, second = self.factor_shapes(p, ins[0])
+            merge_into(p, outs, 0, first, "first output")
+            merge_into(p, outs, 1, second, "second output")
         return ins, outs
 
+    def factor_shapes(self, p, a) -> tuple:
+        raise NotImplementedError
+
+
+@register_op("_linalg_syevd", aliases=("linalg_syevd",))
+class LinalgSyevd(_FactorOp):
+    """Symmetric eigendecomposition: ``[U (eigenvectors as rows), l (ascending)]``."""
+
+    def factor_shapes(self, p, a):
+        _square(p, a)
+        return tuple(a), tuple(a[:-1])
+
     def forward(self, p, inputs, ctx):
-        a = self.work(inputs[0])
-        # LAPACK syevd reads the lower triangle; mirror it so numpy sees the same matrix
-        sym = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
-        w, v = np.linalg.eigh(sym)
+        w, v = np.linalg.eigh(_mirror_lower(self.work(inputs[0])))
         u = np.swapaxes(v, -1, -2)
         idx = np.argmax(np.abs(u), axis=-1)[..., None]
         sign = np.where(np.take_along_axis(u, idx, axis=-1) < 0, -1.0, 1.0)
@@ -367,25 +382,13 @@ class LinalgSyevd(_LinalgOp):
 
 
 @register_op("_linalg_gelqf", aliases=("linalg_gelqf",))
-class LinalgGelqf(_LinalgOp):
+class LinalgGelqf(_FactorOp):
     """LQ factorisation ``A = L Q`` of wide matrices (rows <= columns): ``[Q, L]``."""
 
-    def num_outputs(self, p):
-        return 2
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        ins, outs = list(in_shapes), list(out_shapes)
-        if ins[0] is None and outs[0] is not None:
-            ins[0] = outs[0]
-        a = ins[0]
-        if a is not None:
-            if len(a) < 2:
-                raise shape_error(p, f"A must have rank >= 2, got {fmt_shape(a)}")
-            if a[-2] is not None and a[-1] is not None and a[-2] > a[-1]:
-                raise shape_error(p, f"A {fmt_shape(a)} must have no more rows than columns")
-            merge_into(p, outs, 0, a, "Q")
-            merge_into(p, outs, 1, tuple(a[:-1]) + (a[-2],), "L")
-        return ins, outs
+    def factor_shapes(self, p, a):
+        if a[-2] is not None and a[-1] is not None and a[-2] > a[-1]:
+            raise shape_error(p, f"A {fmt_shape(a)} must have no more rows than columns")
+        return tuple(a), tuple(a[:-1]) + (a[-2],)
 
     def forward(self, p, inputs, ctx):
         a = self.work(inputs[0])
