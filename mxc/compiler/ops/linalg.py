@@ -15,8 +15,8 @@ Conventions that differ from NumPy and are visible in the outputs:
 * ``gelqf`` (``A = L Q``) keeps LAPACK's signs: the diagonal of ``L`` may be
   negative (the Householder LQ of ``A`` is the Householder QR of ``A^T``);
 * ``det``/``slogdet`` have two hidden outputs (the LU factors and the int32
-  pivots) after the visible ones; ``extracttrian``/``maketrian`` pack the
-  triangle row by row.
+  pivots) after the visible ones; ``extracttrian``/``maketrian`` pack a lower
+  triangle row by row and an upper one column by column.
 """
 
 from __future__ import annotations
@@ -401,12 +401,18 @@ class LinalgGelqf(_FactorOp):
 # diagonal and triangle packing
 # ---------------------------------------------------------------------------
 def _trian_index(n: int, offset: int, lower: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Row-major (row, col) positions of the triangle an ``offset``/``lower`` selects."""
+    """(row, col) positions, in packing order, of the triangle ``offset``/``lower`` select.
+
+    A lower triangle is packed row by row; an upper one (``offset > 0``, or
+    ``offset == 0`` with ``lower=False``) is MXNet's lower packing of the
+    transposed matrix, i.e. column by column.
+    """
     if offset < 0 or (offset == 0 and lower):
         rows, cols = np.tril_indices(n, offset)
+        order = np.lexsort((cols, rows))
     else:
         rows, cols = np.triu_indices(n, offset)
-    order = np.lexsort((cols, rows))
+        order = np.lexsort((rows, cols))
     return rows[order], cols[order]
 
 
