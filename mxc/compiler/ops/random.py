@@ -143,16 +143,16 @@ class _SampleOp(RandomOp):
         return [base] * len(ins), [out]
 
     def infer_type(self, p, in_types, out_types):
+        """Parameters share one dtype; the output's is its own (``dtype``, else float32)."""
         known = next((t for t in in_types if t is not None), None)
-        out = p.dtype if p.dtype not in (None, "None") else known
-        return [known] * len(in_types), [out]
+        return [known] * len(in_types), [out_types[0] or _float_dtype(p)]
 
     def forward(self, p, inputs, ctx):
         base = inputs[0].shape
         tail = (1,) * len(p.shape)
         params = [x.astype(np.float64).reshape(base + tail) for x in inputs]
         values = draw(self.dist, self.generator(p), params, base + tuple(p.shape))
-        return [values.astype(ctx.out_dtypes[0] or inputs[0].dtype)]
+        return [values.astype(ctx.out_dtypes[0] or _float_dtype(p))]
 
 
 def _register_family(dist: str) -> None:
