@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ExecutionError
 from ._nn_helpers import merge_into
 from .common import fmt_shape
 from .nn_dense import LinalgGemm2
@@ -111,7 +112,11 @@ class LinalgPotrf(_SameShapeOp):
 
     def forward(self, p, inputs, ctx):
         a = self.work(inputs[0])
-        low = np.linalg.cholesky(_mirror_lower(a))
+        try:
+            low = np.linalg.cholesky(_mirror_lower(a))
+        except np.linalg.LinAlgError:
+            raise ExecutionError(f"operator {self.name} (node {p.node_name!r}): A is not "
+                                 f"symmetric positive definite (Cholesky failed)") from None
         return [low if p.lower else np.swapaxes(low, -1, -2).copy()]
 
 
