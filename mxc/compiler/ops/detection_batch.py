@@ -26,7 +26,7 @@ from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, 
     to_int
 
 
-@register_op("_contrib_MultiProposal", aliases=("MultiProposal",))
+@register_op("_contrib_MultiProposal")
 class MultiProposal(Proposal):
     def infer_shape(self, p, in_shapes, out_shapes):
         ins = list(in_shapes)
@@ -52,7 +52,7 @@ class MultiProposal(Proposal):
         return [np.concatenate(rois), np.concatenate(scores)]
 
 
-@register_op("_contrib_bipartite_matching", aliases=("bipartite_matching",))
+@register_op("_contrib_bipartite_matching")
 class BipartiteMatching(OpDef):
     attrs = {"is_ascend": Attr(to_bool, False), "threshold": Attr(to_float),
              "topk": Attr(to_int, -1)}
@@ -106,7 +106,7 @@ def _iou_matrix(anchors: np.ndarray, boxes: np.ndarray) -> np.ndarray:
         return np.where(union > 0, inter / union, 0).astype(np.float32)
 
 
-@register_op("_contrib_MultiBoxTarget", aliases=("MultiBoxTarget",))
+@register_op("_contrib_MultiBoxTarget")
 class MultiBoxTarget(OpDef):
     """SSD targets: ``[loc_target (B, 4A), loc_mask (B, 4A), cls_target (B, A)]``.
 

@@ -63,6 +63,12 @@ SAMPLE_INPUTS = {"normal": ("mu", "sigma"), "uniform": ("low", "high"),
                  "negative_binomial": ("k", "p"),
                  "generalized_negative_binomial": ("mu", "alpha")}
 
+#: MXNet's aliases of ``_random_<dist>`` (``uniform``/``normal`` keep their pre-1.0 names)
+RANDOM_ALIASES = {
+    "uniform": ("uniform", "random_uniform", "_npi_random_uniform"),
+    "normal": ("normal", "random_normal", "_npi_random_normal"),
+}
+
 _DEFAULTS = {"low": 0.0, "high": 1.0, "loc": 0.0, "scale": 1.0, "alpha": 1.0, "beta": 1.0,
              "lam": 1.0, "k": 1, "p": 1.0, "mu": 1.0}
 _FLOAT_OUT = optional(enum("None", "float16", "float32", "float64"))
@@ -161,11 +167,11 @@ def _register_family(dist: str) -> None:
     common = {"shape": Attr(to_shape, ()), "ctx": Attr(to_str, ""),
               "dtype": Attr(_FLOAT_OUT, None)}
     title = "".join(w.title() for w in dist.split("_"))
-    register_op(f"_random_{dist}", aliases=(f"random_{dist}",))(type(
+    register_op(f"_random_{dist}", aliases=RANDOM_ALIASES.get(dist, (f"random_{dist}",)))(type(
         f"Random{title}", (_RandomOp,),
         {"attrs": {**params, **common}, "dist": dist,
          "__doc__": f"``_random_{dist}``: {dist} samples of ``shape``."}))
-    register_op(f"_random_{dist}_like", aliases=(f"random_{dist}_like",))(type(
+    register_op(f"_random_{dist}_like")(type(
         f"Random{title}Like", (_RandomLikeOp,),
         {"attrs": dict(params), "dist": dist,
          "__doc__": f"``_random_{dist}_like``: {dist} samples shaped like ``data``."}))
@@ -179,7 +185,7 @@ for _dist in DISTRIBUTIONS:
     _register_family(_dist)
 
 
-@register_op("_random_randint", aliases=("random_randint",))
+@register_op("_random_randint", aliases=("random_randint", "_npi_random_randint"))
 class RandomRandint(RandomOp):
     """Integers uniform in ``[low, high)``; int32 unless ``dtype='int64'``."""
 
