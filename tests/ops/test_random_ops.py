@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from mxc import sym as S
-from mxc.backends.reference import run_graph
 from mxc.compiler import rng
 from mxc.compiler.ops.image_random import adjust_hue
 from mxc.compiler.ops.loss import ctc_nll

@@ -24,6 +24,7 @@ from .common import fmt_shape
 from .detection import Proposal
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_float_tuple, \
     to_int
+from .shape_manip import attr_error
 
 
 @register_op("_contrib_MultiProposal")
@@ -132,7 +133,7 @@ class MultiBoxTarget(OpDef):
 
     def validate(self, p):
         if len(p.variances) != 4:
-            raise shape_error(p, f"variances must have 4 entries, got {p.variances}")
+            raise attr_error(self, p, "variances", "must have 4 entries")
 
     def num_outputs(self, p):
         return 3

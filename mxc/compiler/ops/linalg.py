@@ -28,6 +28,7 @@ from ._nn_helpers import merge_into
 from .common import fmt_shape
 from .nn_dense import LinalgGemm2
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int
+from .shape_manip import attr_error
 
 _FLOATS = ("float32", "float64")
 
@@ -326,7 +327,8 @@ class LinalgDet(_DetOp):
         lu, piv, sign = self.lu(a)
         diag = np.diagonal(lu, axis1=-2, axis2=-1).reshape(-1, a.shape[-1])
         det = sign * np.prod(diag, axis=-1)
-        return [self.batch_view(p, det, a).astype(inputs[0].dtype), *self.hidden(inputs[0], lu, piv)]
+        return [self.batch_view(p, det, a).astype(inputs[0].dtype),
+                *self.hidden(inputs[0], lu, piv)]
 
 
 @register_op("_linalg_slogdet", aliases=("linalg_slogdet",))
@@ -530,7 +532,7 @@ class KhatriRao(OpDef):
 
     def validate(self, p):
         if p.num_args < 1:
-            raise shape_error(p, f"num_args must be >= 1, got {p.num_args}")
+            raise attr_error(self, p, "num_args", "must be >= 1")
 
     def input_names(self, p):
         return [f"arg{i}" for i in range(p.num_args)]

@@ -29,7 +29,7 @@ from .common import fmt_shape, from_mxnet_shape, is_known
 from .init import _out_shape
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_dtype,
                        to_float, to_int, to_shape, to_str)
-from .shape_manip import merge_into
+from .shape_manip import attr_error, merge_into
 
 
 def _gamma_poisson(g: np.random.Generator, mu, alpha, size):
@@ -200,7 +200,7 @@ class RandomRandint(RandomOp):
 
     def validate(self, p):
         if p.high <= p.low:
-            raise shape_error(p, f"randint needs low < high, got [{p.low}, {p.high})")
+            raise attr_error(self, p, "high", f"must exceed low={p.low}")
 
     infer_shape = _RandomOp.infer_shape
 
@@ -272,10 +272,9 @@ class SampleUniqueZipfian(RandomOp):
 
     def validate(self, p):
         if len(p.shape) != 2:
-            raise shape_error(p, f"shape must be (batch, num_sampled), got {p.shape}")
+            raise attr_error(self, p, "shape", "must be (batch, num_sampled)")
         if p.shape[1] > p.range_max:
-            raise shape_error(p, f"cannot draw {p.shape[1]} distinct values below "
-                                 f"range_max={p.range_max}")
+            raise attr_error(self, p, "range_max", f"must be at least num_sampled={p.shape[1]}")
 
     def num_outputs(self, p):
         return 2

@@ -28,7 +28,7 @@ from .common import broadcast_shapes, is_known
 from .random import RandomOp
 from .registry import (Attr, enum, optional, register_op, shape_error, to_bool, to_float,
                        to_float_tuple, to_int, to_shape, to_str)
-from .shape_manip import merge_into
+from .shape_manip import attr_error, merge_into
 
 _FLOAT_DTYPE = enum("float32", "float64", "float16")
 
@@ -170,7 +170,7 @@ class NpBernoulli(NpSampler):
 
     def validate(self, p):
         if p.prob is not None and p.logit is not None:
-            raise shape_error(p, "give prob or logit, not both")
+            raise attr_error(self, p, "logit", "give prob or logit, not both")
 
     def input_names(self, p):
         return ["input1"] if p.prob is None and p.logit is None else []
