@@ -112,6 +112,21 @@ class Col2im(_PatchOp):
             merge_into(p, outs, 0, (d[0], c) + tuple(p.output_size), "output")
         return list(in_shapes), outs
 
+    def scatter_sources(self, p, c: int) -> np.ndarray:
+        """For each position of the padded ``(C, H+2ph, W+2pw)`` image, the flat column
+        entries that add into it, padded with ``-1`` (the gather form of col2im)."""
+        h, w = p.output_size
+        index, (hp, wp), _ = self.gather_index(p, c, h, w)
+        target = index.reshape(-1)
+        order = np.argsort(target, kind="stable")
+        counts = np.bincount(target, minlength=c * hp * wp)
+        width = max(int(counts.max(initial=0)), 1)
+        sources = np.full((c * hp * wp, width), -1, dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        slot = np.arange(target.size) - np.repeat(starts, counts)
+        sources[target[order], slot] = order
+        return sources
+
     def forward(self, p, inputs, ctx):
         cols = inputs[0]
         n = cols.shape[0]
