@@ -187,7 +187,8 @@ class NpBernoulli(NpSampler):
 
 @register_op("_npi_choice")
 class NpChoice(NpSampler):
-    """Draws from ``range(a)`` (or a tensor ``a``'s length), optionally weighted by ``p``."""
+    """Indices drawn from ``range(a)`` (``a`` an int, or a tensor input: its size),
+    optionally weighted by a second input; int64."""
 
     attrs = {
         "a": Attr(optional(to_int), None),
@@ -198,7 +199,8 @@ class NpChoice(NpSampler):
     }
 
     def input_names(self, p):
-        return (["input1"] if p.a is None else []) + (["input2"] if p.weighted else [])
+        count = (p.a is None) + p.weighted   # the population tensor first, then the weights
+        return ["input1", "input2"][:count]
 
     def out_shape(self, p, in_shapes):
         return tuple(p.size) if p.size is not None else ()
@@ -208,7 +210,7 @@ class NpChoice(NpSampler):
 
     def forward(self, p, inputs, ctx):
         feeds = list(inputs)
-        n = int(feeds.pop(0).reshape(-1)[0]) if p.a is None else p.a
+        n = feeds.pop(0).size if p.a is None else p.a   # MXNet draws indices of a tensor ``a``
         weights = feeds.pop(0).astype(np.float64) if p.weighted else None
         if weights is not None:
             weights = weights / weights.sum()
