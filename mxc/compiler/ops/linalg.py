@@ -454,39 +454,13 @@ class _ExtractOp(_DiagTrianOp):
             raise shape_error(p, f"offset {p.offset} is out of range for {n}x{n} matrices")
         return tuple(a[:-2]) + (self.packed(k),)
 
-
-@register_op("_linalg_extractdiag", aliases=("linalg_extractdiag",))
-class LinalgExtractdiag(_ExtractOp):
-    packed = staticmethod(lambda k: k)
-
-    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _diag_index(n, p.offset)
-
-    def forward(self, p, inputs, ctx):
-        return [np.diagonal(inputs[0], p.offset, axis1=-2, axis2=-1).copy()]
-
-
-@register_op("_linalg_extracttrian", aliases=("linalg_extracttrian",))
-class LinalgExtracttrian(_ExtractOp):
-    attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
-    packed = staticmethod(lambda k: k * (k + 1) // 2)
-
-    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _trian_index(n, p.offset, p.lower)
-
     def forward(self, p, inputs, ctx):
         rows, cols = self.positions(p, inputs[0].shape[-1])
         return [inputs[0][..., rows, cols].copy()]
 
 
-@register_op("_linalg_makediag", aliases=("linalg_makediag",))
-class LinalgMakediag(_DiagTrianOp):
-    def out_shape(self, p, a):
-        n = a[-1] + abs(p.offset)
-        return tuple(a[:-1]) + (n, n)
-
-    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _diag_index(n, p.offset)
+class _MakeOp(_DiagTrianOp):
+    """Packed values -> matrices, zero outside the diagonal/triangle."""
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
@@ -497,8 +471,35 @@ class LinalgMakediag(_DiagTrianOp):
         return [out]
 
 
+@register_op("_linalg_extractdiag", aliases=("linalg_extractdiag",))
+class LinalgExtractdiag(_ExtractOp):
+    packed = staticmethod(lambda k: k)
+
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _diag_index(n, p.offset)
+
+
+@register_op("_linalg_extracttrian", aliases=("linalg_extracttrian",))
+class LinalgExtracttrian(_ExtractOp):
+    attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
+    packed = staticmethod(lambda k: k * (k + 1) // 2)
+
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _trian_index(n, p.offset, p.lower)
+
+
+@register_op("_linalg_makediag", aliases=("linalg_makediag",))
+class LinalgMakediag(_MakeOp):
+    def out_shape(self, p, a):
+        n = a[-1] + abs(p.offset)
+        return tuple(a[:-1]) + (n, n)
+
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _diag_index(n, p.offset)
+
+
 @register_op("_linalg_maketrian", aliases=("linalg_maketrian",))
-class LinalgMaketrian(_DiagTrianOp):
+class LinalgMaketrian(_MakeOp):
     attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
 
     def out_shape(self, p, a):
@@ -510,14 +511,6 @@ class LinalgMaketrian(_DiagTrianOp):
 
     def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
         return _trian_index(n, p.offset, p.lower)
-
-    def forward(self, p, inputs, ctx):
-        x = inputs[0]
-        n = self.out_shape(p, x.shape)[-1]
-        out = np.zeros(x.shape[:-1] + (n, n), dtype=x.dtype)
-        rows, cols = self.positions(p, n)
-        out[..., rows, cols] = x
-        return [out]
 
 
 @register_op("khatri_rao")
