@@ -21,7 +21,7 @@ from .common import UnaryOp, compute_dtype, fmt_shape, merge_all
 from .registry import Attr, OpDef, optional, register_op, shape_error, to_bool, to_float, to_shape
 
 
-@register_op("_contrib_index_array", aliases=("index_array",))
+@register_op("_contrib_index_array")
 class IndexArray(OpDef):
     attrs = {"axes": Attr(optional(to_shape), None)}
 
@@ -51,7 +51,7 @@ class IndexArray(OpDef):
         return [np.stack(picked, axis=-1) if picked else np.zeros(shape + (0,), np.int64)]
 
 
-@register_op("_contrib_quadratic", aliases=("quadratic",))
+@register_op("_contrib_quadratic")
 class Quadratic(UnaryOp):
     attrs = {"a": Attr(to_float, 0.0), "b": Attr(to_float, 0.0), "c": Attr(to_float, 0.0)}
 
@@ -82,7 +82,7 @@ class Allclose(OpDef):
         return [np.array(close.all(), dtype=np.uint8)]
 
 
-@register_op("_contrib_hawkesll", aliases=("hawkesll",))
+@register_op("_contrib_hawkesll")
 class HawkesLL(OpDef):
     """Outputs ``[log-likelihood (N,), states (N, K)]``."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from ._nn_helpers import merge_into
-from .common import cast_to, compute_dtype
 from .registry import Attr, register_op, to_int
 from .vision_misc import DeformableConvolution
 
@@ -41,6 +40,7 @@ def dcn_v2_sample(img: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.nda
 @register_op("_contrib_ModulatedDeformableConvolution")
 class ModulatedDeformableConvolution(DeformableConvolution):
     attrs = dict(DeformableConvolution.attrs, im2col_step=Attr(to_int, 64))
+    sample = staticmethod(dcn_v2_sample)
 
     def input_names(self, p):
         return ["data", "offset", "mask", "weight"] + ([] if p.no_bias else ["bias"])
@@ -57,34 +57,6 @@ class ModulatedDeformableConvolution(DeformableConvolution):
                        "mask")
         return ins, outs
 
-    def forward(self, p, inputs, ctx):
-        data0, offset0, mask0, weight0 = inputs[:4]
-        dt = compute_dtype(data0.dtype)
-        data, offset, mask, weight = (x.astype(dt, copy=False)
-                                      for x in (data0, offset0, mask0, weight0))
-        n, c, _, _ = data.shape
-        kh, kw = p.kernel
-        (sh, sw), (dh, dw), (ph, pw) = self._conv(p)
-        oh, ow = offset.shape[2], offset.shape[3]
-        taps, dg, g, f = kh * kw, p.num_deformable_group, p.num_group, p.num_filter
-        cpg = c // dg
-        base_r = (np.arange(oh) * sh - ph)[:, None].astype(dt)
-        base_c = (np.arange(ow) * sw - pw)[None, :].astype(dt)
-        wmat = weight.reshape(g, f // g, (c // g) * taps)
-        out = np.empty((n, f, oh * ow), dtype=dt)
-        for b in range(n):
-            col = np.empty((c, taps, oh * ow), dtype=dt)
-            for grp in range(dg):
-                img = data[b, grp * cpg:(grp + 1) * cpg]
-                for t in range(taps):
-                    i, j = divmod(t, kw)
-                    ch = grp * 2 * taps + 2 * t
-                    rows = (base_r + dt.type(i * dh) + offset[b, ch]).ravel()
-                    cols = (base_c + dt.type(j * dw) + offset[b, ch + 1]).ravel()
-                    scale = mask[b, grp * taps + t].ravel()
-                    col[grp * cpg:(grp + 1) * cpg, t] = dcn_v2_sample(img, rows, cols) * scale
-            out[b] = np.matmul(wmat, col.reshape(g, (c // g) * taps, oh * ow)).reshape(f, -1)
-        out = out.reshape(n, f, oh, ow)
-        if not p.no_bias:
-            out = out + inputs[4].astype(dt, copy=False)[None, :, None, None]
-        return [cast_to(out, data0.dtype)]
+    def split_inputs(self, inputs):
+        data, offset, mask, weight, *bias = inputs
+        return data, offset, mask, weight, (bias[0] if bias else None)

@@ -24,9 +24,10 @@ from .common import fmt_shape
 from .detection import Proposal
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_float_tuple, \
     to_int
+from .shape_manip import attr_error
 
 
-@register_op("_contrib_MultiProposal", aliases=("MultiProposal",))
+@register_op("_contrib_MultiProposal")
 class MultiProposal(Proposal):
     def infer_shape(self, p, in_shapes, out_shapes):
         ins = list(in_shapes)
@@ -52,7 +53,7 @@ class MultiProposal(Proposal):
         return [np.concatenate(rois), np.concatenate(scores)]
 
 
-@register_op("_contrib_bipartite_matching", aliases=("bipartite_matching",))
+@register_op("_contrib_bipartite_matching")
 class BipartiteMatching(OpDef):
     attrs = {"is_ascend": Attr(to_bool, False), "threshold": Attr(to_float),
              "topk": Attr(to_int, -1)}
@@ -106,7 +107,7 @@ def _iou_matrix(anchors: np.ndarray, boxes: np.ndarray) -> np.ndarray:
         return np.where(union > 0, inter / union, 0).astype(np.float32)
 
 
-@register_op("_contrib_MultiBoxTarget", aliases=("MultiBoxTarget",))
+@register_op("_contrib_MultiBoxTarget")
 class MultiBoxTarget(OpDef):
     """SSD targets: ``[loc_target (B, 4A), loc_mask (B, 4A), cls_target (B, A)]``.
 
@@ -132,7 +133,7 @@ class MultiBoxTarget(OpDef):
 
     def validate(self, p):
         if len(p.variances) != 4:
-            raise shape_error(p, f"variances must have 4 entries, got {p.variances}")
+            raise attr_error(self, p, "variances", "must have 4 entries")
 
     def num_outputs(self, p):
         return 3

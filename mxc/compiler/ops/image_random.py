@@ -29,7 +29,7 @@ import numpy as np
 from .common import fmt_shape
 from .random import RandomOp
 from .registry import Attr, register_op, shape_error, to_float
-from .shape_manip import merge_into
+from .shape_manip import attr_error, merge_into
 
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 _EIG = np.array([[55.46 * -0.5675, 4.794 * 0.7192, 1.148 * 0.4009],
@@ -149,8 +149,8 @@ class _EnhanceOp(_RandomImageOp):
 
     def validate(self, p):
         if p.min_factor < 0 or p.max_factor < p.min_factor:
-            raise shape_error(p, f"need 0 <= min_factor <= max_factor, got "
-                                 f"[{p.min_factor}, {p.max_factor}]")
+            raise attr_error(self, p, "max_factor", f"need 0 <= min_factor <= max_factor "
+                                                     f"(min_factor={p.min_factor})")
 
     def augment(self, p, x, g):
         return type(self).adjust(x, g.uniform(p.min_factor, p.max_factor))

@@ -15,18 +15,20 @@ Conventions that differ from NumPy and are visible in the outputs:
 * ``gelqf`` (``A = L Q``) keeps LAPACK's signs: the diagonal of ``L`` may be
   negative (the Householder LQ of ``A`` is the Householder QR of ``A^T``);
 * ``det``/``slogdet`` have two hidden outputs (the LU factors and the int32
-  pivots) after the visible ones; ``extracttrian``/``maketrian`` pack the
-  triangle row by row.
+  pivots) after the visible ones; ``extracttrian``/``maketrian`` pack a lower
+  triangle row by row and an upper one column by column.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ExecutionError
 from ._nn_helpers import merge_into
 from .common import fmt_shape
 from .nn_dense import LinalgGemm2
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int
+from .shape_manip import attr_error
 
 _FLOATS = ("float32", "float64")
 
@@ -44,6 +46,11 @@ def _square(p, shape, what: str = "A") -> int | None:
 
 def _tril(a: np.ndarray, lower: bool, k: int = 0) -> np.ndarray:
     return np.tril(a, k) if lower else np.triu(a, -k)
+
+
+def _mirror_lower(a: np.ndarray) -> np.ndarray:
+    """The symmetric matrix LAPACK sees when it reads only the lower triangle of *a*."""
+    return np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
 
 
 class _LinalgOp(OpDef):
@@ -106,7 +113,11 @@ class LinalgPotrf(_SameShapeOp):
 
     def forward(self, p, inputs, ctx):
         a = self.work(inputs[0])
-        low = np.linalg.cholesky(np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2))
+        try:
+            low = np.linalg.cholesky(_mirror_lower(a))
+        except np.linalg.LinAlgError:
+            raise ExecutionError(f"operator {self.name} (node {p.node_name!r}): A is not "
+                                 f"symmetric positive definite (Cholesky failed)") from None
         return [low if p.lower else np.swapaxes(low, -1, -2).copy()]
 
 
@@ -316,7 +327,8 @@ class LinalgDet(_DetOp):
         lu, piv, sign = self.lu(a)
         diag = np.diagonal(lu, axis1=-2, axis2=-1).reshape(-1, a.shape[-1])
         det = sign * np.prod(diag, axis=-1)
-        return [self.batch_view(p, det, a).astype(inputs[0].dtype), *self.hidden(inputs[0], lu, piv)]
+        return [self.batch_view(p, det, a).astype(inputs[0].dtype),
+                *self.hidden(inputs[0], lu, piv)]
 
 
 @register_op("_linalg_slogdet", aliases=("linalg_slogdet",))
@@ -337,9 +349,8 @@ class LinalgSlogdet(_DetOp):
                 *self.hidden(inputs[0], lu, piv)]
 
 
-@register_op("_linalg_syevd", aliases=("linalg_syevd",))
-class LinalgSyevd(_LinalgOp):
-    """Symmetric eigendecomposition: ``[U (eigenvectors as rows), l (ascending)]``."""
+class _FactorOp(_LinalgOp):
+    """One matrix in, two factors out; ``A`` takes the first factor's shape backward."""
 
     def num_outputs(self, p):
         return 2
@@ -349,16 +360,27 @@ class LinalgSyevd(_LinalgOp):
         if ins[0] is None and outs[0] is not None:
             ins[0] = outs[0]
         if ins[0] is not None:
-            _square(p, ins[0])
-            merge_into(p, outs, 0, ins[0], "U")
-            merge_into(p, outs, 1, tuple(ins[0][:-1]), "eigenvalues")
+            if len(ins[0]) < 2:
+                raise shape_error(p, f"A must have rank >= 2, got {fmt_shape(ins[0])}")
+            first, second = self.factor_shapes(p, ins[0])
+            merge_into(p, outs, 0, first, "first output")
+            merge_into(p, outs, 1, second, "second output")
         return ins, outs
 
+    def factor_shapes(self, p, a) -> tuple:
+        raise NotImplementedError
+
+
+@register_op("_linalg_syevd", aliases=("linalg_syevd",))
+class LinalgSyevd(_FactorOp):
+    """Symmetric eigendecomposition: ``[U (eigenvectors as rows), l (ascending)]``."""
+
+    def factor_shapes(self, p, a):
+        _square(p, a)
+        return tuple(a), tuple(a[:-1])
+
     def forward(self, p, inputs, ctx):
-        a = self.work(inputs[0])
-        # LAPACK syevd reads the lower triangle; mirror it so numpy sees the same matrix
-        sym = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
-        w, v = np.linalg.eigh(sym)
+        w, v = np.linalg.eigh(_mirror_lower(self.work(inputs[0])))
         u = np.swapaxes(v, -1, -2)
         idx = np.argmax(np.abs(u), axis=-1)[..., None]
         sign = np.where(np.take_along_axis(u, idx, axis=-1) < 0, -1.0, 1.0)
@@ -367,25 +389,13 @@ class LinalgSyevd(_LinalgOp):
 
 
 @register_op("_linalg_gelqf", aliases=("linalg_gelqf",))
-class LinalgGelqf(_LinalgOp):
+class LinalgGelqf(_FactorOp):
     """LQ factorisation ``A = L Q`` of wide matrices (rows <= columns): ``[Q, L]``."""
 
-    def num_outputs(self, p):
-        return 2
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        ins, outs = list(in_shapes), list(out_shapes)
-        if ins[0] is None and outs[0] is not None:
-            ins[0] = outs[0]
-        a = ins[0]
-        if a is not None:
-            if len(a) < 2:
-                raise shape_error(p, f"A must have rank >= 2, got {fmt_shape(a)}")
-            if a[-2] is not None and a[-1] is not None and a[-2] > a[-1]:
-                raise shape_error(p, f"A {fmt_shape(a)} must have no more rows than columns")
-            merge_into(p, outs, 0, a, "Q")
-            merge_into(p, outs, 1, tuple(a[:-1]) + (a[-2],), "L")
-        return ins, outs
+    def factor_shapes(self, p, a):
+        if a[-2] is not None and a[-1] is not None and a[-2] > a[-1]:
+            raise shape_error(p, f"A {fmt_shape(a)} must have no more rows than columns")
+        return tuple(a), tuple(a[:-1]) + (a[-2],)
 
     def forward(self, p, inputs, ctx):
         a = self.work(inputs[0])
@@ -398,12 +408,18 @@ class LinalgGelqf(_LinalgOp):
 # diagonal and triangle packing
 # ---------------------------------------------------------------------------
 def _trian_index(n: int, offset: int, lower: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Row-major (row, col) positions of the triangle an ``offset``/``lower`` selects."""
+    """(row, col) positions, in packing order, of the triangle ``offset``/``lower`` select.
+
+    A lower triangle is packed row by row; an upper one (``offset > 0``, or
+    ``offset == 0`` with ``lower=False``) is MXNet's lower packing of the
+    transposed matrix, i.e. column by column.
+    """
     if offset < 0 or (offset == 0 and lower):
         rows, cols = np.tril_indices(n, offset)
+        order = np.lexsort((cols, rows))
     else:
         rows, cols = np.triu_indices(n, offset)
-    order = np.lexsort((cols, rows))
+        order = np.lexsort((rows, cols))
     return rows[order], cols[order]
 
 
@@ -438,39 +454,13 @@ class _ExtractOp(_DiagTrianOp):
             raise shape_error(p, f"offset {p.offset} is out of range for {n}x{n} matrices")
         return tuple(a[:-2]) + (self.packed(k),)
 
-
-@register_op("_linalg_extractdiag", aliases=("linalg_extractdiag",))
-class LinalgExtractdiag(_ExtractOp):
-    packed = staticmethod(lambda k: k)
-
-    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _diag_index(n, p.offset)
-
-    def forward(self, p, inputs, ctx):
-        return [np.diagonal(inputs[0], p.offset, axis1=-2, axis2=-1).copy()]
-
-
-@register_op("_linalg_extracttrian", aliases=("linalg_extracttrian",))
-class LinalgExtracttrian(_ExtractOp):
-    attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
-    packed = staticmethod(lambda k: k * (k + 1) // 2)
-
-    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _trian_index(n, p.offset, p.lower)
-
     def forward(self, p, inputs, ctx):
         rows, cols = self.positions(p, inputs[0].shape[-1])
         return [inputs[0][..., rows, cols].copy()]
 
 
-@register_op("_linalg_makediag", aliases=("linalg_makediag",))
-class LinalgMakediag(_DiagTrianOp):
-    def out_shape(self, p, a):
-        n = a[-1] + abs(p.offset)
-        return tuple(a[:-1]) + (n, n)
-
-    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return _diag_index(n, p.offset)
+class _MakeOp(_DiagTrianOp):
+    """Packed values -> matrices, zero outside the diagonal/triangle."""
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
@@ -481,8 +471,35 @@ class LinalgMakediag(_DiagTrianOp):
         return [out]
 
 
+@register_op("_linalg_extractdiag", aliases=("linalg_extractdiag",))
+class LinalgExtractdiag(_ExtractOp):
+    packed = staticmethod(lambda k: k)
+
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _diag_index(n, p.offset)
+
+
+@register_op("_linalg_extracttrian", aliases=("linalg_extracttrian",))
+class LinalgExtracttrian(_ExtractOp):
+    attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
+    packed = staticmethod(lambda k: k * (k + 1) // 2)
+
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _trian_index(n, p.offset, p.lower)
+
+
+@register_op("_linalg_makediag", aliases=("linalg_makediag",))
+class LinalgMakediag(_MakeOp):
+    def out_shape(self, p, a):
+        n = a[-1] + abs(p.offset)
+        return tuple(a[:-1]) + (n, n)
+
+    def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return _diag_index(n, p.offset)
+
+
 @register_op("_linalg_maketrian", aliases=("linalg_maketrian",))
-class LinalgMaketrian(_DiagTrianOp):
+class LinalgMaketrian(_MakeOp):
     attrs = {"offset": Attr(to_int, 0), "lower": Attr(to_bool, True)}
 
     def out_shape(self, p, a):
@@ -494,14 +511,6 @@ class LinalgMaketrian(_DiagTrianOp):
 
     def positions(self, p, n: int) -> tuple[np.ndarray, np.ndarray]:
         return _trian_index(n, p.offset, p.lower)
-
-    def forward(self, p, inputs, ctx):
-        x = inputs[0]
-        n = self.out_shape(p, x.shape)[-1]
-        out = np.zeros(x.shape[:-1] + (n, n), dtype=x.dtype)
-        rows, cols = self.positions(p, n)
-        out[..., rows, cols] = x
-        return [out]
 
 
 @register_op("khatri_rao")
@@ -516,7 +525,7 @@ class KhatriRao(OpDef):
 
     def validate(self, p):
         if p.num_args < 1:
-            raise shape_error(p, f"num_args must be >= 1, got {p.num_args}")
+            raise attr_error(self, p, "num_args", "must be >= 1")
 
     def input_names(self, p):
         return [f"arg{i}" for i in range(p.num_args)]

@@ -156,8 +156,8 @@ def ctc_nll(logp: np.ndarray, label: list[int], blank: int) -> float:
         alpha[1] = logp[0, ext[1]]
     skip = np.array([s >= 2 and ext[s] != blank and ext[s] != ext[s - 2] for s in range(size)])
     for t in range(1, steps):
-        prev1 = np.concatenate(([-np.inf], alpha[:-1]))
-        prev2 = np.where(skip, np.concatenate(([-np.inf, -np.inf], alpha[:-2])), -np.inf)
+        prev1 = np.concatenate(([-np.inf], alpha))[:size]
+        prev2 = np.where(skip, np.concatenate(([-np.inf, -np.inf], alpha))[:size], -np.inf)
         alpha = np.logaddexp(np.logaddexp(alpha, prev1), prev2) + logp[t, ext]
     tail = np.logaddexp(alpha[-1], alpha[-2]) if size > 1 else alpha[-1]
     return float(-tail)

@@ -14,6 +14,7 @@ import numpy as np
 from ._nn_helpers import merge_into
 from .common import fmt_shape
 from .registry import Attr, OpDef, register_op, shape_error, to_shape
+from .shape_manip import attr_error
 
 
 class _PatchOp(OpDef):
@@ -26,10 +27,11 @@ class _PatchOp(OpDef):
 
     def validate(self, p):
         if len(p.kernel) != 2:
-            raise shape_error(p, f"only 2-D kernels are supported, got kernel={p.kernel}")
+            raise attr_error(self, p, "kernel",
+                             "only 2-D kernels are supported (as on MXNet's CPU)")
         for name in ("stride", "dilate", "pad"):
             if p[name] and len(p[name]) != 2:
-                raise shape_error(p, f"{name}={p[name]} must have 2 entries like kernel")
+                raise attr_error(self, p, name, "must have 2 entries like kernel")
 
     def geometry(self, p, h: int, w: int):
         """(stride, dilate, pad, out_h, out_w) for an ``h x w`` image."""
@@ -90,7 +92,7 @@ class Col2im(_PatchOp):
     def validate(self, p):
         super().validate(p)
         if len(p.output_size) != 2:
-            raise shape_error(p, f"output_size must be (H, W), got {p.output_size}")
+            raise attr_error(self, p, "output_size", "must be (H, W)")
 
     def infer_shape(self, p, in_shapes, out_shapes):
         outs = list(out_shapes)
@@ -109,6 +111,21 @@ class Col2im(_PatchOp):
             c = None if d[1] is None else d[1] // block
             merge_into(p, outs, 0, (d[0], c) + tuple(p.output_size), "output")
         return list(in_shapes), outs
+
+    def scatter_sources(self, p, c: int) -> np.ndarray:
+        """For each position of the padded ``(C, H+2ph, W+2pw)`` image, the flat column
+        entries that add into it, padded with ``-1`` (the gather form of col2im)."""
+        h, w = p.output_size
+        index, (hp, wp), _ = self.gather_index(p, c, h, w)
+        target = index.reshape(-1)
+        order = np.argsort(target, kind="stable")
+        counts = np.bincount(target, minlength=c * hp * wp)
+        width = max(int(counts.max(initial=0)), 1)
+        sources = np.full((c * hp * wp, width), -1, dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        slot = np.arange(target.size) - np.repeat(starts, counts)
+        sources[target[order], slot] = order
+        return sources
 
     def forward(self, p, inputs, ctx):
         cols = inputs[0]

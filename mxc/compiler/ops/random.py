@@ -29,7 +29,7 @@ from .common import fmt_shape, from_mxnet_shape, is_known
 from .init import _out_shape
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_dtype,
                        to_float, to_int, to_shape, to_str)
-from .shape_manip import merge_into
+from .shape_manip import attr_error, merge_into
 
 
 def _gamma_poisson(g: np.random.Generator, mu, alpha, size):
@@ -62,6 +62,12 @@ SAMPLE_INPUTS = {"normal": ("mu", "sigma"), "uniform": ("low", "high"),
                  "gamma": ("alpha", "beta"), "exponential": ("lam",), "poisson": ("lam",),
                  "negative_binomial": ("k", "p"),
                  "generalized_negative_binomial": ("mu", "alpha")}
+
+#: MXNet's aliases of ``_random_<dist>`` (``uniform``/``normal`` keep their pre-1.0 names)
+RANDOM_ALIASES = {
+    "uniform": ("uniform", "random_uniform", "_npi_random_uniform"),
+    "normal": ("normal", "random_normal", "_npi_random_normal"),
+}
 
 _DEFAULTS = {"low": 0.0, "high": 1.0, "loc": 0.0, "scale": 1.0, "alpha": 1.0, "beta": 1.0,
              "lam": 1.0, "k": 1, "p": 1.0, "mu": 1.0}
@@ -143,16 +149,16 @@ class _SampleOp(RandomOp):
         return [base] * len(ins), [out]
 
     def infer_type(self, p, in_types, out_types):
+        """Parameters share one dtype; the output's is its own (``dtype``, else float32)."""
         known = next((t for t in in_types if t is not None), None)
-        out = p.dtype if p.dtype not in (None, "None") else known
-        return [known] * len(in_types), [out]
+        return [known] * len(in_types), [out_types[0] or _float_dtype(p)]
 
     def forward(self, p, inputs, ctx):
         base = inputs[0].shape
         tail = (1,) * len(p.shape)
         params = [x.astype(np.float64).reshape(base + tail) for x in inputs]
         values = draw(self.dist, self.generator(p), params, base + tuple(p.shape))
-        return [values.astype(ctx.out_dtypes[0] or inputs[0].dtype)]
+        return [values.astype(ctx.out_dtypes[0] or _float_dtype(p))]
 
 
 def _register_family(dist: str) -> None:
@@ -161,11 +167,11 @@ def _register_family(dist: str) -> None:
     common = {"shape": Attr(to_shape, ()), "ctx": Attr(to_str, ""),
               "dtype": Attr(_FLOAT_OUT, None)}
     title = "".join(w.title() for w in dist.split("_"))
-    register_op(f"_random_{dist}", aliases=(f"random_{dist}",))(type(
+    register_op(f"_random_{dist}", aliases=RANDOM_ALIASES.get(dist, (f"random_{dist}",)))(type(
         f"Random{title}", (_RandomOp,),
         {"attrs": {**params, **common}, "dist": dist,
          "__doc__": f"``_random_{dist}``: {dist} samples of ``shape``."}))
-    register_op(f"_random_{dist}_like", aliases=(f"random_{dist}_like",))(type(
+    register_op(f"_random_{dist}_like")(type(
         f"Random{title}Like", (_RandomLikeOp,),
         {"attrs": dict(params), "dist": dist,
          "__doc__": f"``_random_{dist}_like``: {dist} samples shaped like ``data``."}))
@@ -179,7 +185,7 @@ for _dist in DISTRIBUTIONS:
     _register_family(_dist)
 
 
-@register_op("_random_randint", aliases=("random_randint",))
+@register_op("_random_randint", aliases=("random_randint", "_npi_random_randint"))
 class RandomRandint(RandomOp):
     """Integers uniform in ``[low, high)``; int32 unless ``dtype='int64'``."""
 
@@ -194,7 +200,7 @@ class RandomRandint(RandomOp):
 
     def validate(self, p):
         if p.high <= p.low:
-            raise shape_error(p, f"randint needs low < high, got [{p.low}, {p.high})")
+            raise attr_error(self, p, "high", f"must exceed low={p.low}")
 
     infer_shape = _RandomOp.infer_shape
 
@@ -266,10 +272,9 @@ class SampleUniqueZipfian(RandomOp):
 
     def validate(self, p):
         if len(p.shape) != 2:
-            raise shape_error(p, f"shape must be (batch, num_sampled), got {p.shape}")
+            raise attr_error(self, p, "shape", "must be (batch, num_sampled)")
         if p.shape[1] > p.range_max:
-            raise shape_error(p, f"cannot draw {p.shape[1]} distinct values below "
-                                 f"range_max={p.range_max}")
+            raise attr_error(self, p, "range_max", f"must be at least num_sampled={p.shape[1]}")
 
     def num_outputs(self, p):
         return 2

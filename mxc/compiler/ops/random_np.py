@@ -28,7 +28,7 @@ from .common import broadcast_shapes, is_known
 from .random import RandomOp
 from .registry import (Attr, enum, optional, register_op, shape_error, to_bool, to_float,
                        to_float_tuple, to_int, to_shape, to_str)
-from .shape_manip import merge_into
+from .shape_manip import attr_error, merge_into
 
 _FLOAT_DTYPE = enum("float32", "float64", "float16")
 
@@ -76,9 +76,6 @@ NP_DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], Callable, bool, str | None]] 
                                          lambda u, sc: sc * np.sqrt(-2.0 * np.log1p(-u))),
                  True, None),
 }
-
-_DEFAULTS = {"scale": 1.0}
-
 
 class NpSampler(RandomOp):
     """``_npi_<dist>``: attribute or tensor parameters, ``size``, numpy broadcasting."""
@@ -142,7 +139,7 @@ class NpSampler(RandomOp):
 
 def _register(dist: str) -> None:
     names, _, noise, dtype = NP_DISTRIBUTIONS[dist]
-    attrs = {n: Attr(optional(to_float), _DEFAULTS.get(n)) for n in names}
+    attrs = {n: Attr(optional(to_float), None) for n in names}
     attrs.update(size=Attr(optional(to_shape), None), ctx=Attr(to_str, "cpu"))
     if dtype is not None:
         attrs["dtype"] = Attr(_FLOAT_DTYPE, dtype)
@@ -173,7 +170,7 @@ class NpBernoulli(NpSampler):
 
     def validate(self, p):
         if p.prob is not None and p.logit is not None:
-            raise shape_error(p, "give prob or logit, not both")
+            raise attr_error(self, p, "logit", "give prob or logit, not both")
 
     def input_names(self, p):
         return ["input1"] if p.prob is None and p.logit is None else []
@@ -190,7 +187,8 @@ class NpBernoulli(NpSampler):
 
 @register_op("_npi_choice")
 class NpChoice(NpSampler):
-    """Draws from ``range(a)`` (or a tensor ``a``'s length), optionally weighted by ``p``."""
+    """Indices drawn from ``range(a)`` (``a`` an int, or a tensor input: its size),
+    optionally weighted by a second input; int64."""
 
     attrs = {
         "a": Attr(optional(to_int), None),
@@ -201,7 +199,8 @@ class NpChoice(NpSampler):
     }
 
     def input_names(self, p):
-        return (["input1"] if p.a is None else []) + (["input2"] if p.weighted else [])
+        count = (p.a is None) + p.weighted   # the population tensor first, then the weights
+        return ["input1", "input2"][:count]
 
     def out_shape(self, p, in_shapes):
         return tuple(p.size) if p.size is not None else ()
@@ -211,7 +210,7 @@ class NpChoice(NpSampler):
 
     def forward(self, p, inputs, ctx):
         feeds = list(inputs)
-        n = int(feeds.pop(0).reshape(-1)[0]) if p.a is None else p.a
+        n = feeds.pop(0).size if p.a is None else p.a   # MXNet draws indices of a tensor ``a``
         weights = feeds.pop(0).astype(np.float64) if p.weighted else None
         if weights is not None:
             weights = weights / weights.sum()

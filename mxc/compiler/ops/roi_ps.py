@@ -26,6 +26,7 @@ import numpy as np
 from ._nn_helpers import merge_into
 from .common import fmt_shape
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int, to_shape
+from .shape_manip import attr_error
 
 F32 = np.float32
 
@@ -184,7 +185,7 @@ class RROIAlign(OpDef):
 
     def validate(self, p):
         if len(p.pooled_size) != 2:
-            raise shape_error(p, f"pooled_size must be (h, w), got {p.pooled_size}")
+            raise attr_error(self, p, "pooled_size", "must be (h, w)")
 
     def infer_shape(self, p, in_shapes, out_shapes):
         ins, outs = list(in_shapes), list(out_shapes)

@@ -18,6 +18,7 @@ from .common import fmt_shape
 from .reduce import reduce_axes, reduce_shape
 from .registry import Attr, OpDef, optional, register_op, shape_error, to_bool, to_float_tuple, \
     to_int, to_shape
+from .shape_manip import attr_error
 
 
 @register_op("moments")
@@ -26,8 +27,8 @@ class Moments(OpDef):
 
     def validate(self, p):
         if not p.axes:
-            raise shape_error(p, "empty axes are not supported (as in MXNet): pass every axis "
-                                 "to axes for global moments")
+            raise attr_error(self, p, "axes", "empty axes are not supported (as in MXNet): pass "
+                                               "every axis for global moments")
 
     def num_outputs(self, p):
         return 2
@@ -58,9 +59,9 @@ class Histogram(OpDef):
 
     def validate(self, p):
         if p.bin_cnt is not None and p.bin_cnt <= 0:
-            raise shape_error(p, f"bin_cnt must be positive, got {p.bin_cnt}")
+            raise attr_error(self, p, "bin_cnt", "must be positive")
         if p.range is not None and (len(p.range) != 2 or p.range[0] > p.range[1]):
-            raise shape_error(p, f"range must be (min, max) with min <= max, got {p.range}")
+            raise attr_error(self, p, "range", "must be (min, max) with min <= max")
 
     def input_names(self, p):
         return ["data"] if p.bin_cnt is not None else ["data", "bins"]

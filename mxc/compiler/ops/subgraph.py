@@ -293,7 +293,8 @@ def _mergeable(n: _FwdNode) -> bool:
         return True  # an inserted _copy
     try:
         opdef = n.source.opdef
-        if opdef.is_subgraph_op or opdef.mutable_inputs(n.source.params):
+        if opdef.is_subgraph_op or getattr(opdef, "is_random", False) or \
+                opdef.mutable_inputs(n.source.params):
             return False
     except MxcError:
         return False

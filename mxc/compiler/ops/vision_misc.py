@@ -235,12 +235,18 @@ class DeformableConvolution(OpDef):
             merge_all(p, [want_off, off], "offset")
         return ins, [out]
 
+    #: bilinear sampler ``(img (C, H, W), rows (P,), cols (P,)) -> (C, P)``
+    sample = staticmethod(_deformable_sample)
+
+    def split_inputs(self, inputs):
+        """(data, offset, mask or None, weight, bias or None) from the node's inputs."""
+        data, offset, weight, *bias = inputs
+        return data, offset, None, weight, (bias[0] if bias else None)
+
     def forward(self, p, inputs, ctx):
-        data0, offset0, weight0 = inputs[:3]
+        data0, offset, mask, weight, bias = self.split_inputs(inputs)
         dt = compute_dtype(data0.dtype)
-        data = data0.astype(dt, copy=False)
-        offset = offset0.astype(dt, copy=False)
-        weight = weight0.astype(dt, copy=False)
+        data, offset, weight = (x.astype(dt, copy=False) for x in (data0, offset, weight))
         n, c, h, w = data.shape
         kh, kw = p.kernel
         (sh, sw), (dh, dw), (ph, pw) = self._conv(p)
@@ -258,17 +264,18 @@ class DeformableConvolution(OpDef):
             col = np.empty((c, taps, oh * ow), dtype=dt)
             for grp in range(dg):
                 img = data[b, grp * cpg:(grp + 1) * cpg]
-                for i in range(kh):
-                    for j in range(kw):
-                        t = i * kw + j
-                        ch = grp * 2 * taps + 2 * t
-                        rows = base_r + dt.type(i * dh) + offset[b, ch]
-                        cols = base_c + dt.type(j * dw) + offset[b, ch + 1]
-                        col[grp * cpg:(grp + 1) * cpg, t] = _deformable_sample(
-                            img, rows.ravel(), cols.ravel())
+                for t in range(taps):
+                    i, j = divmod(t, kw)
+                    ch = grp * 2 * taps + 2 * t
+                    rows = base_r + dt.type(i * dh) + offset[b, ch]
+                    cols = base_c + dt.type(j * dw) + offset[b, ch + 1]
+                    vals = type(self).sample(img, rows.ravel(), cols.ravel())
+                    if mask is not None:
+                        vals = vals * mask[b, grp * taps + t].astype(dt).ravel()
+                    col[grp * cpg:(grp + 1) * cpg, t] = vals
             colg = col.reshape(g, (c // g) * taps, oh * ow)
             out[b] = np.matmul(wmat, colg).reshape(f, oh * ow)
         out = out.reshape(n, f, oh, ow)
-        if not p.no_bias:
-            out = out + inputs[3].astype(dt, copy=False)[None, :, None, None]
+        if bias is not None:
+            out = out + bias.astype(dt, copy=False)[None, :, None, None]
         return [cast_to(out, data0.dtype)]
