@@ -148,6 +148,11 @@ class ControlFlowOp(OpDef):
             raise type(exc)(f"operator {self.name} (node {p.node_name!r}), subgraph {k}: "
                             f"{exc}") from None
 
+    def invariant_inputs(self, p: Params, k: int) -> set[int]:
+        """Positions of body *k*'s inputs that get the same value on every call
+        (a compiler may bind them as constants when the node input is a parameter)."""
+        return set(range(len(self.body_feeds(p)[k])))
+
     def body_args(self, p: Params, k: int, kind: str, ins: list) -> list:
         """The shapes/dtypes (*kind*) body *k*'s inputs get from the node's inputs *ins*."""
         return [ins[i] for i in self.body_feeds(p)[k]]
@@ -196,6 +201,9 @@ class Foreach(ControlFlowOp):
         for i, loc in enumerate(locs):
             feeds[loc] = i
         return [feeds]
+
+    def invariant_inputs(self, p, k):
+        return set(p.remain_locs)
 
     def body_args(self, p, k, kind, ins):
         nd = len(p.in_data_locs)
@@ -273,6 +281,10 @@ class WhileLoop(ControlFlowOp):
 
     def body_feeds(self, p):
         return [list(p.cond_input_locs), list(p.func_input_locs)]
+
+    def invariant_inputs(self, p, k):
+        carried = set(self.var_inputs(p))
+        return {loc for loc, i in enumerate(self.body_feeds(p)[k]) if i not in carried}
 
     def var_inputs(self, p) -> list[int]:
         """The node input holding each loop variable (loop-variable order)."""
