@@ -173,10 +173,29 @@ class ControlFlowOp(OpDef):
         raise NotImplementedError
 
     def forward(self, p, inputs, ctx):
-        from .subgraph import run_nested
-        bodies = self.bodies(p)
-        return self.run(p, inputs, lambda k, xs: run_nested(bodies[k], list(xs)),
-                        ctx.out_shapes, ctx.out_dtypes)
+        runners = [BodyRunner(body) for body in self.bodies(p)]
+        return self.run(p, inputs, lambda k, xs: runners[k](xs), ctx.out_shapes, ctx.out_dtypes)
+
+
+class BodyRunner:
+    """Runs one body on numpy arrays (reference kernels), inferring its shapes and
+    dtypes once per input signature rather than at every step of a loop."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self._types: dict[tuple, tuple[dict, dict]] = {}
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        from .subgraph import evaluate_nested, infer_nested_values
+        inputs = [np.asarray(x) for x in inputs]
+        n = len(self.graph.input_nodes())
+        if len(inputs) != n:
+            raise OpError(f"a body with {n} inputs was called with {len(inputs)}")
+        sig = tuple((x.shape, x.dtype.name) for x in inputs)
+        types = self._types.get(sig)
+        if types is None:
+            types = self._types[sig] = infer_nested_values(self.graph, inputs)
+        return evaluate_nested(self.graph, inputs, *types)
 
 
 def _locs_attrs(*names: str) -> dict:
