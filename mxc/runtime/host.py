@@ -146,7 +146,6 @@ class HostKernel:
             result.append(v)
         return result
 
-
     def _call_body(self, k: int, inputs):
         spec = self.bodies[k] if k < len(self.bodies) else None
         if spec is None:  # not compiled: the reference kernels (types inferred once)
