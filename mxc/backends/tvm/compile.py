@@ -549,7 +549,7 @@ def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: Progress,
         info = mb.add(fname, nested, shapes=r_shapes, dtypes=r_dtypes, params=r_params,
                       bind_params=bind_params)
         functions[node.name] = (info, [outer[n] for n in info.input_names])
-    functions["__bodies__"] = lower_bodies(mb, host, shapes, dtypes)
+    functions["__bodies__"] = lower_bodies(mb, host, shapes, dtypes, params, bind_params)
     has_bodies = any(f is not None for b in functions["__bodies__"].values() for f in b)
     functions["__module__"] = mb.finalize() if regions or has_bodies else None
     return functions
