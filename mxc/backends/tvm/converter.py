@@ -68,6 +68,7 @@ class Converter:
     fn: Callable[[Lowering], Any]
     supports: SupportsFn | None = None
     module: str = "?"   # the module that registered it (ops/<family>.py)
+    nested: bool = False  # lowers a node with nested subgraphs as a whole
 
 
 _CONVERTERS: dict[str, Converter] = {}
@@ -75,11 +76,14 @@ _LOADED = False
 
 
 def register_converter(*ops: str, supports: SupportsFn | None = None,
-                       override: bool = False) -> Callable:
+                       override: bool = False, nested: bool = False) -> Callable:
     """Function decorator: register the converter of MXNet operator(s) *ops*.
 
     Register under the op's canonical registry name; aliases (``_plus`` for
-    ``elemwise_add`` ...) are resolved through the op registry.
+    ``elemwise_add`` ...) are resolved through the op registry.  ``nested=True``
+    says the converter lowers a node that carries nested subgraphs (a fused
+    oneDNN node) from the facts its OpDef reads off them; other subgraph nodes
+    stay on the host.
     """
     if not ops:
         raise ValueError("register_converter needs at least one operator name")
@@ -90,7 +94,7 @@ def register_converter(*ops: str, supports: SupportsFn | None = None,
             if op in _CONVERTERS and not override:
                 raise ValueError(f"a TVM converter for {op!r} is already registered "
                                  f"(in {_CONVERTERS[op].module})")
-            _CONVERTERS[op] = Converter(op, fn, supports, module)
+            _CONVERTERS[op] = Converter(op, fn, supports, module, nested)
         return fn
     return deco
 
@@ -177,9 +181,9 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
     """
     if node.op is None:
         return None
-    if node.subgraphs:
-        return f"{node.op} carries nested subgraphs, which the TVM backend does not lower"
     conv = get_converter(node.op)
+    if node.subgraphs and (conv is None or not conv.nested):
+        return f"{node.op} carries nested subgraphs, which the TVM backend does not lower"
     if conv is None:
         try:
             canonical = node.opdef.name

@@ -55,6 +55,40 @@ class _FusedOp(SubgraphOp):
     def range_names(self, p) -> list[str]:
         return ["data_min", "data_max"]
 
+    def input_position(self, p, entry) -> int:
+        """Index among the node's inputs of the nested variable *entry* reads."""
+        return self.nested(p).input_nodes().index(entry.node)
+
+    def post_ops(self, p, anchor) -> list[str]:
+        """What the pattern does after *anchor* (the accumulating node), in order.
+
+        Each item is ``"relu"`` (the only activation oneDNN fuses into int8
+        here) or ``"sum"`` (the residual add); BatchNorm is folded, so skipped.
+        """
+        g = self.nested(p)
+        chain, node = [], g.outputs[0].node
+        while node is not anchor and node.op is not None:
+            chain.append(node)
+            producers = [e.node for e in node.inputs if e.node.op is not None]
+            if not producers:
+                break
+            node = _towards(producers, anchor)
+        kinds = []
+        for n in reversed(chain):
+            if n.op == "BatchNorm":
+                continue
+            if n.op in ("elemwise_add", "_plus", "_Plus", "broadcast_add"):
+                kinds.append("sum")
+            elif n.op == "relu" or (n.op in ("Activation", "LeakyReLU")
+                                    and n.attrs.get("act_type", "relu") == "relu"):
+                kinds.append("relu")
+            else:
+                from ...errors import UnsupportedOpError
+                act = n.attrs.get("act_type", n.op)
+                raise UnsupportedOpError({f"{self.name} with fused {act!r} (quantized)": 1},
+                                         where=f"node {p.node_name!r}")
+        return kinds
+
     def n_base(self, p) -> int:
         return len(self.nested(p).input_nodes()) + self.extra_inputs(p)
 
@@ -125,6 +159,20 @@ class _FusedOp(SubgraphOp):
     def quantized_inputs(self, p) -> list[int]:
         """Indices of the nested inputs that hold int8/uint8 codes."""
         return [0]
+
+
+def _towards(candidates, target):
+    """The candidate whose ancestry reaches *target* (the main path of a residual sum)."""
+    for c in candidates:
+        stack, seen = [c], set()
+        while stack:
+            n = stack.pop()
+            if n is target:
+                return c
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(e.node for e in n.inputs)
+    return candidates[0]
 
 
 @register_op("_sg_mkldnn_conv")
