@@ -31,6 +31,7 @@ _FUSED_FLAGS = ("with_bn", "with_act", "with_sum", "with_postsum_act", "with_elt
 class _FusedOp(SubgraphOp):
     """Shared schema and arity of the quantizable fused ops."""
 
+    is_region = False  # a fused pattern, not a partitioned region
     attrs = {**{k: Attr(to_bool, False) for k in _FUSED_FLAGS},
              "min_calib_range": Attr(optional(to_float), None),
              "max_calib_range": Attr(optional(to_float), None)}
