@@ -53,6 +53,17 @@ def const(value, dtype: str) -> relax.Expr:
     return relax.const(np.asarray(value, dtype=dtype), dtype)
 
 
+def exact_product(ctx: Lowering, x: relax.Expr, scale: relax.Expr) -> relax.Expr:
+    """``float32(x * scale)`` rounded once and never contracted into an FMA with a later add.
+
+    For float32 (or int8/int16) operands the product is exact in float64, so
+    the cast back is the single rounding numpy and MXNet's kernels make; LLVM
+    cannot fuse a multiply across the cast into a following addition.
+    """
+    wide = ctx.emit(relax.op.multiply(ctx.astype(x, "float64"), ctx.astype(scale, "float64")))
+    return ctx.astype(wide, "float32")
+
+
 def pos_axis(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 

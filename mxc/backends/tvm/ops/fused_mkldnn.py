@@ -27,7 +27,7 @@ import numpy as np
 from ....compiler.ops.fused_mkldnn_kernels import conv_weights
 from ....compiler.ops.quantization import K_INT8_RANGE, K_UINT8_RANGE
 from ..converter import Lowering, register_converter
-from ._common import R, const
+from ._common import R, const, exact_product
 
 F = "float32"
 INT32_RANGE = float(np.float32(2147483647))
@@ -110,7 +110,7 @@ def quantized_conv(ctx: Lowering):
         out_scale = np.float32(_levels(out_dt)) / np.float32(
             max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
         req = ctx.emit(R.divide(R.divide(const(out_scale, F), data_scale), ctx.const(wscales)))
-        y = ctx.emit(R.multiply(ctx.astype(acc, F), R.reshape(req, channel)))
+        y = exact_product(ctx, ctx.astype(acc, F), ctx.emit(R.reshape(req, channel)))
         out_scale_t = const(out_scale, F)
     else:
         out_dt = "int32"
@@ -121,7 +121,7 @@ def quantized_conv(ctx: Lowering):
         idx = op.sum_index(p)
         s_scale = _scale(ctx, _levels(ctx.in_dtypes[idx]), ctx.inputs[nb + 2], ctx.inputs[nb + 3])
         factor = ctx.emit(R.divide(out_scale_t, s_scale))
-        return ctx.astype(ctx.emit(R.multiply(ctx.astype(ctx.inputs[idx], F), factor)), dt)
+        return ctx.astype(exact_product(ctx, ctx.inputs[idx], factor), dt)
 
     y = _post_ops(ctx, op.post_ops(p, op.nested_node(p, "BatchNorm") or conv), y, sum_term)
     out = _saturate(ctx, y, out_dt)
