@@ -59,7 +59,8 @@ def fold_batchnorm(op, p, weight, bias, value):
     gamma, beta, mean, var = (np.asarray(value(e)).astype(_F) for e in bn.inputs[1:5])
     bp = bn.params
     g = np.ones_like(gamma) if bp.fix_gamma else gamma
-    alpha = (g / np.sqrt(var + _F(bp.eps))).astype(_F)
+    # float + double eps: MXNet's alpha is computed in double, then stored as float
+    alpha = (g.astype(np.float64) / np.sqrt(var.astype(np.float64) + bp.eps)).astype(_F)
     shape = (-1,) + (1,) * (weight.ndim - 1)
     w = (weight.astype(_F) * alpha.reshape(shape)).astype(_F)
     b = beta - alpha * mean if bias is None else beta + alpha * (bias.astype(_F) - mean)
