@@ -52,7 +52,14 @@ except ImportError as _exc:  # pragma: no cover
 Key = tuple[int, int]
 SupportsFn = Callable[[Node, Mapping, Mapping], "bool | str | None"]
 
-#: dtypes the backend lowers (bfloat16 and others stay on the host)
+#: operators whose converters are checked on bfloat16 (AMP graphs): they compute through
+#: float32 and round once to bfloat16 (nearest even), as MXNet's oneDNN kernels do; any
+#: other operator on bfloat16 tensors stays on the host
+BF16_OPS = frozenset({"Convolution", "FullyConnected", "Pooling", "Activation", "relu",
+                      "elemwise_add", "broadcast_add", "Flatten", "Reshape", "Cast", "amp_cast",
+                      "amp_multicast", "BatchNorm"})
+
+#: dtypes the backend lowers (bfloat16 only for :data:`BF16_OPS`)
 SUPPORTED_DTYPES = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64",
                               "uint8", "bool"})
 
@@ -203,6 +210,8 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
         for i, t in enumerate(items):
             if t is None:
                 return f"{what} {i} has no known dtype"
+            if t == "bfloat16" and _canonical(node) in BF16_OPS:
+                continue
             if t not in SUPPORTED_DTYPES:
                 return f"{what} {i} has dtype {t}, which the TVM backend does not handle"
     if conv.supports is not None:
@@ -215,6 +224,13 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
         if verdict is False:
             return f"the TVM converter of {node.op} does not handle these attributes"
     return None
+
+
+def _canonical(node: Node) -> str:
+    try:
+        return node.opdef.name
+    except MxcError:
+        return node.op
 
 
 def is_supported(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, Any]) -> bool:

@@ -19,7 +19,7 @@ from ..converter import Lowering
 
 R = relax.op
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def is_float(dtype: str) -> bool:
@@ -36,13 +36,14 @@ def math_dtype(dtype: str) -> str:
 
 
 def compute_dtype(dtype: str) -> str:
-    return "float32" if dtype == "float16" else dtype
+    """float16/bfloat16 arithmetic goes through float32 (one rounding at the end)."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def scalar_as(value: float, dtype: str):
     """A double converted to *dtype* as mshadow does (half via float, ints truncate)."""
     v = np.asarray(value, dtype=np.float64)
-    if dtype == "float16":
+    if dtype in ("float16", "bfloat16"):
         v = v.astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         return v.astype(dtype)

@@ -1,10 +1,10 @@
 """AMP casts (``mxc/compiler/ops/amp.py``): ``amp_cast`` and ``amp_multicast``.
 
 Both are casts to the dtypes inference already decided (float inputs to the
-target float dtype, everything else unchanged).  bfloat16 tensors are not in
-the backend's dtypes (:data:`~mxc.backends.tvm.converter.SUPPORTED_DTYPES`),
-so a cast into or out of bfloat16 stays on the host with the bfloat16 ops
-around it; float16/float32 AMP graphs lower entirely.
+target float dtype, everything else unchanged).  bfloat16 lowers for the ops
+in :data:`~mxc.backends.tvm.converter.BF16_OPS` (what AMP CNNs use: they
+compute through float32 and round once to bfloat16, nearest even); a
+bfloat16 tensor reaching any other op keeps that op on the host.
 """
 
 from __future__ import annotations

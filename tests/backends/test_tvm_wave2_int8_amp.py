@@ -1,4 +1,4 @@
-"""Wave-2 op cases of the quantized, oneDNN-fused and AMP families, compiled with ``mxc.compile``.
+"""Wave-2 op cases of the quantized, oneDNN-fused and AMP families, and the bfloat16 AMP models, compiled.
 
 Oracle: the case's MXNet 1.9.1 outputs within its tolerance (``output_tols``
 for the int8 codes and ranges).  Every node must be lowered to TVM except the
@@ -54,3 +54,22 @@ def test_wave2_case_compiles_and_matches(case):
         rtol, atol = tols[i] if tols else (case["rtol"], case["atol"])
         assert_close(np.asarray(got), data[f"out__{i}"], rtol, atol,
                      f"{case['id']} output {i} (compiled)")
+
+
+@pytest.mark.parametrize("name", ["amp_bf16_cnn", "amp_bf16_cnn_noskip"])
+def test_amp_bfloat16_model_lowers_entirely(name):
+    """bfloat16 AMP graphs compile with no host node and match MXNet within the model's tolerance."""
+    import json
+    root = require_corpus("wave2/models") / name
+    meta = json.loads((root / "meta.json").read_text())
+    params = mxc.nd.load(root / "model.params")
+    assert any(v.dtype.name == "bfloat16" for v in params.values())
+    io = np.load(root / "io.npz")
+    feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
+    args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
+    aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
+    model = mxc.compile(mxc.sym.load(root / "symbol.json"), (args, aux),
+                        shapes={k: v.shape for k, v in feeds.items()})
+    assert model.host_nodes == {}
+    for i, got in enumerate(model.session().run(feeds)):
+        assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"], f"{name} {i}")
