@@ -246,26 +246,46 @@ class FusedFullyConnected(_FusedOp):
 
 
 class _SelfAttention(_FusedOp):
-    """Interleaved self-attention matmul (``heads``); float only here."""
+    """Interleaved self-attention matmul of ``heads`` heads (float or quantized).
+
+    Quantized, the interleaved ``(L, B, 3E)`` int8 codes are multiplied as
+    they are (int32 accumulation) and one output scale is applied: the
+    calibrated int8 requantize, the float dequantize (``enable_float_output``)
+    or none (int32).
+    """
 
     attrs = {**_FusedOp.attrs, "heads": Attr(to_int, 1)}
 
-    def validate_quantized(self, p):
-        if self.quantized(p):
-            from ...errors import UnsupportedOpError
-            raise UnsupportedOpError({f"{self.name} (quantized=True)": 1},
-                                     where=f"node {p.node_name!r}")
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        self.validate_quantized(p)
-        return super().infer_shape(p, in_shapes, out_shapes)
+    def forward(self, p, inputs, ctx):
+        if not self.quantized(p):
+            return super().forward(p, inputs, ctx)
+        from .fused_mkldnn_kernels import quantized_selfatt_forward
+        return quantized_selfatt_forward(self, p, inputs, ctx)
 
 
 @register_op("_sg_mkldnn_selfatt_qk")
 class FusedSelfAttQK(_SelfAttention):
-    """``interleaved_matmul_selfatt_qk`` fused: scaled Q.K^T per head."""
+    """``interleaved_matmul_selfatt_qk`` fused: Q.K^T / sqrt(head_dim) per head.
+
+    Quantized (int8 ``queries_keys_values`` + ``min_qkv``/``max_qkv``): the
+    ``1/sqrt(head_dim)`` factor is part of the output scale, also for the
+    int32 form, whose codes are ``round(Q.K^T / sqrt(head_dim))``.
+    """
+
+    def range_names(self, p):
+        return ["min_qkv", "max_qkv"]
 
 
 @register_op("_sg_mkldnn_selfatt_valatt")
 class FusedSelfAttValAtt(_SelfAttention):
-    """``interleaved_matmul_selfatt_valatt`` fused: attention-weighted values per head."""
+    """``interleaved_matmul_selfatt_valatt`` fused: attention-weighted values per head.
+
+    Quantized: int8 ``queries_keys_values`` and uint8 ``attention`` codes
+    with ``min_qkv, max_qkv, min_attention, max_attention``.
+    """
+
+    def range_names(self, p):
+        return ["min_qkv", "max_qkv", "min_attention", "max_attention"]
+
+    def quantized_inputs(self, p):
+        return [0, 1]

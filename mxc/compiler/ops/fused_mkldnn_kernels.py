@@ -179,3 +179,48 @@ def quantized_fc_forward(op, p, inputs, ctx):
     lo, hi = _product_range(d_lo, d_hi, w_lo, w_hi, 127, levels)
     return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
 
+
+
+def quantized_selfatt_forward(op, p, inputs, ctx):
+    """``_sg_mkldnn_selfatt_qk``/``_valatt`` on int8 (and uint8 attention) codes.
+
+    qk: ``acc = Q.K^T`` per (batch, head); valatt: ``acc = att.V``.  The
+    scale is ``L(out) / R(calib) / (s_a * s_b)`` (calibrated, int8 output),
+    ``1 / (s_a * s_b)`` (``enable_float_output``) or 1 (int32), times
+    ``1/sqrt(head_dim)`` for qk, applied in float32 and rounded half to even.
+    """
+    from .attention import _merge_heads, _split_heads
+    nb = op.n_base(p)
+    base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
+    qkv = base[0]
+    q, k, v = _split_heads(qkv.astype(np.int64), p.heads, 3)
+    s_qkv = _F(_levels(qkv.dtype) / _max_abs(ranges[0], ranges[1]))
+    if op.name == "_sg_mkldnn_selfatt_qk":
+        acc = np.matmul(q, k.transpose(0, 2, 1))
+        s_b = s_qkv
+        extra = _F(np.sqrt(_F(q.shape[-1])))
+    else:
+        att = base[1]
+        acc = np.matmul(att.astype(np.int64), v)
+        s_b = _F(_levels(att.dtype) / _max_abs(ranges[2], ranges[3]))
+        extra = _F(1)
+    if op.float_output(p):
+        scale = _F(_F(_F(1) / _F(s_qkv * s_b)) / extra)
+        y = (acc.astype(_F) * scale).astype(_F)
+    elif op.calibrated(p):
+        out_scale = _F(K_INT8_RANGE / _max_abs(p.min_calib_range, p.max_calib_range))
+        scale = _F(_F(out_scale / _F(s_qkv * s_b)) / extra)
+        y = _saturate_round(acc.astype(_F) * scale, np.int8)
+    else:
+        y = _saturate_round(acc.astype(_F) * _F(_F(1) / extra), np.int32)
+    if op.name != "_sg_mkldnn_selfatt_qk":
+        y = _merge_heads(y, qkv.shape[1], p.heads)
+    if op.float_output(p):
+        return [y]
+    if op.calibrated(p):
+        return [y, _range_out(_F(p.min_calib_range)), _range_out(_F(p.max_calib_range))]
+    if op.name == "_sg_mkldnn_selfatt_qk":
+        lo, hi = _product_range(ranges[0], ranges[1], ranges[0], ranges[1], 127, 127)
+    else:
+        lo, hi = _product_range(ranges[0], ranges[1], ranges[2], ranges[3], 127, 255)
+    return [y, _range_out(lo), _range_out(hi)]

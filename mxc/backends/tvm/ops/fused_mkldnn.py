@@ -26,7 +26,7 @@ import numpy as np
 
 from ....compiler.ops.fused_mkldnn_kernels import conv_weights
 from ....compiler.ops.quantization import K_INT8_RANGE, K_UINT8_RANGE
-from ..converter import Lowering, register_converter
+from ..converter import Lowering, register_converter, register_host_only
 from ._common import R, const, exact_product
 
 F = "float32"
@@ -176,3 +176,9 @@ def quantized_fully_connected(ctx: Lowering):
                            const(127.0 if d_dt == "int8" else 255.0, F)))
     hi = ctx.emit(R.multiply(R.multiply(la, lb), const(INT32_RANGE, F)))
     return [_saturate(ctx, y, "int32"), ctx.emit(R.negative(hi)), hi]
+
+
+register_host_only(
+    "_sg_mkldnn_selfatt_qk", "_sg_mkldnn_selfatt_valatt",
+    reason="quantized self-attention runs on the host (no MXNet case to check a lowering "
+           "against); float self-attention nodes are inlined by inline-fused and lowered")
