@@ -43,7 +43,7 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
                         "CPU name (haswell, skylake-avx512, znver3 ...)")
     p.add_argument("--passes", metavar="PIPELINE", default=None,
                    help="graph pass pipeline run before partitioning (default: "
-                        "remove-dropout,simplify,fold-batchnorm,dce; '' for none)")
+                        "remove-dropout,inline-fused,simplify,fold-batchnorm,dce; '' for none)")
     p.add_argument("--no-bind-params", dest="bind_params", action="store_false",
                    help="keep weights as run-time inputs stored beside the library instead of "
                         "compiling them in as constants")

@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 __all__ = ["compile", "CompiledModel", "DEFAULT_PASSES", "default_pipeline", "Progress"]
 
 #: the default pass pipeline (only the registered ones run)
-DEFAULT_PASSES = ("remove-dropout", "simplify", "fold-batchnorm", "dce")
+DEFAULT_PASSES = ("remove-dropout", "inline-fused", "simplify", "fold-batchnorm", "dce")
 
 
 def default_pipeline() -> str:

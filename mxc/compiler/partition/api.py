@@ -152,7 +152,7 @@ def _is_subgraph_node(node: Node) -> bool:
     if node.op is None or not node.subgraphs:
         return False
     try:
-        return bool(node.opdef.is_subgraph_op)
+        return bool(node.opdef.is_subgraph_op) and getattr(node.opdef, "is_region", True)
     except Exception:  # noqa: BLE001 - an unknown op with a nested graph
         return False
 
