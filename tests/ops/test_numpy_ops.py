@@ -168,3 +168,10 @@ def test_scalar_params_round_trip_in_numpy_records(tmp_path):
     back = mxc.nd.load(str(path))
     assert back["arg:s"].shape == () and back["arg:s"] == np.float32(2.5)
     assert back["arg:w"].shape == (2, 0)
+
+
+def test_true_divide_scalar_of_integers_is_float32_whatever_the_scalar():
+    g = _one_op("_npi_true_divide_scalar", scalar=0.5, is_int=False)
+    assert infer_types(g, {"x0": "int32"})[g.outputs[0].key] == "float32"
+    out = run_graph(g, {"x0": np.array([3], dtype=np.int32)})[0]
+    assert out.dtype == np.float32 and out.tolist() == [6.0]

@@ -268,12 +268,11 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
         return None if in_dtypes[0] is None else self._dtypes(p, in_dtypes[0])[0]
 
     def _dtypes(self, p, t_in):
+        if self.result == "float":   # MXNet's TrueDivideType: integers divide in float32
+            work = float_result(t_in)
+            return work, work
         work = _sc.scalar_op_dtype(t_in, p.is_int)
-        if self.result == "bool":
-            return work, "bool"
-        if self.result == "float":
-            work = float_result(work)
-        return work, work
+        return work, "bool" if self.result == "bool" else work
 
     def infer_type(self, p, in_types, out_types):
         if in_types[0] is None:

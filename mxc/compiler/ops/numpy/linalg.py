@@ -137,11 +137,11 @@ def _largest_positive(vectors: np.ndarray, axis: int) -> np.ndarray:
 @_register("_npi_cholesky")
 class NpCholesky(_Linalg):
     arguments = ("A",)
-    attrs = {"upper": Attr(to_bool, False)}
+    attrs = {"lower": Attr(to_bool, True)}
 
     def compute(self, p, arrays):
         low = np.linalg.cholesky(arrays[0])
-        return [np.swapaxes(low, -1, -2) if p.upper else low]
+        return [low if p.lower else np.swapaxes(low, -1, -2)]
 
 
 @_register("_npi_solve")

@@ -215,6 +215,9 @@ for _name, _fn in (("_npi_vstack", np.vstack), ("_npi_hstack", np.hstack),
         "compute": (lambda fn: lambda self, p, arrays: [fn(arrays)])(_fn),
         "output_names": (lambda out: lambda self, p: [out])(
             "out" if _name in ("_npi_hstack", "_npi_dstack") else "output"),
+        # hstack/dstack parse MXNet's ConcatParam (an unused ``dim`` comes with it)
+        "attrs": {"num_args": Attr(to_int), "dim": Attr(to_int, 1)}
+        if _name in ("_npi_hstack", "_npi_dstack") else _VarArgs.attrs,
         "__module__": __name__, "__doc__": f"NumPy ``{_fn.__name__}``."}))
 
 
@@ -371,7 +374,8 @@ class NpPad(NumpyFunctionOp):
     """``pad`` with MXNet's modes; ``constant_value`` fills in constant mode."""
 
     attrs = {"pad_width": Attr(to_nested_ints), "mode": Attr(enum(*_PAD_MODES), "constant"),
-             "constant_value": Attr(to_float, 0.0), "reset": Attr(to_bool, True)}
+             "constant_value": Attr(to_float, 0.0),
+             "reflect_type": Attr(enum("even", "odd"), "even")}
 
     def compute(self, p, arrays):
         x = arrays[0]
@@ -380,6 +384,8 @@ class NpPad(NumpyFunctionOp):
             width = width * x.ndim
         if p.mode == "constant":
             return [np.pad(x, width, mode="constant", constant_values=p.constant_value)]
+        if p.mode in ("reflect", "symmetric"):
+            return [np.pad(x, width, mode=p.mode, reflect_type=p.reflect_type)]
         return [np.pad(x, width, mode=p.mode)]
 
 
