@@ -175,3 +175,17 @@ def test_true_divide_scalar_of_integers_is_float32_whatever_the_scalar():
     assert infer_types(g, {"x0": "int32"})[g.outputs[0].key] == "float32"
     out = run_graph(g, {"x0": np.array([3], dtype=np.int32)})[0]
     assert out.dtype == np.float32 and out.tolist() == [6.0]
+
+
+@pytest.mark.parametrize("ord_,axis,flag,want", [
+    ("2", "None", "1", lambda x: np.linalg.norm(x)),
+    ("1", "(1,)", "-1", lambda x: np.linalg.norm(x, 1, axis=1)),
+    ("inf", "(0, 1)", "3", lambda x: np.linalg.norm(x, np.inf, axis=(0, 1))),
+    ("2", "(0, 1)", "2", lambda x: np.linalg.norm(x, "nuc")),
+    ("3", "(0,)", "-1", lambda x: np.sum(np.abs(x) ** 3, axis=0) ** (1 / 3)),
+])
+def test_norm_orders_and_flags(ord_, axis, flag, want):
+    g = _one_op("_npi_norm", ord=ord_, axis=axis, flag=flag)
+    x = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, 0.5]], dtype=np.float32)
+    out = run_graph(g, {"x0": x})[0]
+    np.testing.assert_allclose(out, want(x.astype(np.float64)), rtol=1e-5)

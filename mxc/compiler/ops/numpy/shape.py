@@ -127,23 +127,10 @@ class NpxReshape(_ReshapeBase, NumpyFunctionOp):
              "order": Attr(enum("C", "F", "A"), "C")}
 
     def out_shape(self, p, dshape):
-        if p.reverse:
-            out = npx_reshape_shape(p, _reverse_codes(p.newshape), tuple(reversed(dshape)))
+        if p.reverse:   # MXNet reverses the codes and the input shape as plain lists
+            out = npx_reshape_shape(p, tuple(reversed(p.newshape)), tuple(reversed(dshape)))
             return tuple(reversed(out))
         return npx_reshape_shape(p, p.newshape, tuple(dshape))
-
-
-def _reverse_codes(codes) -> list:
-    """Codes read right to left, keeping each ``-6 a b`` group's order intact."""
-    groups, i, codes = [], 0, list(codes)
-    while i < len(codes):
-        if codes[i] == -6:
-            groups.append([-6, codes[i + 2], codes[i + 1]])
-            i += 3
-        else:
-            groups.append([codes[i]])
-            i += 1
-    return [c for g in reversed(groups) for c in g]
 
 
 @_register("_np_transpose")
