@@ -92,8 +92,13 @@ def flip(ctx: Lowering):
     return x
 
 
+@register_converter("_npi_tril", "_npi_triu")
+def triangle(ctx: Lowering):
+    fn = R.tril if ctx.op == "_npi_tril" else R.triu
+    return fn(ctx.inputs[0], ctx.p.k)
+
+
 register_host_only(
-    "_np_roll", "_npi_rot90", "_np_diag", "_np_diagflat", "_np_diagonal", "_npi_tril",
-    "_npi_triu", "_npi_pad", "_npi_hsplit", "_npi_vsplit", "_npi_dsplit",
+    "_np_roll", "_npi_rot90", "_np_diag", "_np_diagflat", "_np_diagonal", "_npi_pad", "_npi_hsplit", "_npi_vsplit", "_npi_dsplit",
     reason="index-reordering NumPy functions seen in pre/post-processing, not in model "
            "bodies; the host kernel is NumPy's own")
