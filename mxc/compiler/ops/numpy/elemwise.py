@@ -12,17 +12,15 @@ the ``is*`` predicates give ``bool``.  Ops with no legacy twin
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import broadcast as _bc
 from .. import elemwise_scalar as _sc
 from .. import elemwise_unary as _un
-from ..common import BroadcastOp, ElemwiseShapeMixin, UnaryOp, cast_to
-from ..elemwise_binary import KERNELS, in_dtype, scalar_as, swapped, via_float
-from ..elemwise_scalar import SCALAR_ATTRS, ScalarOp
-from ..registry import Attr, OpDef, definitions_in, optional, register_op, to_bool, to_float, to_int
+from ..common import BroadcastOp, UnaryOp, cast_to
+from ..elemwise_binary import KERNELS, scalar_as, swapped, via_float
+from ..elemwise_scalar import ScalarOp
+from ..registry import Attr, definitions_in, optional, register_op, to_bool, to_float, to_int
 from ._common import NumpyOpMixin, float_result, promote
 
 FAMILY = "numpy.elemwise"
@@ -120,8 +118,6 @@ class Around(NumpyOpMixin, UnaryOp):
 
     def forward(self, p, inputs, ctx):
         x = np.asarray(inputs[0])
-        if x.dtype.kind != "f":
-            return [np.around(x, p.decimals).astype(x.dtype)]
         return [np.around(x, p.decimals).astype(x.dtype)]
 
 

@@ -15,8 +15,7 @@ import numpy as np
 
 from ....errors import MxcError
 from ..common import broadcast_shapes
-from ..registry import (Attr, OpDef, optional, register_op, to_bool, to_float, to_int, to_shape,
-                        to_str)
+from ..registry import Attr, OpDef, optional, register_op, to_bool, to_float, to_int, to_str
 from ._common import NumpyFunctionOp, NumpyOpMixin, promote
 
 FAMILY = "numpy.indexing"
@@ -317,4 +316,4 @@ class NpxConstraintCheck(NumpyOpMixin, OpDef):
         return [np.asarray(True)]
 
 
-__all__ = ["ConstraintViolated", "to_shape"]
+__all__ = ["ConstraintViolated"]

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Attr, enum, optional, register_op, to_bool, to_float, to_int, to_shape, \
-    to_str
+from ..registry import Attr, enum, register_op, to_bool, to_float, to_int, to_shape, to_str
 from ._common import NumpyFunctionOp, to_opt_axes
 
 FAMILY = "numpy.linalg"
@@ -281,5 +280,3 @@ class NpSlogdet(_Linalg):
         sign, logdet = np.linalg.slogdet(arrays[0])
         return [sign, logdet]
 
-
-__all__ = ["optional"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import (Attr, Params, enum, optional, register_op, shape_error, to_bool,
-                        to_float, to_int, to_shape, to_str)
+                        to_float, to_int, to_shape)
 from ..shape_manip import Squeeze, Transpose, fill_one_unknown, merge_into, prod
 from ._common import NumpyFunctionOp, NumpyOpMixin, to_nested_ints, to_opt_axes
 
@@ -376,4 +376,4 @@ class NpPad(NumpyFunctionOp):
         return [np.pad(x, width, mode=p.mode)]
 
 
-__all__ = ["npx_reshape_shape", "to_str"]
+__all__ = ["npx_reshape_shape"]

@@ -80,10 +80,46 @@ for _kind in ("arctan2", "copysign", "ldexp"):
     register_converter(f"_npi_r{_kind}_scalar")(_math_binary(_kind, "lhs"))
 
 
+# -- bitwise ops on integers (logical ops on bool) ------------------------------------
+_BITWISE = {"and": (R.bitwise_and, R.logical_and), "or": (R.bitwise_or, R.logical_or),
+            "xor": (R.bitwise_xor, R.logical_xor)}
+
+
+def _bitwise(kind: str, scalar: bool):
+    int_fn, bool_fn = _BITWISE[kind]
+
+    def convert(ctx: Lowering):
+        dt = ctx.out_dtype
+        fn = bool_fn if dt == "bool" else int_fn
+        a = ctx.astype(ctx.inputs[0], dt)
+        b = const(scalar_as(ctx.p.scalar, dt), dt) if scalar else ctx.astype(ctx.inputs[1], dt)
+        return fn(a, b)
+    return convert
+
+
+for _kind in _BITWISE:
+    register_converter(f"_npi_bitwise_{_kind}")(_bitwise(_kind, False))
+    register_converter(f"_npi_bitwise_{_kind}_scalar")(_bitwise(_kind, True))
+
+
+@register_converter("_npi_nan_to_num")
+def nan_to_num(ctx: Lowering):
+    import numpy as np
+    x = ctx.inputs[0]
+    dt = ctx.in_dtypes[0]
+    if not is_float(dt):
+        return x
+    info = np.finfo(dt)
+    p = ctx.p
+    big = const(info.max if p.posinf is None else p.posinf, dt)
+    small = const(info.min if p.neginf is None else p.neginf, dt)
+    x = ctx.emit(R.where(R.isnan(x), const(p.nan, dt), x))
+    pos = ctx.emit(R.logical_and(R.isinf(x), R.greater(x, const(0, dt))))
+    x = ctx.emit(R.where(pos, big, x))
+    return R.where(R.isinf(x), small, x)
+
+
 register_host_only(
-    "_npi_lcm", "_npi_bitwise_and",
-    "_npi_bitwise_or", "_npi_bitwise_xor",
-    "_npi_bitwise_and_scalar", "_npi_bitwise_or_scalar", "_npi_bitwise_xor_scalar",
-    "_npi_lcm_scalar", "_npi_around", "_npi_nan_to_num",
+    "_npi_lcm", "_npi_lcm_scalar", "_npi_around",
     reason="rare NumPy elementwise functions with no Relax operator: the host kernel is "
            "cheap and lowering them would not pay")
