@@ -279,4 +279,3 @@ class NpSlogdet(_Linalg):
     def compute(self, p, arrays):
         sign, logdet = np.linalg.slogdet(arrays[0])
         return [sign, logdet]
-
