@@ -11,6 +11,7 @@ from tvm import tirx
 from ...converter import Lowering, register_converter, register_host_only
 from .._common import R, broadcast_to_shape, const, is_float, math_dtype, prim_dtype, \
     scalar_as, te_elementwise
+from ._twins import register_twins
 
 
 def _float_test(test, otherwise: bool):
@@ -123,3 +124,6 @@ register_host_only(
     "_npi_lcm", "_npi_lcm_scalar", "_npi_around",
     reason="rare NumPy elementwise functions with no Relax operator: the host kernel is "
            "cheap and lowering them would not pay")
+
+
+register_twins(__name__)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...converter import Lowering, register_converter, register_host_only
 from .._common import R, pos_axis
 from .indexing import truth
+from ._twins import register_twins
 
 
 @register_converter("_npi_argmax", "_npi_argmin")
@@ -77,3 +78,6 @@ register_host_only(
     "_npi_norm", "_npi_average", "_np_trace", "_npi_percentile",
     reason="statistics and scans that appear outside hot paths in DeepNumpy models; "
            "the host kernel (double accumulation) is kept")
+
+
+register_twins(__name__)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...converter import Lowering, register_converter, register_host_only
 from .._common import R, pos_axis
 from ..join_split import split_pieces
+from ._twins import register_twins
 
 
 @register_converter("_npi_concatenate")
@@ -117,3 +118,6 @@ register_host_only(
     "_np_roll", "_npi_rot90", "_np_diag", "_np_diagflat", "_np_diagonal", "_npi_pad",
     reason="index-reordering NumPy functions seen in pre/post-processing, not in model "
            "bodies; the host kernel is NumPy's own")
+
+
+register_twins(__name__)
