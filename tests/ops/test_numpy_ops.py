@@ -189,3 +189,31 @@ def test_norm_orders_and_flags(ord_, axis, flag, want):
     x = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, 0.5]], dtype=np.float32)
     out = run_graph(g, {"x0": x})[0]
     np.testing.assert_allclose(out, want(x.astype(np.float64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs,a,b,fn", [
+    ("_npi_matmul", {}, (4,), (4, 3), np.matmul),
+    ("_npi_matmul", {}, (2, 1, 3, 4), (5, 4, 2), np.matmul),
+    ("_npi_matmul", {}, (2, 3, 4), (4,), np.matmul),
+    ("_np_dot", {}, (2, 3, 4), (5, 4, 6), np.dot),
+    ("_np_dot", {}, (3,), (3,), np.dot),
+    ("_npi_tensordot", {"a_axes_summed": "(0, 2)", "b_axes_summed": "(2, 1)"}, (3, 4, 5), (2, 5, 3),
+     lambda x, y: np.tensordot(x, y, axes=((0, 2), (2, 1)))),
+    ("_npi_tensordot_int_axes", {"axes": 1}, (3, 4), (4, 2), lambda x, y: np.tensordot(x, y, 1)),
+    ("_npi_einsum", {"num_args": 2, "subscripts": "bij,bjk->bki"}, (2, 3, 4), (2, 4, 5),
+     lambda x, y: np.einsum("bij,bjk->bki", x, y)),
+])
+def test_product_shapes_are_numpys(op, attrs, a, b, fn):
+    """Products infer their shapes analytically; NumPy on real arrays is the oracle."""
+    g = _one_op(op, 2, **attrs)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(a).astype(np.float32), rng.standard_normal(b).astype(np.float32)
+    want = fn(x.astype(np.float64), y.astype(np.float64))
+    assert infer_shapes(g, {"x0": a, "x1": b})[g.outputs[0].key] == np.shape(want)
+    np.testing.assert_allclose(run_graph(g, {"x0": x, "x1": y})[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_matmul_with_mismatched_inner_extents_is_a_shape_error():
+    g = _one_op("_npi_matmul", 2)
+    with pytest.raises(ShapeError, match="inner extents"):
+        infer_shapes(g, {"x0": (2, 3), "x1": (4, 5)})
