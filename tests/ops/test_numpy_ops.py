@@ -217,3 +217,12 @@ def test_matmul_with_mismatched_inner_extents_is_a_shape_error():
     g = _one_op("_npi_matmul", 2)
     with pytest.raises(ShapeError, match="inner extents"):
         infer_shapes(g, {"x0": (2, 3), "x1": (4, 5)})
+
+
+@pytest.mark.parametrize("op,n", [("_npi_bitwise_and", 2), ("_npi_lcm", 2), ("_npi_bitwise_not", 1),
+                                  ("_npi_bitwise_or_scalar", 1)])
+def test_integer_only_ops_reject_floats_with_a_typed_error(op, n):
+    g = _one_op(op, n, **({"scalar": 3} if op.endswith("_scalar") else {}))
+    with pytest.raises(mxc.errors.DTypeError, match="integer"):
+        infer_types(g, {f"x{i}": "float32" for i in range(n)})
+    assert infer_types(g, {f"x{i}": "int32" for i in range(n)})[g.outputs[0].key] == "int32"

@@ -21,7 +21,16 @@ from ..common import BroadcastOp, UnaryOp, cast_to
 from ..elemwise_binary import KERNELS, scalar_as, swapped, via_float
 from ..elemwise_scalar import ScalarOp
 from ..registry import Attr, definitions_in, optional, register_op, to_bool, to_float, to_int
+from ....errors import DTypeError
 from ._common import NumpyOpMixin, float_result, promote
+
+
+def require_integers(op, p, dtypes) -> None:
+    """Bitwise ops and ``lcm`` are defined on integer (and bool) tensors only."""
+    for t in dtypes:
+        if t is not None and np.dtype(t).kind not in "iub":
+            raise DTypeError(f"operator {op.name} (node {p.node_name!r}): needs integer or bool "
+                             f"inputs, got {t}")
 
 FAMILY = "numpy.elemwise"
 
@@ -104,6 +113,10 @@ class BitwiseNot(NumpyOpMixin, UnaryOp):
     """``~x`` on integers; logical not on bool."""
 
     arguments = ("x",)
+
+    def infer_type(self, p, in_types, out_types):
+        require_integers(self, p, in_types)
+        return super().infer_type(p, in_types, out_types)
 
     def forward(self, p, inputs, ctx):
         return [np.invert(np.asarray(inputs[0]))]
@@ -206,6 +219,9 @@ def _lcm(a, b):
     return np.lcm(a, b)
 
 
+#: kernels defined on integer tensors only
+INTEGER_KERNELS = frozenset({"lcm", "bitwise_and", "bitwise_or", "bitwise_xor"})
+
 #: kernels of binary ops that have no legacy twin (same contract as ``KERNELS``)
 NUMPY_KERNELS = {
     "arctan2": via_float(np.arctan2),
@@ -222,6 +238,12 @@ class _NumpyKernelBinary(NumpyBinaryMixin, BroadcastOp):
     """A broadcasting binary whose kernel lives in :data:`NUMPY_KERNELS`."""
 
     kernel = ""
+    integer_only = False
+
+    def infer_type(self, p, in_types, out_types):
+        if self.integer_only:
+            require_integers(self, p, in_types)
+        return super().infer_type(p, in_types, out_types)
 
     def forward(self, p, inputs, ctx):
         work = self.twin_dtype(p, [np.asarray(x).dtype.name for x in inputs], [])
@@ -237,7 +259,8 @@ for _op, _kernel in (("_npi_arctan2", "arctan2"), ("_npi_copysign", "copysign"),
                      ("_npi_bitwise_xor", "bitwise_xor")):
     register_op(_op, family=FAMILY)(type(
         _class_name(_op), (_NumpyKernelBinary,),
-        {"kernel": _kernel, "__module__": __name__, "__doc__": f"NumPy ``{_kernel}``."}))
+        {"kernel": _kernel, "integer_only": _kernel in INTEGER_KERNELS,
+         "__module__": __name__, "__doc__": f"NumPy ``{_kernel}``."}))
 
 
 # ---------------------------------------------------------------------------
@@ -260,6 +283,7 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
     """A tensor-scalar op with a NumPy-mode result dtype (``result``: same/bool/float)."""
 
     result = "same"
+    integer_only = False
 
     def twin_dtype(self, p, in_dtypes, out_dtypes):
         return None if in_dtypes[0] is None else self._dtypes(p, in_dtypes[0])[0]
@@ -272,6 +296,8 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
         return work, "bool" if self.result == "bool" else work
 
     def infer_type(self, p, in_types, out_types):
+        if self.integer_only:
+            require_integers(self, p, in_types)
         if in_types[0] is None:
             return super().infer_type(p, in_types, out_types) if self.result == "same" \
                 else (list(in_types), list(out_types))
@@ -286,9 +312,11 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
         return [cast_to(y, ctx.out_dtypes[0] or out)]
 
 
-def _np_scalar(op: str, kernel, result: str = "same", twin: str | None = None) -> type:
+def _np_scalar(op: str, kernel, result: str = "same", twin: str | None = None,
+               integer_only: bool = False) -> type:
     cls = type(_class_name(op), (_NumpyScalarOp,),
                {"kernel": staticmethod(kernel), "result": result, "twin": twin,
+                "integer_only": integer_only,
                 "__module__": __name__, "__doc__": f"NumPy tensor-scalar op ``{op}``."})
     return register_op(op, family=FAMILY)(cls)
 
@@ -304,6 +332,6 @@ for _op, _k in (("arctan2", "arctan2"), ("copysign", "copysign"), ("ldexp", "lde
     _np_scalar(f"_npi_{_op}_scalar", NUMPY_KERNELS[_k])
     _np_scalar(f"_npi_r{_op}_scalar", swapped(NUMPY_KERNELS[_k]))
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor", "lcm"):
-    _np_scalar(f"_npi_{_op}_scalar", NUMPY_KERNELS[_op])
+    _np_scalar(f"_npi_{_op}_scalar", NUMPY_KERNELS[_op], integer_only=True)
 
 __all__ = ["NUMPY_KERNELS", "NumpyBinaryMixin", "definitions_in"]
