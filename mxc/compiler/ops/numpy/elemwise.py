@@ -39,11 +39,15 @@ def _class_name(op: str) -> str:
     return "".join(w.capitalize() for w in op.strip("_").split("_"))
 
 
+#: other names MXNet 1.9.1 registers for these ops (``add_alias``)
+_ALIASES = {"_npi_absolute": ("_npi_abs",)}
+
+
 def _numpy_twin(op: str, base: type, twin: str | None, doc: str, **body) -> type:
     """Register *op* as a subclass of the legacy class *base*, naming its twin."""
     cls = type(_class_name(op), (NumpyOpMixin, base),
                {"twin": twin, "__doc__": doc, "__module__": __name__, **body})
-    return register_op(op, family=FAMILY)(cls)
+    return register_op(op, family=FAMILY, aliases=_ALIASES.get(op, ()))(cls)
 
 
 # ---------------------------------------------------------------------------

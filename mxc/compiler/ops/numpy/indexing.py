@@ -21,8 +21,8 @@ from ._common import NumpyFunctionOp, NumpyOpMixin, promote
 FAMILY = "numpy.indexing"
 
 
-def _register(op: str):
-    return register_op(op, family=FAMILY)
+def _register(op: str, aliases=()):
+    return register_op(op, family=FAMILY, aliases=aliases)
 
 
 # ---------------------------------------------------------------------------
@@ -224,7 +224,7 @@ class _Dynamic(NumpyOpMixin, OpDef):
         return list(in_shapes), list(out_shapes)
 
 
-@_register("_npx_nonzero")
+@_register("_npx_nonzero", aliases=("_npi_nonzero",))
 class NpxNonzero(_Dynamic):
     """``(N, ndim)`` int64 coordinates of the non-zero elements (``transpose(nonzero(x))``)."""
 

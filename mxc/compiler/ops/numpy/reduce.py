@@ -99,7 +99,7 @@ class NpSum(NumpyReduce):
         return y + p.initial if p.initial is not None else y
 
 
-@register_op("_np_prod", family=FAMILY)
+@register_op("_np_prod", family=FAMILY, aliases=("_np_product",))
 class NpProd(NumpyReduce):
     twin = "prod"
     result = "bool_int64"
@@ -141,13 +141,13 @@ class _NpMinMax(NumpyReduce):
         return type(self).fn(x.astype(compute_dtype(x.dtype), copy=False), axis=axes, **kw)
 
 
-@register_op("_np_max", family=FAMILY)
+@register_op("_np_max", family=FAMILY, aliases=("_np_amax",))
 class NpMax(_NpMinMax):
     twin = "max"
     fn = staticmethod(np.max)
 
 
-@register_op("_np_min", family=FAMILY)
+@register_op("_np_min", family=FAMILY, aliases=("_np_amin",))
 class NpMin(_NpMinMax):
     twin = "min"
     fn = staticmethod(np.min)
@@ -192,7 +192,7 @@ class NpAll(_NpLogical):
     fn = staticmethod(np.all)
 
 
-@register_op("_np_any", family=FAMILY)
+@register_op("_np_any", family=FAMILY, aliases=("_np_sometrue",))
 class NpAny(_NpLogical):
     fn = staticmethod(np.any)
 

@@ -21,8 +21,8 @@ from ._common import NumpyFunctionOp, NumpyOpMixin, to_nested_ints, to_opt_axes
 FAMILY = "numpy.shape"
 
 
-def _register(op: str):
-    return register_op(op, family=FAMILY)
+def _register(op: str, aliases=()):
+    return register_op(op, family=FAMILY, aliases=aliases)
 
 
 # ---------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class NpReshape(_ReshapeBase, NumpyFunctionOp):
         return _fill_minus_one(p, list(p.newshape), prod(dshape))
 
 
-@_register("_npx_reshape")
+@_register("_npx_reshape", aliases=("_npi_reshape",))
 class NpxReshape(_ReshapeBase, NumpyFunctionOp):
     """``npx.reshape`` with its special codes (see the module docstring)."""
 
