@@ -226,3 +226,12 @@ def test_integer_only_ops_reject_floats_with_a_typed_error(op, n):
     with pytest.raises(mxc.errors.DTypeError, match="integer"):
         infer_types(g, {f"x{i}": "float32" for i in range(n)})
     assert infer_types(g, {f"x{i}": "int32" for i in range(n)})[g.outputs[0].key] == "int32"
+
+
+def test_eigvals_of_a_rotation_is_rejected_not_truncated():
+    g = _one_op("_npi_eigvals")
+    rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
+    with pytest.raises(mxc.errors.MxcError, match="complex eigenvalues"):
+        run_graph(g, {"x0": rotation})
+    sym = np.array([[2.0, 1.0], [1.0, 2.0]])
+    np.testing.assert_allclose(np.sort(run_graph(g, {"x0": sym})[0]), [1.0, 3.0])

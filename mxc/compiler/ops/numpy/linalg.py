@@ -16,6 +16,7 @@ import numpy as np
 
 from ..registry import Attr, enum, register_op, shape_error, to_bool, to_float, to_int, to_shape, \
     to_str
+from ....errors import ExecutionError
 from ._common import NumpyFunctionOp, to_opt_axes
 
 FAMILY = "numpy.linalg"
@@ -262,6 +263,14 @@ class NpEigvalsh(_Linalg):
         return [np.linalg.eigvalsh(arrays[0], UPLO=p.UPLO)]
 
 
+def _require_real(p, eigenvalues: np.ndarray) -> None:
+    """MXNet's ``eig``/``eigvals`` return real arrays and reject complex spectra."""
+    if np.iscomplexobj(eigenvalues) and np.any(np.imag(eigenvalues) != 0):
+        raise ExecutionError(f"operator {p.node.op if p.node else 'eig'} (node "
+                             f"{p.node_name!r}): the input has complex eigenvalues, which "
+                             f"MXNet's real-valued eig/eigvals do not represent")
+
+
 @_register("_npi_eig")
 class NpEig(_Linalg):
     arguments = ("A",)
@@ -271,6 +280,7 @@ class NpEig(_Linalg):
 
     def compute(self, p, arrays):
         w, v = np.linalg.eig(arrays[0])
+        _require_real(p, w)
         return [np.real(w), np.real(v)]
 
 
@@ -279,7 +289,9 @@ class NpEigvals(_Linalg):
     arguments = ("A",)
 
     def compute(self, p, arrays):
-        return [np.real(np.linalg.eigvals(arrays[0]))]
+        w = np.linalg.eigvals(arrays[0])
+        _require_real(p, w)
+        return [np.real(w)]
 
 
 @_register("_npi_pinv")
