@@ -83,18 +83,21 @@ _LOADED = False
 
 
 def register_converter(*ops: str, supports: SupportsFn | None = None,
-                       override: bool = False, nested: bool = False) -> Callable:
+                       override: bool = False, nested: bool = False,
+                       module: str | None = None) -> Callable:
     """Function decorator: register the converter of MXNet operator(s) *ops*.
 
     Register under the op's canonical registry name; aliases (``_plus`` for
     ``elemwise_add`` ...) are resolved through the op registry.  ``nested=True``
     says the converter lowers a node that carries nested subgraphs (a fused
     oneDNN node) from the facts its OpDef reads off them; other subgraph nodes
-    stay on the host.
+    stay on the host.  *module* names the family module the converter belongs
+    to (default: the caller's), for helpers that register converters on a
+    family's behalf.
     """
     if not ops:
         raise ValueError("register_converter needs at least one operator name")
-    module = sys._getframe(1).f_globals.get("__name__", "?")
+    module = module or sys._getframe(1).f_globals.get("__name__", "?")
 
     def deco(fn):
         for op in ops:
