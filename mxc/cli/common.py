@@ -42,6 +42,21 @@ def add_model_arguments(p: argparse.ArgumentParser, *, params_required: bool = F
                    default=[], help="input shape, e.g. data=1,3,224,224 (repeatable)")
 
 
+def add_load_argument(p: argparse.ArgumentParser) -> None:
+    """``--load LIB`` (repeatable): extension libraries to load first (MXNet's
+    ``mx.library.load``); for an ``.mxc`` artifact, the libraries it was compiled with."""
+    p.add_argument("--load", metavar="LIB", action="append", default=[],
+                   help="extension library to load first: a compiled MXNet library (.so) or "
+                        "an mxc Python extension (repeatable)")
+
+
+def load_libraries(paths) -> None:
+    """Load each ``--load`` library (quietly), in order."""
+    from ..library import load
+    for path in paths or ():
+        load(path, verbose=False)
+
+
 def model_name(path: str) -> str:
     """``resnet18-symbol.json`` -> ``resnet18``; a corpus ``NAME/symbol.json`` -> ``NAME``."""
     p = Path(path)

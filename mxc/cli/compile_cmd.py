@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, parse_key_value
+from .common import (add_load_argument, add_model_arguments, load_libraries, load_model,
+                     model_name, parse_key_value)
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -35,6 +36,7 @@ def parse_target(text: str):
 def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
     """The options ``mxc compile`` shares with ``mxc run --backend tvm`` (and, but for
     ``--db``, with ``mxc tune``, which has its own)."""
+    add_load_argument(p)
     p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
                    default=[], help="dtype of an input that is not float32 (repeatable)")
     p.add_argument("--target", default="llvm",
@@ -69,6 +71,8 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
                       progress: bool = True, loaded=None):
     """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
     from ..backends.tvm.compile import compile as compile_model
+    if loaded is None:
+        load_libraries(getattr(args, "load", ()))
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     return compile_model(sym, (arg, aux), shapes if shapes is not None else dict(args.shape),
                          dtypes if dtypes is not None else dict(args.dtype),

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import MxcError
 from . import register_command
-from .common import load_inputs, load_model, parse_shape_arg, save_outputs
+from .common import load_inputs, load_libraries, load_model, parse_shape_arg, save_outputs
 
 BACKENDS = ("reference", "tvm")
 
@@ -68,7 +68,7 @@ def _run_artifact(args) -> int:
         raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
                        f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
-    session = load(args.model)
+    session = load(args.model, libraries=args.load)
     feeds = load_inputs(args.inputs)
     result = session.run(feeds, profile=args.profile)
     outputs, profile = result if args.profile else (result, None)
@@ -78,6 +78,7 @@ def _run_artifact(args) -> int:
 def _run_tvm(args) -> int:
     from .compile_cmd import compile_from_args
     feeds = load_inputs(args.inputs)
+    load_libraries(args.load)
     loaded = load_model(args)
     inputs = loaded[0].list_inputs()
     _check_feeds(args, feeds, inputs)
@@ -100,6 +101,7 @@ def _check_feeds(args, feeds, inputs) -> None:
 
 def _run_reference(args) -> int:
     args.shape = []
+    load_libraries(args.load)
     sym, arg, aux = load_model(args)
     feeds = load_inputs(args.inputs)
     values = {**arg, **aux}

@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -399,15 +399,21 @@ class Session:
         return buf[0]
 
 
-def load(path: str | os.PathLike) -> Session:
+def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None = None
+         ) -> Session:
     """Load an ``.mxc`` artifact and return a :class:`Session` to run it.
 
     The file is verified (format version, checksums of every member, a target
     this machine can run) before its library is loaded from a private
-    temporary directory.  Raises :class:`~mxc.errors.ArtifactError`.
+    temporary directory.  A model with operators of compiled extension
+    libraries runs only with the same library files given in *libraries*
+    (checked by sha256, see :mod:`mxc.runtime.libraries`).  Raises
+    :class:`~mxc.errors.ArtifactError`.
     """
     from .artifact import read_artifact
+    from .libraries import attach_libraries
     art = read_artifact(path)
+    attach_libraries(art.manifest, libraries, str(path))
     return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path))
 
 
