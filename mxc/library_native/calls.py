@@ -19,7 +19,7 @@ import numpy as np
 from .abi import DTYPE_BY_FLAG, FLAG_BY_STYPE, STYPE_BY_FLAG, strings
 from .handle import NativeLibrary
 from .marshal import (NO_GPU_CALLBACK, SPARSE_CALLBACK, XPU_CALLBACK, CallScope, SparseOut,
-                      dtype_flag, tensor_block)
+                      dtype_flag, release, tensor_block)
 
 __all__ = ["OpEntry", "parse_attrs", "infer_shape", "infer_type", "infer_storage_type",
            "mutate_inputs", "compute", "create_state", "stateful_compute", "destroy_state",
@@ -46,6 +46,7 @@ class OpEntry:
     contexts: dict = field(default_factory=dict)   # kind -> [device names]
     _kv_cache: dict = field(default_factory=dict, repr=False)
     _rng: Any = field(default=None, repr=False)
+    _rng_ptr: Any = field(default=None, repr=False)
 
     def kv(self, attrs: Mapping[str, str]):
         """``(keys, vals, n)`` ctypes arrays for *attrs* (cached per attribute set)."""
@@ -158,6 +159,7 @@ def random_states(entry: OpEntry, seed: int = 0):
             words[:, k] = x
         words[:, 624] = 624
         entry._rng = words
+        entry._rng_ptr = c_void_p(words.ctypes.data)
     return entry._rng.ctypes.data
 
 
@@ -170,16 +172,22 @@ def _compute_args(inputs, outputs, keep):
 def _run(entry: OpEntry, call, inputs, outputs, node):
     """Call *call(ins, outs, tail)*; returns the outputs with sparse slots filled."""
     keep: list = []
-    sparse_slots = [o if isinstance(o, SparseOut) else None for o in outputs]
-    with CallScope(sparse_slots) as scope:
+    sparse = any(isinstance(o, SparseOut) for o in outputs)
+    slots = [o if isinstance(o, SparseOut) else None for o in outputs] if sparse else ()
+    with CallScope(slots) as scope:
         ins, outs, in_sp, out_sp = _compute_args(inputs, outputs, keep)
         key = c_void_p(scope.key)
         tail = [XPU_CALLBACK, key, NO_GPU_CALLBACK, None, None, SPARSE_CALLBACK, key,
                 in_sp[0], out_sp[0], in_sp[1], out_sp[1], in_sp[2], out_sp[2],
                 in_sp[3], out_sp[3], in_sp[4], out_sp[4],
-                c_void_p(random_states(entry)), None]
-        ok = call(ins, outs, tail)
-    return ok, [o.finish() if isinstance(o, SparseOut) else o for o in outputs]
+                entry._rng_ptr or c_void_p(random_states(entry)), None]
+        try:
+            ok = call(ins, outs, tail)
+        finally:
+            release(k for k in keep if type(k) is tuple)
+    if sparse:
+        outputs = [o.finish() if isinstance(o, SparseOut) else o for o in outputs]
+    return ok, outputs
 
 
 def compute(entry: OpEntry, fp: int, attrs: Mapping[str, str], inputs: Sequence, outputs: Sequence,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import threading
 from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_void_p
 from typing import Any, Sequence
 
@@ -26,16 +25,21 @@ from ..errors import ExtensionError
 from .abi import DTYPE_BY_FLAG, FLAG_BY_DTYPE, FLAG_BY_STYPE, SPARSE_MALLOC, XPU_MALLOC
 from .sparse import CSRArray, RowSparseArray
 
-__all__ = ["CallScope", "tensor_block", "dtype_flag", "as_contiguous", "XPU_CALLBACK",
+__all__ = ["CallScope", "tensor_block", "release", "dtype_flag", "as_contiguous", "XPU_CALLBACK",
            "SPARSE_CALLBACK", "NO_GPU_CALLBACK", "SparseOut"]
 
 _CPU = b"cpu"
 _SCOPES: dict[int, "CallScope"] = {}
 _IDS = itertools.count(1)
-_LOCK = threading.Lock()
+
+
+_FLAG_BY_NP = {np.dtype(k): v for k, v in FLAG_BY_DTYPE.items()}
 
 
 def dtype_flag(dtype: Any) -> int:
+    flag = _FLAG_BY_NP.get(dtype) if isinstance(dtype, np.dtype) else None
+    if flag is not None:
+        return flag
     name = np.dtype(dtype).name
     try:
         return FLAG_BY_DTYPE[name]
@@ -93,9 +97,8 @@ class CallScope:
         self.sparse_outputs = list(sparse_outputs)
 
     def __enter__(self) -> "CallScope":
-        with _LOCK:
-            self.key = next(_IDS)
-            _SCOPES[self.key] = self
+        self.key = next(_IDS)  # atomic under the GIL
+        _SCOPES[self.key] = self
         return self
 
     def __exit__(self, *exc) -> None:
@@ -135,51 +138,93 @@ NO_GPU_CALLBACK = XPU_MALLOC(_no_gpu_malloc)
 SPARSE_CALLBACK = SPARSE_MALLOC(_sparse_malloc)
 
 
+class _Block:
+    """The flat ctypes arguments of one list of tensors (see :func:`tensor_block`)."""
+
+    __slots__ = ("dense", "sparse", "data", "shapes")
+
+    def __init__(self, n: int):
+        m = max(n, 1)
+        self.shapes = (POINTER(c_int64) * m)()
+        self.data = (c_void_p * m)()
+        devs = (c_char_p * m)()
+        for i in range(n):
+            devs[i] = _CPU
+        self.dense = [self.shapes, (c_int * m)(), self.data, (c_int * m)(), (c_size_t * m)(),
+                      devs, (c_int * m)(), n]
+        self.sparse = [(c_int * m)(), (c_void_p * m)(), (c_void_p * m)(), (c_int64 * m)(),
+                       (c_int64 * m)()]
+
+    def describe(self, i: int, shape: tuple, dtype, keep: list) -> None:
+        s = (c_int64 * max(len(shape), 1))(*shape)
+        keep.append(s)
+        self.shapes[i] = s
+        self.dense[1][i] = len(shape)
+        self.dense[3][i] = dtype_flag(dtype)
+
+
+#: dense blocks by signature ((shape, dtype), ...), each with the shape arrays it points to;
+#: a block is taken out while a call uses it (calls may nest or run in threads)
+_BLOCKS: dict[tuple, list] = {}
+
+
+def _dense_block(values: Sequence[np.ndarray]) -> tuple["_Block", tuple, list]:
+    key = tuple([(v.shape, v.dtype) for v in values])
+    try:
+        block, keep = _BLOCKS[key].pop()
+    except (KeyError, IndexError):
+        block, keep = _Block(len(values)), []
+        for i, v in enumerate(values):
+            block.describe(i, v.shape, v.dtype, keep)
+    data = block.data
+    for i, v in enumerate(values):
+        data[i] = v.ctypes.data
+    return block, key, keep
+
+
+def release(blocks) -> None:
+    """Return dense blocks from :func:`tensor_block` for reuse (after the call)."""
+    for block, key, keep in blocks:
+        if key is not None:
+            pool = _BLOCKS.setdefault(key, [])
+            if len(pool) < 4 and len(_BLOCKS) < 1024:
+                pool.append((block, keep))
+
+
 def tensor_block(values: Sequence[Any], keep: list) -> tuple[list, list]:
     """Flat ctypes arguments for *values* (dense numpy arrays, sparse arrays or SparseOut).
 
     Returns ``(dense_args, sparse_args)``: the eight arguments lib_api takes
     per tensor list (shapes, ndims, data, dtypes, ids, dev types, dev ids,
     count) and the storage-type/sparse parts (stypes, indices, indptr, their
-    lengths).  Everything that must outlive the call is appended to *keep*.
+    lengths).  Everything that must outlive the call is appended to *keep*;
+    for all-dense lists that includes a ``(block, key, arrays)`` entry whose
+    arrays are reused by later calls with the same shapes and dtypes once
+    :func:`release` gives it back (the per-call cost is then the data pointers).
     """
-    n = len(values)
-    shapes = (POINTER(c_int64) * max(n, 1))()
-    dims = (c_int * max(n, 1))()
-    data = (c_void_p * max(n, 1))()
-    dtypes = (c_int * max(n, 1))()
-    ids = (c_size_t * max(n, 1))()
-    devs = (c_char_p * max(n, 1))()
-    dev_ids = (c_int * max(n, 1))()
-    stypes = (c_int * max(n, 1))()
-    idx = (c_void_p * max(n, 1))()
-    ptr = (c_void_p * max(n, 1))()
-    idx_len = (c_int64 * max(n, 1))()
-    ptr_len = (c_int64 * max(n, 1))()
+    if all(type(v) is np.ndarray for v in values):
+        entry = _dense_block(values)
+        keep.append(entry)
+        keep.extend(values)
+        return entry[0].dense, entry[0].sparse
+    block = _Block(len(values))
     for i, v in enumerate(values):
-        shape = tuple(v.shape)
-        s = (c_int64 * max(len(shape), 1))(*shape)
-        keep.append(s)
-        shapes[i] = s
-        dims[i] = len(shape)
-        devs[i] = _CPU
+        block.describe(i, tuple(v.shape), v.dtype, keep)
         if isinstance(v, np.ndarray):
-            data[i] = v.ctypes.data
-            dtypes[i] = dtype_flag(v.dtype)
+            block.data[i] = v.ctypes.data
             continue
-        dtypes[i] = dtype_flag(v.dtype)
-        stypes[i] = FLAG_BY_STYPE[v.stype]
+        block.sparse[0][i] = FLAG_BY_STYPE[v.stype]
         if isinstance(v, SparseOut):
             continue
-        data[i] = v.data.ctypes.data
-        idx[i] = v.indices.ctypes.data
-        idx_len[i] = v.indices.size
+        block.data[i] = v.data.ctypes.data
+        block.sparse[1][i] = v.indices.ctypes.data
+        block.sparse[3][i] = v.indices.size
         if isinstance(v, CSRArray):
-            ptr[i] = v.indptr.ctypes.data
-            ptr_len[i] = v.indptr.size
+            block.sparse[2][i] = v.indptr.ctypes.data
+            block.sparse[4][i] = v.indptr.size
+    keep.append(block)
     keep.extend(values)
-    return [shapes, dims, data, dtypes, ids, devs, dev_ids, n], [stypes, idx, ptr, idx_len,
-                                                                 ptr_len]
+    return block.dense, block.sparse
 
 
 def dtype_name(flag: int) -> str | None:
