@@ -4,8 +4,8 @@ Small 2-D float32 tensors (2x3 @ 3x2 by default), so the library's own compute
 is next to nothing and what is measured is the cost of a call through mxc:
 
 * ``floor``: ``_opCallFCompute`` called through ctypes with every argument
-  prepared once -- the library's compute plus one foreign call, the least any
-  Python host can pay;
+  prepared once, without the C++ exception guard -- the library's compute
+  plus one foreign call, the least any Python host can pay;
 * ``host node``: ``OpDef.forward(params, inputs, ctx)`` -- what a compiled
   artifact's host node and the reference executor call per run (attributes
   cached, outputs allocated, arguments marshalled, the call, results
@@ -76,7 +76,7 @@ def probe(lib: Path, n: int, k: int, m: int, calls: int, blocks: int) -> dict:
     tail = [XPU_CALLBACK, key, NO_GPU_CALLBACK, None, None, SPARSE_CALLBACK, key,
             in_sp[0], out_sp[0], in_sp[1], out_sp[1], in_sp[2], out_sp[2], in_sp[3], out_sp[3],
             in_sp[4], out_sp[4], c_void_p(random_states(entry)), None]
-    fcompute = entry.lib.abi._opCallFCompute
+    fcompute = entry.lib.cdll._opCallFCompute   # typed by the ABI table; no exception guard
     fp = entry.forward
 
     def floor():

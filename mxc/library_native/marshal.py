@@ -87,17 +87,22 @@ class SparseOut:
 
 
 class CallScope:
-    """What one library call allocated; use as a context manager around the call."""
+    """What one library call allocated; use as a context manager around the call.
 
-    __slots__ = ("key", "workspace", "sparse_outputs")
+    ``handle`` is the ``void*`` the allocator callbacks receive (the scope's key).
+    """
+
+    __slots__ = ("key", "handle", "workspace", "sparse_outputs")
 
     def __init__(self, sparse_outputs: Sequence[SparseOut | None] = ()):
         self.key = 0
+        self.handle = None
         self.workspace: list[np.ndarray] = []
         self.sparse_outputs = list(sparse_outputs)
 
     def __enter__(self) -> "CallScope":
         self.key = next(_IDS)  # atomic under the GIL
+        self.handle = c_void_p(self.key)
         _SCOPES[self.key] = self
         return self
 
@@ -168,7 +173,16 @@ class _Block:
 _BLOCKS: dict[tuple, list] = {}
 
 
-def _dense_block(values: Sequence[np.ndarray]) -> tuple["_Block", tuple, list]:
+class _Lease:
+    """A pooled block lent to one call (returned by :func:`release`)."""
+
+    __slots__ = ("block", "key", "arrays")
+
+    def __init__(self, block: "_Block", key: tuple, arrays: list):
+        self.block, self.key, self.arrays = block, key, arrays
+
+
+def _dense_block(values: Sequence[np.ndarray]) -> _Lease:
     key = tuple([(v.shape, v.dtype) for v in values])
     try:
         block, keep = _BLOCKS[key].pop()
@@ -179,16 +193,21 @@ def _dense_block(values: Sequence[np.ndarray]) -> tuple["_Block", tuple, list]:
     data = block.data
     for i, v in enumerate(values):
         data[i] = v.ctypes.data
-    return block, key, keep
+    return _Lease(block, key, keep)
 
 
-def release(blocks) -> None:
-    """Return dense blocks from :func:`tensor_block` for reuse (after the call)."""
-    for block, key, keep in blocks:
-        if key is not None:
-            pool = _BLOCKS.setdefault(key, [])
-            if len(pool) < 4 and len(_BLOCKS) < 1024:
-                pool.append((block, keep))
+def release(keep: list) -> None:
+    """Give the dense blocks a call's *keep* list holds back for reuse (after the call)."""
+    for item in keep:
+        if type(item) is _Lease:
+            block, key, arrays = item.block, item.key, item.arrays
+            pool = _BLOCKS.get(key)
+            if pool is None:
+                if len(_BLOCKS) >= 1024:
+                    continue
+                pool = _BLOCKS[key] = []
+            if len(pool) < 4:
+                pool.append((block, arrays))
 
 
 def tensor_block(values: Sequence[Any], keep: list) -> tuple[list, list]:
@@ -198,15 +217,18 @@ def tensor_block(values: Sequence[Any], keep: list) -> tuple[list, list]:
     per tensor list (shapes, ndims, data, dtypes, ids, dev types, dev ids,
     count) and the storage-type/sparse parts (stypes, indices, indptr, their
     lengths).  Everything that must outlive the call is appended to *keep*;
-    for all-dense lists that includes a ``(block, key, arrays)`` entry whose
+    for all-dense lists that includes a lease of a pooled block whose
     arrays are reused by later calls with the same shapes and dtypes once
     :func:`release` gives it back (the per-call cost is then the data pointers).
     """
-    if all(type(v) is np.ndarray for v in values):
-        entry = _dense_block(values)
-        keep.append(entry)
-        keep.extend(values)
-        return entry[0].dense, entry[0].sparse
+    for v in values:
+        if type(v) is not np.ndarray:
+            break
+    else:
+        lease = _dense_block(values)
+        keep.append(lease)
+        keep.append(values)
+        return lease.block.dense, lease.block.sparse
     block = _Block(len(values))
     for i, v in enumerate(values):
         block.describe(i, tuple(v.shape), v.dtype, keep)

@@ -107,3 +107,20 @@ def test_failing_forward_is_an_error_not_a_crash():
     with pytest.raises(ExtensionError, match="forward failed") as info:
         calls.compute(entry, entry.forward, {}, [x], [np.zeros((3, 3), np.float32)])
     assert "Expected all inputs and outputs to be the same type" in info.value.messages[-1]
+
+
+def test_a_cpp_exception_inside_the_library_is_an_error_not_an_abort():
+    """state_gemm's createOpState runs std::stoi on test_kw: "abc" throws std::invalid_argument."""
+    from mxc.library_native import guard
+    libs = build_extensions("v11")
+    mxc.library.load(libs / "libgemm_lib.so", verbose=False)
+    if not guard.available():
+        pytest.skip("no C++ compiler for the exception guard")
+    import numpy as np
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 1), np.float32)
+    d = mxc.sym.state_gemm(mxc.sym.var("a"), mxc.sym.var("b"), test_kw="abc", name="sg")
+    with pytest.raises(ExtensionError, match="create_op_state failed on node 'sg'.*stoi") as info:
+        d.bind(args={"a": a, "b": b}).forward()
+    assert isinstance(info.value.original, guard.NativeException)
+    c = mxc.sym.my_gemm(mxc.sym.var("a"), mxc.sym.var("b"))        # the process goes on
+    np.testing.assert_array_equal(c.eval(a=a, b=b)[0], a @ b)
