@@ -81,3 +81,17 @@ def v11_libs() -> Path:
 @pytest.fixture(scope="session")
 def v7_libs() -> Path:
     return build_extensions("v7")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _unload_native_libraries():
+    """Leave the registries as the module found them (compiled libraries register names --
+    ``my_gemm`` -- that other tests' Python extensions use too)."""
+    import mxc
+    before = {id(r) for r in mxc.library.loaded()}
+    yield
+    import gc
+    gc.collect()
+    for rec in reversed(mxc.library.loaded()):
+        if id(rec) not in before and rec.native is not None:
+            mxc.library.unload(rec)
