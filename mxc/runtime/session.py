@@ -411,9 +411,10 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     :class:`~mxc.errors.ArtifactError`.
     """
     from .artifact import read_artifact
-    from .libraries import attach_libraries
     art = read_artifact(path)
-    attach_libraries(art.manifest, libraries, str(path))
+    if art.manifest.get("libraries") or libraries:  # imported only when there is one
+        from .libraries import attach_libraries
+        attach_libraries(art.manifest, libraries, str(path))
     return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path))
 
 
