@@ -109,3 +109,24 @@ def test_cli_run_with_load(artifact, tmp_path):
         np.testing.assert_allclose(out["out0"], np.maximum(a @ b, 0) @ b, rtol=1e-5)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode != 0 and "libgemm_lib.so" in r.stderr
+
+
+def test_cli_compile_with_load(tmp_path):
+    lib = build_extensions("v11") / "libgemm_lib.so"
+    mxc.library.load(lib, verbose=False)
+    c = mxc.sym.my_gemm(mxc.sym.var("a"), mxc.sym.var("b"))
+    c.save(tmp_path / "gemm-symbol.json")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    out = tmp_path / "gemm.mxc"
+    cmd = [sys.executable, "-m", "mxc", "compile", str(tmp_path / "gemm-symbol.json"),
+           "--shape", "a=2,3", "--shape", "b=3,2", "-o", str(out), "-q"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode != 0 and "my_gemm" in r.stderr       # unknown op without the library
+    r = subprocess.run(cmd + ["--load", str(lib)], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    manifest = mxc.runtime.read_manifest(out)
+    assert manifest["libraries"][0]["sha256"] == mxc.library_native.sha256_of(lib)
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    np.testing.assert_array_equal(mxc.runtime.load(out, libraries=[lib]).run({"a": a, "b": b})[0],
+                                  a @ b)
