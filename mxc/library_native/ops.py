@@ -171,6 +171,13 @@ def make_custom_op(entry: OpEntry):
                 return calls.compute(entry, entry.backward, full, ins, grads, node,
                                      backward=True)
             body["backward"] = backward
+    elif not entry.is_subgraph_op:  # e.g. a GPU-only operator: loadable, not runnable
+        def forward(self, attrs, inputs, outputs, *extra):
+            raise ExtensionError(f"extension library {entry.lib.name!r}: operator "
+                                 f"{entry.name!r} has no CPU implementation (its forward is "
+                                 f"registered for {entry.contexts.get('forward') or 'no device'})"
+                                 f"; mxc runs library operators on the host")
+        body["forward"] = forward
     cls = type(f"NativeOp_{entry.name}", (CustomOp,), body)
     return cls()
 
