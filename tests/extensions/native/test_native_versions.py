@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 
 import numpy as np
 import pytest
@@ -79,3 +80,18 @@ def test_myprop_partitioning(version):
             assert passed.list_arguments() == ["a", "b", "_op0_input"]
             np.testing.assert_array_equal(passed.bind(args=args).forward()[0],
                                           value(exp["forward"][0]))
+
+
+@pytest.mark.parametrize("version", ["v8", "v10"])
+def test_library_pass_output_ownership(version):
+    """v8 hands the pass's output as a leaked std::string buffer, v10 as malloc'ed memory;
+    both come back as the same graph v11's myPass returns."""
+    exp = flow(golden("v11", "pass_lib"), "myPass/symbol_optimize_for_with_args")["expected"]
+    a, b = mxc.sym.var("a"), mxc.sym.var("b")
+    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
+                      name="log0")
+    args = {"a": np.ones((3, 2), np.float32), "b": np.ones((3, 2), np.float32)}
+    with loaded(version, "libpass_lib.so") as rec:
+        assert rec.native.abi.pass_output == {"v8": "leaked", "v10": "malloc"}[version]
+        out = sym.optimize_for("myPass", args, {})
+    assert json.loads(out.tojson())["nodes"] == exp["optimized"]["json"]["nodes"]
