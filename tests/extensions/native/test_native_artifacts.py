@@ -130,3 +130,23 @@ def test_cli_compile_with_load(tmp_path):
     a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
     np.testing.assert_array_equal(mxc.runtime.load(out, libraries=[lib]).run({"a": a, "b": b})[0],
                                   a @ b)
+
+
+def test_partitioned_model_runs_the_librarys_subgraph_op(tmp_path, capfd):
+    """A region made by the library's partitioner compiles to a host node running the
+    library's stateful subgraph op (nested graph and attributes travel in the artifact)."""
+    lib = build_extensions("v11") / "libsubgraph_lib.so"
+    mxc.library.load(lib, verbose=False)
+    a, b = mxc.sym.var("a"), mxc.sym.var("b")
+    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b)))
+    args = {"a": np.full((3, 2), 0.5, np.float32), "b": np.ones((3, 2), np.float32)}
+    part = sym.optimize_for("myProp", args)
+    model = mxc.compile(part, None, {"a": (3, 2), "b": (3, 2)}, passes="")
+    assert model.manifest["libraries"][0]["operators"] == ["_custom_subgraph_op"]
+    path = model.save(tmp_path / "part.mxc")
+    capfd.readouterr()
+    out = mxc.runtime.load(path, libraries=[lib]).run(args)[0]
+    np.testing.assert_allclose(out, np.log(np.exp(args["a"] + args["b"])), rtol=1e-6)
+    printed = capfd.readouterr().out
+    assert "subgraphOp attributes: myKey ==> myVal" in printed
+    assert "Info: subgraph is: " in printed
