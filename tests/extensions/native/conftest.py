@@ -73,6 +73,16 @@ def value(encoded: dict):
     return np.array(encoded["value"], dtype=encoded["dtype"]).reshape(encoded["shape"])
 
 
+def example_graphs():
+    """test_subgraph.py's two graphs: ``log(exp(a + b))`` and ``log(exp(a))``, MXNet's names."""
+    import mxc
+    a, b = mxc.sym.var("a"), mxc.sym.var("b")
+    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
+                      name="log0")
+    sym2 = mxc.sym.log(mxc.sym.exp(a, name="exp1"), name="log1")
+    return sym, sym2
+
+
 @pytest.fixture(scope="session")
 def v11_libs() -> Path:
     return build_extensions("v11")

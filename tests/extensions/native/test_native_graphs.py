@@ -17,15 +17,11 @@ import numpy as np
 import pytest
 
 import mxc
-from tests.extensions.native.conftest import build_extensions, flow, golden, value
+from tests.extensions.native.conftest import (build_extensions, example_graphs, flow, golden,
+                                              value)
 
 
-def model():
-    a, b = mxc.sym.var("a"), mxc.sym.var("b")
-    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
-                      name="log0")
-    sym2 = mxc.sym.log(mxc.sym.exp(a, name="exp1"), name="log1")
-    return sym, sym2
+model = example_graphs
 
 
 def ones():

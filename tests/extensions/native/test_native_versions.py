@@ -18,7 +18,8 @@ import pytest
 
 import mxc
 from mxc.library_native import CSRArray, invoke, invoke_backward, op_entry
-from tests.extensions.native.conftest import build_extensions, flow, golden, value
+from tests.extensions.native.conftest import (build_extensions, example_graphs, flow, golden,
+                                              value)
 
 
 @contextlib.contextmanager
@@ -63,9 +64,7 @@ def test_csr_transpose(version):
 @pytest.mark.parametrize("version", ["v8", "v10"])
 def test_myprop_partitioning(version):
     exp = flow(golden("v11", "subgraph_lib"), "myProp/partition_with_args")["expected"]
-    a, b = mxc.sym.var("a"), mxc.sym.var("b")
-    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
-                      name="log0")
+    sym, _ = example_graphs()
     args = {"a": np.ones((3, 2), np.float32), "b": np.ones((3, 2), np.float32)}
     with loaded(version, "libsubgraph_lib.so") as rec:
         part = sym.optimize_for("myProp", args, dedup_subgraph=True)
@@ -87,9 +86,7 @@ def test_library_pass_output_ownership(version):
     """v8 hands the pass's output as a leaked std::string buffer, v10 as malloc'ed memory;
     both come back as the same graph v11's myPass returns."""
     exp = flow(golden("v11", "pass_lib"), "myPass/symbol_optimize_for_with_args")["expected"]
-    a, b = mxc.sym.var("a"), mxc.sym.var("b")
-    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
-                      name="log0")
+    sym, _ = example_graphs()
     args = {"a": np.ones((3, 2), np.float32), "b": np.ones((3, 2), np.float32)}
     with loaded(version, "libpass_lib.so") as rec:
         assert rec.native.abi.pass_output == {"v8": "leaked", "v10": "malloc"}[version]
