@@ -74,3 +74,32 @@ def test_csr_container_round_trip():
     assert r.indices.tolist() == [1]
     with pytest.raises(ExtensionError):
         CSRArray(np.ones(2, np.float32), np.zeros(1), np.zeros(3), (2, 2))
+
+
+def test_sparse_through_the_operator_definition(capfd):
+    """The graph path (``OpDef.forward``, what executors call): storage types are
+    dispatched when the operator runs, with the inputs' actual storage."""
+    from mxc.compiler.ops.registry import ForwardContext
+    libs = build_extensions("v11")
+    mxc.library.load(libs / "libtransposecsr_lib.so", verbose=False)
+    f = flow(golden("v11", "transposecsr_lib"), "sym_bind_forward_test_inputs")
+    x = sparse_input("transposecsr", f["inputs"]["d"])
+    for op, kw, key in (("my_transposecsr", {}, "my_transposecsr"),
+                        ("my_state_transposecsr", {"test_kw": 200},
+                         "my_state_transposecsr_forward_x2")):
+        sym = getattr(mxc.sym, op)(mxc.sym.var("d"), **kw)
+        (shape,) = sym.infer_shape(d=x.shape)[1]
+        node = sym.graph.outputs[0].node
+        ctx = ForwardContext(node=node, out_shapes=[shape], out_dtypes=["float32"],
+                             in_shapes=[x.shape], in_dtypes=["float32"])
+        capfd.readouterr()
+        for _ in range(2 if "state" in op else 1):
+            (out,) = node.opdef.forward(node.params, [x], ctx)
+        check(out, f["expected"][key][0])
+    assert "Info: keyword + number of forward: 202" in capfd.readouterr().out
+    dense = np.ones((3, 5), np.float32)
+    with pytest.raises(ExtensionError, match="Error calling InferSType"):
+        node = mxc.sym.my_transposecsr(mxc.sym.var("d")).graph.outputs[0].node
+        node.opdef.forward(node.params, [dense], ForwardContext(
+            node=node, out_shapes=[(5, 3)], out_dtypes=["float32"], in_shapes=[(3, 5)],
+            in_dtypes=["float32"]))
