@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, parse_key_value, shapes_of
+from .common import (add_load_argument, add_model_arguments, load_model, model_name,
+                     parse_key_value, shapes_of)
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -31,6 +32,7 @@ def parse_target(text: str, cpu: str | None = None):
 def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
     """The options ``mxc compile`` shares with ``mxc run --backend tvm`` (and, but for
     ``--db``, with ``mxc tune``, which has its own)."""
+    add_load_argument(p)
     p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
                    default=[], help="dtype of an input that is not float32 (repeatable)")
     p.add_argument("--target", default="llvm",
