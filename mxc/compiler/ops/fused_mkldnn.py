@@ -213,7 +213,8 @@ class FusedConv(_FusedOp):
         :meth:`quantized_out_dtype`.
         """
         out_dt = self.quantized_out_dtype(p)
-        if p.with_sum and self.calibrated(p) and not self.float_output(p) and sum_dtype:
+        if (p.with_sum and self.calibrated(p) and not self.float_output(p)
+                and str(sum_dtype) in ("int8", "uint8")):
             return str(sum_dtype)
         return out_dt
 
