@@ -99,7 +99,9 @@ class Symbol(_base.Symbol):
         return self._infer(_base.Symbol.infer_shape, "infer_shape", args, kwargs)
 
     def infer_shape_partial(self, *args, **kwargs):
-        return self._infer(_base.Symbol.infer_shape_partial, "infer_shape", args, kwargs)
+        # no argument report here: infer_shape calls this and reports once itself
+        return self._infer(_base.Symbol.infer_shape_partial, "infer_shape", args, kwargs,
+                           report=False)
 
     @staticmethod
     def _dtype_names(args, kwargs):
@@ -120,7 +122,8 @@ class Symbol(_base.Symbol):
 
     def infer_type_partial(self, *args, **kwargs):
         names, kw = self._dtype_names(args, kwargs)
-        return self._infer(_base.Symbol.infer_type_partial, "infer_type", names, kw)
+        return self._infer(_base.Symbol.infer_type_partial, "infer_type", names, kw,
+                           report=False)
 
     # -- binding -------------------------------------------------------------------------
     def bind(self, ctx=None, args=None, args_grad=None, grad_req="write", aux_states=None,
