@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, corpus_path
-from tests.extensions.native.conftest import build_extensions
+from tests.extensions.native.native_libs import build_extensions
 
 VERSIONS = ("v11", "v7")
 GOLDENS = ("init_lib", "gemm_lib", "transposecsr_lib", "transposerowsp_lib", "subgraph_lib",
