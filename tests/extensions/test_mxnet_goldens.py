@@ -267,6 +267,17 @@ def test_golden_flow(version, name, flow):
 _V8_ADDNODE = re.compile(r"addInputPass")
 
 
+def _drop_attr(value, key: str):
+    """*value* without attribute *key* on any node (a value the older source does not set)."""
+    if isinstance(value, dict):
+        return {k: (_drop_attr({a: b for a, b in v.items() if a != key}, key)
+                    if k == "attrs" and isinstance(v, dict) else _drop_attr(v, key))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_drop_attr(v, key) for v in value]
+    return value
+
+
 @pytest.mark.parametrize("lib_version", ["v10", "v8"])
 @pytest.mark.parametrize("version,name,flow",
                          list(_cases(("v11",), [g for g in GOLDENS
@@ -278,6 +289,10 @@ def test_older_libraries_run_v11_flows(lib_version, version, name, flow):
     golden = _golden(version, name)
     flows = _replayed(lib_version, version, name, "")
     expected = next(f for f in golden["flows"] if f["name"] == flow)["expected"]
+    if lib_version == "v8" and name == "subgraph_lib":
+        # v8's myReviewSubgraph never sets the subgraph node attribute myKey=myVal (v10's and
+        # v11's do): src/v8/example/extensions/lib_subgraph/subgraph_lib.cc
+        expected = _drop_attr(expected, "myKey")
     if flow not in flows:
         pytest.fail(f"the replay stopped before flow {flow}: {flows['__exit__']}")
     diffs = _check_flow(expected, flows[flow], compare_stdout=False, errors_by_type_only=True)
