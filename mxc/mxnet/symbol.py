@@ -43,15 +43,13 @@ def _wrap(sym):
 
 
 def _names(arrays, names: list[str], what: str) -> dict:
-    if arrays is None:
-        return {}
-    if isinstance(arrays, Mapping):
-        return dict(arrays)
-    arrays = list(arrays)
-    if len(arrays) != len(names):
+    """*arrays* (a dict, or a list in *names* order) as a dict, with MXNet's length error."""
+    from ..compiler.optimize import _as_dict
+    try:
+        return _as_dict(arrays, names, what)
+    except MxcError:
         raise MXNetError(f"Length of {what} do not match number of arguments "
-                         f"({len(arrays)} vs. {len(names)})")
-    return dict(zip(names, arrays))
+                         f"({len(list(arrays))} vs. {len(names)})") from None
 
 
 def _nd(value) -> NDArray:
