@@ -20,8 +20,9 @@ expected value:
   there) -- MXNet's log-line format;
 * stdout (what the library printed) as a multiset of lines;
 * ``log`` (the verbose load report) parsed from our stderr;
-* not compared: ``new_ops``/``op_info`` (MXNet's C-API introspection) and the
-  rest of stderr (MXNet's own log lines and warnings).
+* stderr: the lines MXNet logs that mxc.mxnet reproduces (``Error optimizing
+  for backend ...``); not compared: the rest of stderr (MXNet's own log lines
+  and warnings) and ``new_ops``/``op_info`` (MXNet's C-API introspection).
 
 The v10 and v8 libraries run the v11 flows too (mxc loads every lib_api
 version; no release is emulated).  Their example sources differ from v11's in
@@ -222,12 +223,25 @@ def parse_load_log(text: str) -> dict:
     return res
 
 
+# stderr lines of MXNet that mxc.mxnet reproduces (the rest of stderr is MXNet's own logging)
+_EMULATED_STDERR = ("Error optimizing for backend ",)
+
+
+def _emulated_stderr(text: str) -> list[str]:
+    lines = (_LOG_PREFIX.sub("", line).strip() for line in text.splitlines())
+    return [line for line in lines if line.startswith(_EMULATED_STDERR)]
+
+
 def _check_flow(expected: dict, replayed: dict, *, compare_stdout: bool = True,
                 errors_by_type_only: bool = False) -> list[str]:
     if replayed.get("error"):
         return [f"the flow raised:\n{replayed['error']}"]
     actual = dict(replayed["E"])
     diffs = []
+    want_err = _emulated_stderr(expected.get("stderr", ""))
+    got_err = _emulated_stderr(actual.get("stderr", ""))
+    if want_err != got_err:
+        diffs.append(f"stderr: MXNet logged {want_err}, mxc.mxnet {got_err}")
     for key, value in expected.items():
         if key in NOT_COMPARED:
             continue
