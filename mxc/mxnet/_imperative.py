@@ -18,11 +18,11 @@ from ..compiler.ir import Entry, Node
 from ..compiler.ops.registry import ForwardContext, get_op, has_op
 from ..errors import MxcError
 from . import autograd
-from .base import MXNetError, mxnet_error
+from .base import MXNetError, mxnet_error, not_supported
 from .ndarray import NDArray
 
 __all__ = ["invoke", "resolve", "op_function", "run_node", "wrap_output", "raw_value",
-           "storage_attrs"]
+           "storage_attrs", "check_training"]
 
 
 def resolve(name: str) -> str | None:
@@ -70,6 +70,25 @@ def wrap_output(value: Any, ctx=None) -> NDArray:
     if sparse is not None:
         return sparse
     return NDArray(np.asarray(value), ctx)
+
+
+def check_training(node: Node) -> None:
+    """Refuse to run *node* in training mode when its training semantics differ.
+
+    mxc's kernels are inference kernels: Dropout (p > 0) would not drop and
+    BatchNorm would use the moving statistics, so a forward in training mode
+    (``is_train=True``, ``autograd.record()``) that reaches one of them is
+    refused instead of computing inference values.
+    """
+    p = node.params
+    differs = ((node.op == "Dropout" and p.get("p", 0) > 0)
+               or (node.op in ("BatchNorm", "_contrib_SyncBatchNorm")
+                   and not p.get("use_global_stats", False))
+               or (node.op == "RNN" and p.get("p", 0) > 0))
+    if differs:
+        raise not_supported(f"training-mode {node.op} (node {node.name!r}): mxc.mxnet runs its "
+                            f"inference semantics only; run with is_train=False / outside "
+                            f"autograd.record(), or train_mode=False")
 
 
 def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
@@ -131,6 +150,8 @@ def invoke(op_name: str, args: list, kwargs: dict):
                              f"got {len(arrays)} instead.")
         node.inputs = [Entry(Node(None, f"{node.name}_in{i}", storage_attrs(a)))
                        for i, a in enumerate(arrays)]
+        if autograd.is_training():
+            check_training(node)
         values = [raw_value(a) for a in arrays]
         in_shapes = [tuple(a.shape) for a in arrays]
         in_dtypes = [np.dtype(a.dtype).name for a in arrays]

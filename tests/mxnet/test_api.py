@@ -232,3 +232,19 @@ def test_symbolblock_deferred_init_and_collect_params(tmp_path):
 def test_python_defined_gluon_layers_are_refused():
     with pytest.raises(mx.base.NotSupportedError, match="Dense"):
         mx.gluon.nn.Dense
+
+
+def test_training_mode_semantics_are_refused_not_faked():
+    data = mx.sym.var("data")
+    sym = mx.sym.Dropout(data, p=0.5)
+    exe = sym.bind(args={"data": mx.nd.ones((2, 2))}, args_grad={"data": mx.nd.zeros((2, 2))})
+    assert exe.forward()[0].asnumpy().tolist() == [[1, 1], [1, 1]]     # inference: identity
+    with pytest.raises(mx.base.NotSupportedError, match="training-mode Dropout"):
+        exe.forward(is_train=True)
+    x = mx.nd.ones((2, 2))
+    x.attach_grad()
+    with pytest.raises(mx.base.NotSupportedError, match="training-mode Dropout"):
+        with mx.autograd.record():
+            mx.nd.Dropout(x, p=0.5)
+    with mx.autograd.record(train_mode=False):
+        assert mx.nd.Dropout(x, p=0.5).asnumpy().tolist() == [[1, 1], [1, 1]]
