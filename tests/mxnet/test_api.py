@@ -248,3 +248,11 @@ def test_training_mode_semantics_are_refused_not_faked():
             mx.nd.Dropout(x, p=0.5)
     with mx.autograd.record(train_mode=False):
         assert mx.nd.Dropout(x, p=0.5).asnumpy().tolist() == [[1, 1], [1, 1]]
+
+
+def test_symbolblock_under_autograd_is_refused():
+    x = mx.sym.var("x")
+    block = mx.gluon.nn.SymbolBlock(mx.sym.exp(x), [x])
+    with pytest.raises(mx.base.NotSupportedError, match="SymbolBlock under autograd"):
+        with mx.autograd.record():
+            block(mx.nd.ones(2))

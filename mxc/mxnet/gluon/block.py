@@ -184,6 +184,10 @@ class SymbolBlock(HybridBlock):
         return self.forward(x, *args)
 
     def forward(self, x, *args):
+        from .. import autograd
+        if autograd.is_recording():
+            raise not_supported("differentiating through a SymbolBlock under autograd.record() "
+                                "(bind the symbol with args_grad to get gradients)")
         inputs = [x, *args]
         if self._active and self._backend is not None and self._optimized is None:
             self._optimize(self._backend, self._backend_opts, inputs)
