@@ -22,7 +22,7 @@ from .base import MXNetError, mxnet_error, not_supported
 from .context import Context, check_cpu
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "load", "save",
-           "waitall", "concat", "stack", "linalg", "contrib", "sparse", "random", "op"]
+           "waitall", "concat", "stack", "linalg", "contrib", "random", "op"]
 
 
 def _dtype(dtype: Any, default: Any = np.float32) -> np.dtype:

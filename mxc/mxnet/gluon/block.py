@@ -17,7 +17,6 @@ Blocks defined in Python (``HybridBlock`` subclasses with ``hybrid_forward``,
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 import numpy as np
