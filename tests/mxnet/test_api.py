@@ -256,3 +256,14 @@ def test_symbolblock_under_autograd_is_refused():
     with pytest.raises(mx.base.NotSupportedError, match="SymbolBlock under autograd"):
         with mx.autograd.record():
             block(mx.nd.ones(2))
+
+
+def test_checkpoint_roundtrip(tmp_path):
+    sym = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=2, name="fc")
+    args = {"fc_weight": mx.nd.array([[1, 2], [3, 4]]), "fc_bias": mx.nd.array([0.5, -0.5])}
+    mx.model.save_checkpoint(str(tmp_path / "net"), 7, sym, args, {})
+    sym2, args2, aux2 = mx.model.load_checkpoint(str(tmp_path / "net"), 7)
+    assert isinstance(sym2, mx.sym.Symbol) and sym2.tojson() == sym.tojson()
+    assert args2["fc_weight"].asnumpy().tolist() == [[1, 2], [3, 4]] and aux2 == {}
+    out = sym2.bind(args={"data": mx.nd.array([[1, 1]]), **args2}).forward()[0]
+    assert out.asnumpy().tolist() == [[3.5, 6.5]]          # [1+2+0.5, 3+4-0.5]
