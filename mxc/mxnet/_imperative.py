@@ -91,6 +91,15 @@ def check_training(node: Node) -> None:
                             f"autograd.record(), or train_mode=False")
 
 
+def _dense_fallback(node: Node, values: list) -> list:
+    """Sparse values as dense for operators without sparse kernels (MXNet's storage fallback);
+    custom and library operators receive the sparse containers themselves."""
+    if getattr(node.opdef, "impl", None) is not None:
+        return values
+    return [v.todense() if getattr(v, "stype", "default") != "default" and hasattr(v, "todense")
+            else v for v in values]
+
+
 def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
              out_shapes=None, out_dtypes=None) -> list:
     """Run one node's kernel on *values* given inferred output shapes/dtypes."""
@@ -98,7 +107,7 @@ def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
                          out_dtypes=list(out_dtypes or []),
                          in_shapes=list(in_shapes or [tuple(np.shape(v)) for v in values]),
                          in_dtypes=list(in_dtypes or [np.dtype(v.dtype).name for v in values]))
-    outs = node.opdef.forward(node.params, values, ctx)
+    outs = node.opdef.forward(node.params, _dense_fallback(node, values), ctx)
     result = []
     for i, v in enumerate(outs):
         want = ctx.out_dtypes[i] if i < len(ctx.out_dtypes) else None

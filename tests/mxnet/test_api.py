@@ -267,3 +267,10 @@ def test_checkpoint_roundtrip(tmp_path):
     assert args2["fc_weight"].asnumpy().tolist() == [[1, 2], [3, 4]] and aux2 == {}
     out = sym2.bind(args={"data": mx.nd.array([[1, 1]]), **args2}).forward()[0]
     assert out.asnumpy().tolist() == [[3.5, 6.5]]          # [1+2+0.5, 3+4-0.5]
+
+
+def test_builtin_operators_see_sparse_inputs_densified():
+    csr = mx.nd.array([[1, 0], [0, 2]]).tostype("csr")
+    assert (csr * 3).asnumpy().tolist() == [[3, 0], [0, 6]]
+    exe = mx.sym.exp(mx.sym.var("d")).bind(args={"d": csr})
+    assert np.allclose(exe.forward()[0].asnumpy(), np.exp([[1, 0], [0, 2]]))
