@@ -120,13 +120,19 @@ def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
 
 
 def _split(opdef, args: list, kwargs: dict) -> tuple[list, dict, dict]:
-    arrays = [a for a in args]
+    """``(input arrays, inputs by name, attributes)``; positional values after the arrays
+    are the operator's attributes in declaration order, as MXNet's generated functions take
+    them (``x.clip(0, 1)``)."""
+    count = next((i for i, a in enumerate(args) if not isinstance(a, NDArray)), len(args))
+    arrays, extra = list(args[:count]), list(args[count:])
     named = {k: v for k, v in kwargs.items() if isinstance(v, NDArray)}
     attrs = {k: v for k, v in kwargs.items() if not isinstance(v, NDArray) and v is not None}
-    for a in arrays:
-        if not isinstance(a, NDArray):
-            raise MXNetError(f"{opdef.name}: positional arguments must be NDArrays, got "
-                             f"{type(a).__name__}; pass attributes by keyword")
+    free = [k for k in opdef.attrs if k not in attrs]
+    if any(isinstance(a, NDArray) for a in extra) or len(extra) > len(free):
+        raise MXNetError(f"{opdef.name}: positional arguments are the input NDArrays, then "
+                         f"attributes ({', '.join(opdef.attrs) or 'none'}); got "
+                         f"{', '.join(type(a).__name__ for a in args)}")
+    attrs.update(zip(free, extra))
     return arrays, named, attrs
 
 

@@ -274,3 +274,12 @@ def test_builtin_operators_see_sparse_inputs_densified():
     assert (csr * 3).asnumpy().tolist() == [[3, 0], [0, 6]]
     exe = mx.sym.exp(mx.sym.var("d")).bind(args={"d": csr})
     assert np.allclose(exe.forward()[0].asnumpy(), np.exp([[1, 0], [0, 2]]))
+
+
+def test_fluent_methods_are_operators():
+    x = mx.nd.array([[1.0, 4.0], [9.0, 16.0]])
+    assert x.sqrt().asnumpy().tolist() == [[1, 2], [3, 4]]
+    assert x.clip(2, 10).asnumpy().tolist() == [[2, 4], [9, 10]]
+    assert x.expand_dims(axis=0).shape == (1, 2, 2)
+    with pytest.raises(AttributeError, match="no_such_method"):
+        x.no_such_method()
