@@ -300,6 +300,17 @@ fromjson = load_json
 def builder(op_name: str):
     """The ``mx.sym.<op>`` function of *op_name*."""
     def build(*args, name: str | None = None, attr=None, **kwargs: Any) -> Symbol:
+        from ..compiler.ops.registry import get_op
+        count = next((i for i, a in enumerate(args) if not isinstance(a, _base.Symbol)),
+                     len(args))
+        if count < len(args):  # positional attributes after the inputs, in declaration order
+            free = [k for k in get_op(op_name).attrs if k not in kwargs]
+            if len(args) - count > len(free) or any(isinstance(a, _base.Symbol)
+                                                   for a in args[count:]):
+                raise MXNetError(f"{op_name}: positional arguments are the input Symbols, "
+                                 f"then attributes ({', '.join(free) or 'none'})")
+            kwargs.update(zip(free, args[count:]))
+            args = args[:count]
         try:
             return _wrap(_base.create(op_name, *args, name=name, attr=attr, **kwargs))
         except MXNetError:

@@ -283,3 +283,10 @@ def test_fluent_methods_are_operators():
     assert x.expand_dims(axis=0).shape == (1, 2, 2)
     with pytest.raises(AttributeError, match="no_such_method"):
         x.no_such_method()
+
+
+def test_symbol_builders_take_positional_attributes():
+    sym = mx.sym.clip(mx.sym.var("x"), 0, 1)
+    assert sym.list_attr() == {"a_min": "0", "a_max": "1"}
+    out = sym.bind(args={"x": mx.nd.array([-1.0, 0.5, 3.0])}).forward()[0]
+    assert out.asnumpy().tolist() == [0.0, 0.5, 1.0]
