@@ -30,9 +30,37 @@ def _hidden_shape(node: Node):
         return None
     from .ops.registry import to_shape
     try:
-        return from_mxnet_shape(to_shape(text))
+        shape = from_mxnet_shape(to_shape(text))
     except ValueError:
         raise ShapeError(f"variable {node.name!r}: attribute __shape__={text!r} is not a shape")
+    return check_declared_shape(shape, f"variable {node.name!r}: attribute __shape__={text!r}")
+
+
+#: no tensor mxc handles has more elements than a signed 64-bit index can count
+_MAX_ELEMENTS = (1 << 63) - 1
+
+
+def check_declared_shape(shape, what: str):
+    """Refuse negative dims (-1 is MXNet's "unknown") and element counts beyond int64.
+
+    Declared shapes come from files (``__shape__``) or callers; catching them
+    here gives a typed error at ``infer_shape`` instead of a bare ValueError
+    or a huge allocation at bind time.
+    """
+    if shape is None:
+        return None
+    shape = tuple(None if d == -1 else d for d in shape)
+    count = 1
+    for d in shape:
+        if d is None:
+            continue
+        if d < 0:
+            raise ShapeError(f"{what}: dimension {d} is negative (only -1, unknown, is allowed)")
+        count *= d
+    if count > _MAX_ELEMENTS:
+        raise ShapeError(f"{what}: shape {fmt_shape(shape)} has {count:,} elements, more than "
+                         f"a 64-bit index can address")
+    return shape
 
 
 def _hidden_dtype(node: Node):
@@ -102,6 +130,8 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
     for node in order:
         if node.op is None:
             v = _normalize(kind, given.get(node.name))
+            if kind == "shape" and v is not None:
+                v = check_declared_shape(v, f"shape given for {node.name!r}")
             if v is None and seeds is None:   # (seeded: the seeds decide)
                 v = hidden(node)
             values[(id(node), 0)] = v
