@@ -35,6 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_compile_arguments(p)
     p.add_argument("--profile", action="store_true",
                    help="print the time of every compiled region and host node")
+    p.add_argument("--verify-key", metavar="PUBKEY", default=None,
+                   help="refuse an artifact not signed with the private half of this Ed25519 "
+                        "public key (PEM, from `mxc keygen`); checked before its library is "
+                        "written to disk or loaded")
 
 
 def _is_artifact(path: str) -> bool:
@@ -43,6 +47,11 @@ def _is_artifact(path: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "output", None):
+        from ..utils import check_output_path
+        check_output_path(args.output)  # a missing directory is reported before any work
+    if args.verify_key and not _is_artifact(args.model):
+        raise MxcError("--verify-key applies to .mxc artifacts only")
     if _is_artifact(args.model):
         return _run_artifact(args)
     if args.profile and args.backend != "tvm":
@@ -68,7 +77,7 @@ def _run_artifact(args) -> int:
         raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
                        f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
-    session = load(args.model)
+    session = load(args.model, verify_key=args.verify_key)
     feeds = load_inputs(args.inputs)
     result = session.run(feeds, profile=args.profile)
     outputs, profile = result if args.profile else (result, None)
