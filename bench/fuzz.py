@@ -281,8 +281,13 @@ def _alarm(_sig, _frame):
 
 def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None,
          seed: int = 0, per_input_s: float = 10.0, workdir: Path | None = None,
-         on_unexpected: Callable[[bytes, str], None] | None = None) -> dict:
-    """Run *target* on mutated inputs; returns counts, unexpected findings and peak RSS."""
+         on_unexpected: Callable[[bytes, str], None] | None = None,
+         checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Run *target* on mutated inputs; returns counts, unexpected findings and peak RSS.
+
+    *checkpoint(result so far)* is called every 30 s, so a long run that is stopped
+    still leaves its figures behind.
+    """
     from mxc.errors import MxcError
     rng = random.Random(f"{target}:{seed}")
     workdir = Path(workdir or tempfile.mkdtemp(prefix="mxc-fuzz-"))
@@ -302,8 +307,19 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
     tried = typed = 0
     unexpected: dict[str, dict] = {}
     t0 = time.monotonic()
+    next_checkpoint = t0 + 30
+
+    def result() -> dict:
+        return {"target": target, "inputs": tried, "typed_errors": typed,
+                "unexpected": sum(u["count"] for u in unexpected.values()),
+                "distinct_unexpected": unexpected, "seconds": round(time.monotonic() - t0, 1),
+                "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                                      1)}
     try:
         while True:
+            if checkpoint is not None and time.monotonic() >= next_checkpoint:
+                checkpoint(result())
+                next_checkpoint = time.monotonic() + 30
             if inputs is not None and tried >= inputs:
                 break
             if seconds is not None and time.monotonic() - t0 >= seconds:
@@ -323,10 +339,7 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
                 unexpected[sig]["count"] += 1
     finally:
         signal.signal(signal.SIGALRM, old)
-    return {"target": target, "inputs": tried, "typed_errors": typed,
-            "unexpected": sum(u["count"] for u in unexpected.values()),
-            "distinct_unexpected": unexpected, "seconds": round(time.monotonic() - t0, 1),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    return result()
 
 
 def _one(run: Callable[[bytes], None], data: bytes, expected: type, limit: float) -> str:
@@ -408,9 +421,12 @@ def main(argv: Iterable[str] | None = None) -> int:
         def keep(data: bytes, outcome: str) -> None:
             h = hashlib.sha256(data).hexdigest()[:16]
             (out / f"{args.worker}-{h}.bin").write_bytes(data)
+        def save(res: dict, final: bool = False) -> None:
+            name = f"{args.worker}.json" if final else f"{args.worker}.partial.json"
+            (out / name).write_text(json.dumps(res, indent=1))
         res = fuzz(args.worker, inputs=args.inputs, seconds=args.seconds, seed=args.seed,
-                   workdir=out / f"work-{args.worker}", on_unexpected=keep)
-        (out / f"{args.worker}.json").write_text(json.dumps(res, indent=1))
+                   workdir=out / f"work-{args.worker}", on_unexpected=keep, checkpoint=save)
+        save(res, final=True)
         return 0
     if args.inputs is None and args.seconds is None:
         ap.error("give --inputs or --seconds")
