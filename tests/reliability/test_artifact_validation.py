@@ -21,7 +21,6 @@ pytest.importorskip("tvm")
 import mxc.runtime as rt
 from mxc.errors import ArtifactError
 from mxc.runtime import artifact as art
-from mxc.runtime import session as session_mod
 from reliability_helpers import forge, members, mlp_artifact, npz_bytes, run_cli
 
 
@@ -33,14 +32,6 @@ def good(tmp_path_factory):
 @pytest.fixture(scope="module")
 def unbound(tmp_path_factory):
     return mlp_artifact(tmp_path_factory, bind_params=False)
-
-
-@pytest.fixture
-def no_library_write(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("the library was written to disk before the artifact was refused")
-    monkeypatch.setattr(art, "extract_library", refuse)
-    monkeypatch.setattr(session_mod, "_LIBRARIES", {})
 
 
 # ---------------------------------------------------------------------------------------

@@ -34,15 +34,6 @@ def signed(tmp_path_factory, keys):
     return path
 
 
-@pytest.fixture
-def no_library_write(monkeypatch):
-    """Fail the test if any library reaches the disk (or dlopen)."""
-    def refuse(*a, **k):
-        raise AssertionError("the library was written to disk before the artifact was refused")
-    monkeypatch.setattr(art, "extract_library", refuse)
-    monkeypatch.setattr(session_mod, "_LIBRARIES", {})
-
-
 def test_keygen_writes_a_private_key_only_the_owner_reads(keys):
     private, public = keys[0], keys[1]
     assert private.stat().st_mode & 0o777 == 0o600
