@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,14 @@ def dead_pid() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     return p.pid
+
+
+def age(path: Path, seconds: float = 3600) -> Path:
+    """Make *path* look *seconds* old (fresh leftovers are kept: their owner may be alive
+    in another PID namespace)."""
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+    return path
 
 
 # ---------------------------------------------------------------------------------------
@@ -88,10 +97,15 @@ def test_stale_temporaries_of_a_killed_run_are_removed_by_the_next(tmp_path):
     out = tmp_path / "model.json"
     stale = tmp_path / f".model.json.{dead_pid()}.0a1b2c3d.tmp"
     stale.write_text("half written")
+    age(stale)
+    fresh = tmp_path / f".model.json.{dead_pid()}.0f0f0f0f.tmp"  # just written: kept
+    fresh.write_text("half written")
     live = tmp_path / f".model.json.{os.getpid()}.deadbeef.tmp"  # a writer still running
     live.write_text("in progress")
+    age(live)
     utils.atomic_write_text(out, "new")
     assert out.read_text() == "new" and not stale.exists() and live.exists()
+    assert fresh.exists()
 
 
 def test_library_left_by_a_crash_inside_dlopen_is_removed_by_the_next_load(tmp_path,
@@ -102,8 +116,10 @@ def test_library_left_by_a_crash_inside_dlopen_is_removed_by_the_next_load(tmp_p
     crashed = tmp_path / f"mxc-lib-{dead_pid()}-abc123"
     crashed.mkdir()
     (crashed / "lib.so").write_bytes(b"\x7fELF")
+    age(crashed)
     export = tmp_path / f"mxc-export-{dead_pid()}-x1y2"
     export.mkdir()
+    age(export)
     d, lib = extract_library(b"library bytes")
     assert not crashed.exists()
     assert Path(d).name.startswith(f"mxc-lib-{os.getpid()}-") and Path(lib).is_file()
