@@ -179,3 +179,19 @@ def test_missing_output_directory_is_reported_before_work_naming_it(tmp_path, ve
 def test_output_errors_are_typed():
     with pytest.raises(OutputError, match="is a directory"):
         utils.check_output_path(tempfile.gettempdir())
+
+
+def test_compile_dash_o_writes_the_artifact_to_stdout(tmp_path):
+    """Issue 12 item 3: `-o -` wrote a file named '-'."""
+    pytest.importorskip("tvm")
+    import numpy as np
+
+    import mxc.runtime as rt
+    r = run_cli("compile", MLP_JSON, "--params", MLP_PARAMS, "--shape", "data=4,784", "-o", "-",
+                "-q")
+    assert r.returncode == 0, r.stderr
+    assert b"wrote standard output" in r.stderr and not (REPO / "-").exists()
+    path = tmp_path / "from-stdout.mxc"
+    path.write_bytes(r.stdout)
+    x = np.load(REPO / "examples" / "mlp" / "input.npz")["data"]
+    assert rt.load(path).run({"data": x})[0].shape == (4, 10)
