@@ -23,7 +23,8 @@ _TMP_SUFFIX = ".tmp"
 
 
 def is_stdout(path: str | os.PathLike | None) -> bool:
-    return path is not None and os.fspath(path) == STDOUT
+    """``-`` (and ``/dev/stdout``, written through this process's own descriptor 1)."""
+    return path is not None and os.fspath(path) in (STDOUT, "/dev/stdout")
 
 
 def check_output_path(path: str | os.PathLike, what: str = "output") -> None:
@@ -105,8 +106,9 @@ def _temp_beside(target: Path, mode: int | None) -> tuple[Path, int]:
 
 
 def _in_place(path: str | os.PathLike) -> bool:
-    """True for paths written directly: standard output, devices, FIFOs (not regular files)."""
-    if is_stdout(path):
+    """True for paths written directly: standard output, devices, FIFOs, anything under
+    ``/dev`` or ``/proc`` (a rename there would replace a device node or a link)."""
+    if is_stdout(path) or os.path.abspath(path).startswith(("/dev/", "/proc/")):
         return True
     try:
         st = os.stat(path)

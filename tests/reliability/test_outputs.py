@@ -154,7 +154,17 @@ def test_output_to_a_fifo_or_device_is_written_in_place_not_replaced(tmp_path):
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     r = run_cli("opt", MLP_JSON, "--passes", "dce", "-o", "/dev/stdout")
     assert r.returncode == 0 and r.stdout.lstrip().startswith(b"{")
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    # stdout redirected to a regular file: /dev/stdout then resolves to that file, and an
+    # atomic rename would replace the /dev/stdout link itself
+    redirected = tmp_path / "redirected.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with open(redirected, "wb") as out:
+        rc = subprocess.run([sys.executable, "-m", "mxc", "opt", MLP_JSON, "--passes", "dce",
+                             "-o", "/dev/stdout"], stdout=out, stderr=subprocess.DEVNULL,
+                            env=env, cwd=REPO, timeout=120).returncode
+    assert rc == 0 and redirected.read_bytes().lstrip().startswith(b"{")
+    assert os.path.islink("/dev/stdout") or stat.S_ISCHR(os.stat("/dev/stdout").st_mode)
+    assert not list(Path("/dev").glob(".stdout.*"))
 
 
 @pytest.mark.parametrize("verb", [
