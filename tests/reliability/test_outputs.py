@@ -205,3 +205,27 @@ def test_compile_dash_o_writes_the_artifact_to_stdout(tmp_path):
     path.write_bytes(r.stdout)
     x = np.load(REPO / "examples" / "mlp" / "input.npz")["data"]
     assert rt.load(path).run({"data": x})[0].shape == (4, 10)
+
+
+def test_sigint_during_opt_leaves_both_old_or_both_new_files(tmp_path):
+    """Failure 9, end to end: Ctrl-C at many points of `mxc opt -o J --params-out P`."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    json_out, params_out = tmp_path / "o-symbol.json", tmp_path / "o-0000.params"
+    cmd = [sys.executable, "-m", "mxc", "opt", MLP_JSON, "--params", MLP_PARAMS, "--passes",
+           "dce", "-o", str(json_out), "--params-out", str(params_out)]
+    t0 = time.monotonic()
+    assert subprocess.run(cmd, env=env, cwd=REPO, capture_output=True).returncode == 0
+    full = time.monotonic() - t0
+    new = (json_out.read_bytes(), params_out.read_bytes())
+    old = (b"old json", b"old params")
+    for k in range(8):
+        json_out.write_bytes(old[0])
+        params_out.write_bytes(old[1])
+        p = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(full * (0.5 + 0.1 * k))
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+        got = (json_out.read_bytes(), params_out.read_bytes())
+        assert got in (old, new), f"mixed outputs after SIGINT at {0.5 + 0.1 * k:.1f} of the run"
+        assert not list(tmp_path.glob(".*.tmp"))
