@@ -222,8 +222,9 @@ def infer_seeded(graph: Graph, kind: str, seeds: Iterable[tuple[Key, object, str
     memo_key = (id(graph), kind, tuple((key, v) for key, v, _ in seeds))
     found = table.get(memo_key)
     if found is None:
-        found = table[memo_key] = _run(graph, {}, kind=kind, seeds=seeds)
-    return found
+        # the graph is kept alive with its result, so its id cannot be reused in the block
+        found = table[memo_key] = (graph, _run(graph, {}, kind=kind, seeds=seeds))
+    return found[1]
 
 
 def infer_shapes(graph: Graph, given: Mapping[str, tuple] | None = None) -> dict[Key, object]:
