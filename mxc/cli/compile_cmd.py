@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  tuning database {tuning['path']}: {tuning['kernels_tuned']} of "
               f"{tuning['kernels']} kernel(s) tuned"
               + (f", {rest} with default schedules" if rest else ""))
+        if tuning.get("warning"):
+            print(f"  warning: {tuning['warning']}")
     for name, why in model.host_nodes.items():
         print(f"  host node {name}: {why}")
     return 0

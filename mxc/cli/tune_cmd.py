@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import DependencyError, MxcError
+from ..errors import BackendError, DependencyError, MxcError
 from . import register_command
 from .common import add_model_arguments, load_model, model_name, shapes_of
 
@@ -122,5 +122,9 @@ def run(args: argparse.Namespace) -> int:
                               "symbol": str(Path(args.model).resolve()),
                               "shapes": {k: list(v) for k, v in shapes_of(args).items()}})
     print(report.summary())
+    if report.tasks and all(t.best_ms is None for t in report.tasks):
+        raise BackendError(f"no candidate of any kernel built and ran successfully: {args.db} "
+                           f"holds no usable schedule (see {args.db}/logs; check --target "
+                           f"and --timeout)")
     print(f"compile with it: mxc compile {args.model} ... --db {args.db}")
     return 0

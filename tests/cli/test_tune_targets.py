@@ -118,3 +118,41 @@ def test_missing_tuning_package_is_one_line(model, monkeypatch, capsys):
     assert rc == 9 and len(err) == 1
     assert "xgboost" in err[0] and 'pip install "mxc[tune]"' in err[0]
     assert not (root / "db-nodeps").exists()
+
+
+def test_failed_tune_leaves_a_database_compile_refuses(model, monkeypatch, capsys):
+    """Original failure: the database a failed ``mxc tune`` left was accepted by
+    ``compile --db`` ("0 of 4 kernels tuned")."""
+    import mxc.backends.tvm.tune as tune_mod
+    from mxc.errors import BackendError
+
+    def broken(*args, **kwargs):
+        raise BackendError("tuning fused_conv2d failed: simulated")
+    monkeypatch.setattr(tune_mod, "_tune_groups", broken)
+    root, symbol, params_file, _ = model
+    db = root / "db-failed"
+    common = [str(symbol), "--params", str(params_file), "--shape", SHAPE]
+    assert main(["tune", *common, "--trials", "2", "--db", str(db), "--search", "random",
+                 "-q"]) == 7
+    assert (db / tune_mod.WORKLOAD_FILE).is_file()   # the database exists, with no records
+    capsys.readouterr()
+    rc = main(["compile", *common, "--db", str(db), "-o", str(root / "never.mxc")])
+    err = capsys.readouterr().err
+    assert rc == 7 and "holds no successful measurement" in err and "failed" in err
+    assert not (root / "never.mxc").exists()
+
+
+def test_records_for_another_cpu_are_named(model, capsys):
+    """Original failure: records tuned for another ``mcpu`` were applied without a word."""
+    root, symbol, params_file, _ = model
+    db = root / "db-haswell-only"
+    common = [str(symbol), "--params", str(params_file), "--shape", SHAPE]
+    assert main(["tune", *common, "--target", "llvm -mcpu=haswell", "--trials", "1",
+                 "--db", str(db), "--search", "random", "-q"]) == 0
+    capsys.readouterr()
+    rc = main(["compile", *common, "--target", "llvm -mcpu=skylake-avx512", "--db", str(db),
+               "-o", str(root / "foreign.mxc")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "was tuned for haswell" in out and "not for skylake-avx512" in out
+    assert read_manifest(root / "foreign.mxc")["tuning_db"]["warning"]

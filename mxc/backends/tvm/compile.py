@@ -393,6 +393,11 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
         from .build import _default_db
         db = db if db is not None else _default_db()
         tuning = _TunedKernels(db) if db is not None else None
+        if db is not None:
+            from .tune import foreign_records_message
+            tuning.foreign = foreign_records_message(db, tgt)
+            if tuning.foreign:
+                log.warning("%s", tuning.foreign)
         from .schedules import winograd as _winograd
         with _winograd.choose(winograd) as wino:
             executable = _build(functions["__module__"], tgt, prog, db, tuning)
@@ -582,6 +587,7 @@ class _TunedKernels:
         self.path = os.fspath(path)
         self.kernels = 0              # kernels the database was asked about
         self.tuned: list[str] = []    # the ones it had a schedule for
+        self.foreign: str | None = None  # records tuned for another CPU: the warning
         self._before: dict[str, Any] = {}
 
     def instrument(self):
@@ -610,7 +616,8 @@ class _TunedKernels:
 
     def as_manifest(self) -> dict:
         return {"path": os.path.abspath(self.path), "kernels": self.kernels,
-                "kernels_tuned": len(self.tuned), "tuned": list(self.tuned)}
+                "kernels_tuned": len(self.tuned), "tuned": list(self.tuned),
+                "warning": self.foreign}
 
 
 def _prim_funcs(mod) -> dict:

@@ -62,7 +62,62 @@ def check_database(db: str | os.PathLike) -> str:
     if not (path / WORKLOAD_FILE).is_file():
         raise BackendError(f"{str(path)!r} holds no tuning database ({WORKLOAD_FILE} missing; "
                            f"create one with `mxc tune ... --db {path}`)")
+    if not sum(record_cpus(path).values()):
+        runs = read_tune_log(path)
+        last = f" (the last mxc tune there: {runs[-1].get('status')})" if runs else ""
+        raise BackendError(f"tuning database {str(path)!r} holds no successful measurement"
+                           f"{last}: nothing to compile with; run `mxc tune ... --db {path}` "
+                           f"again (see {path / TUNE_LOG} and {path / 'logs'})")
     return os.fspath(path)
+
+
+#: MetaSchedule's run time of a candidate that failed to build or run
+_FAILED_RUN_SECS = 1e9
+
+
+def record_cpus(db: str | os.PathLike) -> dict[str, int]:
+    """``{CPU the records were tuned for: number of successful records}`` of database *db*
+    (``generic`` for a target without ``mcpu``; GPU targets by their ``arch``)."""
+    path = Path(db) / RECORD_FILE
+    out: dict[str, int] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            _, rec = json.loads(line)
+            secs, target = rec[1], rec[2]
+        except (ValueError, TypeError, IndexError, KeyError):
+            continue
+        if not secs or min(float(x) for x in secs) >= _FAILED_RUN_SECS:
+            continue
+        cpu = _target_cpu(target)
+        out[cpu] = out.get(cpu, 0) + 1
+    return out
+
+
+def _target_cpu(target) -> str:
+    if not isinstance(target, dict):
+        return "?"
+    if target.get("kind") == "llvm":
+        return str(target.get("mcpu") or "generic")
+    return str(target.get("arch") or target.get("kind"))
+
+
+def foreign_records_message(db: str | os.PathLike, target) -> str | None:
+    """A warning when *db*'s records were tuned for other CPUs than *target*'s (its
+    schedules still apply -- MetaSchedule matches kernels, not CPUs -- but were measured
+    elsewhere), else None."""
+    cpus = record_cpus(db)
+    if not cpus:
+        return None
+    spec = dict(target.export()) if hasattr(target, "export") else dict(target)
+    want = _target_cpu(spec)
+    if want in cpus:
+        return None
+    found = ", ".join(f"{cpu} ({n} record(s))" for cpu, n in sorted(cpus.items()))
+    return (f"tuning database {os.fspath(db)!r} was tuned for {found}, not for {want}: its "
+            f"schedules are applied but were measured on another CPU; tune for this target "
+            f"(mxc tune --target ... --db DIR) for schedules measured here")
 
 
 # ---------------------------------------------------------------------------
@@ -238,6 +293,8 @@ def best_latency_ms(database, task_mod) -> float | None:
     if not top:
         return None
     secs = [float(s) for s in top[0].run_secs]
+    if not secs or min(secs) >= _FAILED_RUN_SECS:
+        return None
     return 1e3 * sum(secs) / len(secs)
 
 
