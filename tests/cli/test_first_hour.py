@@ -302,3 +302,29 @@ def test_load_on_every_verb():
     verbs = parser._subparsers._group_actions[0].choices   # noqa: SLF001
     for verb in ("compile", "run", "inspect", "partition", "opt", "tune"):
         assert "--load" in verbs[verb]._option_string_actions, verb   # noqa: SLF001
+
+
+# -- 11. the tvm partitioning backend -----------------------------------------------------
+def test_partition_backend_tvm_from_the_cli_and_optimize_for(tmp_path):
+    pytest.importorskip("tvm")
+    r = cli("partition", SYMBOL, "--params", PARAMS, "--backend", "tvm", "-o",
+            str(tmp_path / "p.json"))
+    line = one_line_error(r, 5)
+    assert "backend 'tvm' needs the shapes" in line and "--shape" in line
+    r = cli("partition", SYMBOL, "--params", PARAMS, "--shape", "data=4,784", "--backend", "tvm",
+            "-o", str(tmp_path / "p.json"))
+    assert r.returncode == 0 and "1 region(s) for backend 'tvm'" in r.stdout
+    # a fresh interpreter: nothing imported the backend beforehand
+    code = ("import mxc, numpy as np; s, a, x = mxc.load_checkpoint('examples/mlp/mlp', 0); "
+            "p = s.optimize_for('tvm', args={**a, 'data': np.zeros((4, 784), 'float32')}); "
+            "print([n.op for n in p.graph.op_nodes()])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and r.stdout.strip() == "['_tvm_subgraph']", r.stderr
+
+
+def test_misspelt_op_names_entry_is_a_did_you_mean_error(tmp_path):
+    r = cli("partition", SYMBOL, "--backend", "default", "--option",
+            "op_names=FullyConected,Activation", "-o", str(tmp_path / "p.json"))
+    line = one_line_error(r, 5)
+    assert "'FullyConected' (did you mean 'FullyConnected'?)" in line
+    assert not (tmp_path / "p.json").exists()
