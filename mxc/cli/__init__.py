@@ -31,7 +31,7 @@ def register_command(name: str, help: str):
 
 def _load_commands() -> None:
     from . import inspect_cmd, run_cmd  # noqa: F401
-    for optional in ("partition_cmd", "opt_cmd", "compile_cmd", "tune_cmd"):
+    for optional in ("partition_cmd", "opt_cmd", "compile_cmd", "tune_cmd", "draw_cmd"):
         try:
             __import__(f"{__name__}.{optional}")
         except ModuleNotFoundError as exc:
