@@ -366,6 +366,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     # 2. types and partition
     prog.start("partition for tvm")
     given_shapes, given_dtypes = _given_types(graph, params, shapes, dtypes)
+    _check_inputs(graph, params, infer_shapes(graph, given_shapes),
+                  infer_types(graph, given_dtypes))   # before partitioning needs them
     pg = optimize_graph(graph, _prop.BACKEND, shapes=given_shapes, dtypes=given_dtypes,
                         clear=False)
     pshapes = infer_shapes(pg, given_shapes)

@@ -66,7 +66,7 @@ def _check_op_names(names, backend: str) -> None:
     import difflib
 
     from ..ops.registry import has_op, registered_ops
-    unknown = sorted(n for n in names if not has_op(n))
+    unknown = sorted(n for n in names if n != "null" and not has_op(n))   # null: variables
     if not unknown:
         return
     known = list(registered_ops())
