@@ -537,7 +537,9 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                         max_trials_global=remaining, max_trials_per_task=remaining,
                         num_trials_per_iter=max(1, min(trials_per_iter, remaining)),
                         builder=builder, runner=runner, database=database,
-                        measure_callbacks=callbacks, task_scheduler="round-robin")
+                        measure_callbacks=callbacks, task_scheduler="round-robin",
+                        # random search consults no cost model: don't need xgboost for it
+                        cost_model="random" if search == "random" else "xgb")
                 except Exception as exc:
                     raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
                                        f"{exc}") from exc
