@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from ..errors import MxcError
 from . import register_command
 from .common import add_model_arguments, load_model, model_name, parse_key_value, shapes_of
 

@@ -29,10 +29,7 @@ import datetime
 import logging
 import os
 import shutil
-import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -42,6 +39,7 @@ import numpy as np
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
 from ...compiler.weights import check_params
+from ...progress import StageProgress as Progress
 from ...errors import BackendError, MxcError
 
 log = logging.getLogger(__name__)
@@ -59,87 +57,6 @@ def default_pipeline() -> str:
     except ImportError:  # pragma: no cover - passes not available
         return ""
     return ",".join(p for p in DEFAULT_PASSES if has_pass(p))
-
-
-# ---------------------------------------------------------------------------
-# progress display
-# ---------------------------------------------------------------------------
-class Progress:
-    """A one-line progress display on stderr for long compiles.
-
-    On a terminal the line is redrawn in place with an elapsed-time counter
-    (and the TVM pass being run); otherwise each stage prints one line when it
-    finishes.  Disabled, it only logs (``logging`` at INFO).
-    """
-
-    def __init__(self, enabled: bool = False, stream=None, total: int = 5):
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.total = total
-        self.index = 0
-        self.stage = ""
-        self.detail = ""
-        self.t0 = self.t_stage = time.perf_counter()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._open = False
-
-    def start(self, stage: str) -> None:
-        self.index += 1
-        self.stage, self.detail = stage, ""
-        self.t_stage = time.perf_counter()
-        log.info("[%d/%d] %s", self.index, self.total, stage)
-        if self.tty:
-            self._draw()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._tick, daemon=True)
-                self._thread.start()
-
-    def note(self, detail: str) -> None:
-        self.detail = detail
-
-    def done(self, summary: str = "") -> float:
-        took = time.perf_counter() - self.t_stage
-        log.info("[%d/%d] %s: %s (%.2fs)", self.index, self.total, self.stage, summary or "done",
-                 took)
-        if self.enabled:
-            text = f"[{self.index}/{self.total}] {self.stage}: {summary or 'done'} ({took:.1f}s)"
-            with self._lock:
-                self._write(text, final=True)
-        return took
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1)
-            self._thread = None
-        if self._open:  # interrupted mid-stage: end the redrawn line
-            with self._lock:
-                self._write("", final=True)
-
-    def _tick(self) -> None:
-        while not self._stop.wait(0.25):
-            self._draw()
-
-    def _draw(self) -> None:
-        el = time.perf_counter() - self.t_stage
-        detail = f" {self.detail}" if self.detail else ""
-        with self._lock:
-            self._write(f"[{self.index}/{self.total}] {self.stage}...{detail} {el:.0f}s")
-
-    def _write(self, text: str, final: bool = False) -> None:
-        self._open = self.tty and not final
-        try:
-            if self.tty:
-                width = shutil.get_terminal_size((100, 20)).columns - 1
-                self.stream.write("\r\x1b[K" + text[:width] + ("\n" if final else ""))
-            elif final:
-                self.stream.write(text + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed stream must not break a compile
-            pass
 
 
 # ---------------------------------------------------------------------------
