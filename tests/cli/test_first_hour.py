@@ -328,3 +328,75 @@ def test_misspelt_op_names_entry_is_a_did_you_mean_error(tmp_path):
     line = one_line_error(r, 5)
     assert "'FullyConected' (did you mean 'FullyConnected'?)" in line
     assert not (tmp_path / "p.json").exists()
+
+
+# -- 10. extensions on every verb: custom operators through mxc run -------------------------
+GEMM = {"nodes": [{"op": "null", "name": "a", "inputs": []},
+                  {"op": "null", "name": "b", "inputs": []},
+                  {"op": "my_gemm", "name": "g", "inputs": [[0, 0, 0], [1, 0, 0]]},
+                  {"op": "relu", "name": "r", "inputs": [[2, 0, 0]]}],
+        "arg_nodes": [0, 1], "heads": [[3, 0, 0]]}
+MY_OPS = str(REPO / "examples" / "extensions" / "my_ops.py")
+
+
+def test_custom_operator_runs_with_load_on_every_path(tmp_path):
+    """custom-operators.md promises ``mxc run`` handles custom ops: reference backend, the
+    tvm backend (custom op on the host) and a compiled artifact."""
+    import json
+    symbol = tmp_path / "gemm-symbol.json"
+    symbol.write_text(json.dumps(GEMM))
+    rng = np.random.RandomState(0)
+    a, b = rng.randn(2, 3).astype("float32"), rng.randn(3, 4).astype("float32")
+    np.savez(tmp_path / "ab.npz", a=a, b=b)
+    want = np.maximum(a @ b, 0)
+    line = one_line_error(cli("run", str(symbol), "--inputs", str(tmp_path / "ab.npz")), 3)
+    assert "my_gemm (x1: node 'g')" in line and "--load LIB" in line
+    runs = [["run", str(symbol)], ["run", str(symbol), "--backend", "tvm"]]
+    if pytest.importorskip("tvm"):
+        art = tmp_path / "gemm.mxc"
+        r = cli("compile", str(symbol), "--shape", "a=2,3", "--shape", "b=3,4", "--load", MY_OPS,
+                "-o", str(art))
+        assert r.returncode == 0 and "host node g" in r.stdout, r.stderr
+        line = one_line_error(cli("run", str(art), "--inputs", str(tmp_path / "ab.npz")), 8)
+        assert "--load LIB" in line
+        runs.append(["run", str(art)])
+    for i, args in enumerate(runs):
+        out = tmp_path / f"o{i}.npz"
+        r = cli(*args, "--inputs", str(tmp_path / "ab.npz"), "--load", MY_OPS, "-o", str(out))
+        assert r.returncode == 0, (args, r.stderr)
+        np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_installed_extensions_are_found_by_every_verb(tmp_path):
+    """An ``mxc.extensions`` entry point (a pip-installed extension) is loaded by the CLI:
+    here a distribution whose metadata sits on PYTHONPATH, registering a custom op."""
+    import json
+    import os
+    site = tmp_path / "site"
+    (site / "ep_ext-0.1.dist-info").mkdir(parents=True)
+    (site / "ep_ext-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ep-ext\nVersion: 0.1\n")
+    (site / "ep_ext-0.1.dist-info" / "entry_points.txt").write_text(
+        "[mxc.extensions]\nep = ep_ext_mod\n")
+    (site / "ep_ext_mod.py").write_text(
+        "import mxc\n"
+        "@mxc.register_custom_op('ep_double')\n"
+        "class Double(mxc.CustomOp):\n"
+        "    def parse_attrs(self, attrs):\n"
+        "        return 1, 1\n"
+        "    def infer_shape(self, attrs, in_shapes):\n"
+        "        return in_shapes, [in_shapes[0]]\n"
+        "    def forward(self, attrs, inputs, outputs):\n"
+        "        outputs[0][...] = 2 * inputs[0]\n")
+    symbol = tmp_path / "d-symbol.json"
+    symbol.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "x", "inputs": []},
+                  {"op": "ep_double", "name": "d", "inputs": [[0, 0, 0]]}],
+        "arg_nodes": [0], "heads": [[1, 0, 0]]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    for verb in (["inspect"], ["run", "--fill-mode", "ones", "--shape", "x=2", "--print-top",
+                                "2"]):
+        r = subprocess.run([sys.executable, "-m", "mxc.cli", verb[0], str(symbol), *verb[1:]],
+                           capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert r.returncode == 0, (verb, r.stderr)
+    assert "0: 2, 1: 2" in r.stdout
