@@ -69,12 +69,12 @@ def capture_module(args, loaded=None):
     """(Relax module, target) that ``mxc compile`` with the same options would build."""
     from ..backends.tvm.build import ModuleCaptured, capture_module as _capture
     from ..backends.tvm.compile import compile as compile_model
-    from .compile_cmd import parse_target
+    from .compile_cmd import target_of
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     with _capture() as cap:
         try:
             compile_model(sym, (arg, aux), shapes_of(args), dict(args.dtype),
-                          target=parse_target(args.target, args.cpu), passes=args.passes,
+                          target=target_of(args), passes=args.passes,
                           bind_params=args.bind_params, progress=False,
                           name=Path(args.model).name,
                           weights_as_inputs=args.weights_as_inputs, params_source=args.params,

@@ -400,3 +400,27 @@ def test_installed_extensions_are_found_by_every_verb(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, env=env)
         assert r.returncode == 0, (verb, r.stderr)
     assert "0: 2, 1: 2" in r.stdout
+
+
+def test_cuda_arch_option_and_newer_gpus_accepted(tmp_path, monkeypatch):
+    """Original failure: CUDA silently took sm_75 and newer GPUs refused the artifact."""
+    pytest.importorskip("tvm")
+    import shutil
+    from mxc.errors import ArtifactError
+    from mxc.runtime import _tvm, artifact
+    line = one_line_error(cli("compile", SYMBOL, "--params", PARAMS, "--shape", "data=4,784",
+                              "--cuda-arch", "sm_80", "-o", str(tmp_path / "m.mxc")), 7)
+    assert "--cuda-arch sm_80 applies to --target cuda" in line
+    monkeypatch.setattr(_tvm, "has_cuda", lambda: True)
+    monkeypatch.setattr(_tvm, "cuda_compute_version", lambda index=0: "9.0")
+    artifact._check_cuda("sm_80", "m.mxc")                     # an H100 runs sm_80 kernels
+    with pytest.raises(ArtifactError, match="older architecture.*--cuda-arch sm_75"):
+        monkeypatch.setattr(_tvm, "cuda_compute_version", lambda index=0: "7.5")
+        artifact._check_cuda("sm_80", "m.mxc")
+    if shutil.which("nvcc") is None:
+        pytest.skip("compiling for CUDA needs nvcc")
+    from mxc.runtime import read_manifest
+    out = tmp_path / "gpu.mxc"
+    assert main(["compile", SYMBOL, "--params", PARAMS, "--shape", "data=4,784", "--target",
+                 "cuda", "--cuda-arch", "86", "-q", "-o", str(out)]) == 0
+    assert read_manifest(out)["target"]["arch"] == "sm_86"
