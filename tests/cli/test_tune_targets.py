@@ -23,15 +23,9 @@ from mxc.backends.tvm.targets import missing_on_host, parse_target_text  # noqa:
 from mxc.cli import main  # noqa: E402
 from mxc.runtime import read_manifest  # noqa: E402
 
-from mxc import sym as S  # noqa: E402
+from test_cli_tuning import _tiny_conv  # noqa: E402  (the same one-task model)
 
 SHAPE = "data=1,4,8,8"
-
-
-def _tiny_conv():
-    x = S.var("data")
-    y = S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv")
-    return S.Activation(y, act_type="relu", name="relu")
 
 
 @pytest.fixture(scope="module")
