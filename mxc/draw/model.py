@@ -29,6 +29,7 @@ class DNode:
     region: str | None = None    # DRegion.id
     host: bool = False           # an op outside every region, in a partitioned graph
     detail: str = ""             # a second label line (op counts of an artifact region ...)
+    fill: str | None = None      # a fill colour of its own (a folded region: its backend's)
 
 
 @dataclass

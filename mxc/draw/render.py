@@ -41,7 +41,7 @@ def _node_line(n: DNode) -> str:
         label += f"<br/><font point-size='8'>{html.escape(n.detail[:80])}</font>"
     label += ">"
     style = ('style="filled,dashed", fillcolor="' + HOST_COLOR + '", color="#c03030", '
-             'penwidth=2' if n.host else 'style=filled, fillcolor=white')
+             'penwidth=2' if n.host else f'style=filled, fillcolor="{n.fill or "white"}"')
     return f"  {n.id} [label={label}, shape=box, {style}, tooltip={_q(n.name)}];"
 
 
@@ -75,6 +75,7 @@ def to_dot(drawing: Drawing) -> str:
 def compact(drawing: Drawing) -> Drawing:
     """*drawing* with every region one node (op counts as its detail)."""
     out = Drawing(drawing.title + " (regions collapsed)")
+    colors = backend_colors(drawing)
     rep: dict[str, str] = {}
     for r in drawing.regions:
         members = [n for n in drawing.nodes if n.region == r.id]
@@ -83,7 +84,8 @@ def compact(drawing: Drawing) -> Drawing:
             counts[n.op] = counts.get(n.op, 0) + 1
         detail = members[0].detail if len(members) == 1 and members[0].detail else (
             f"{len(members)} nodes: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())))
-        node = DNode(f"c{r.id}", r.name, f"{r.backend} region", None, False, detail)
+        node = DNode(f"c{r.id}", r.name, f"{r.backend} region", None, False, detail,
+                     colors[r.backend])
         out.nodes.append(node)
         for n in members:
             rep[n.id] = node.id
