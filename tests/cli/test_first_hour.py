@@ -424,3 +424,12 @@ def test_cuda_arch_option_and_newer_gpus_accepted(tmp_path, monkeypatch):
     assert main(["compile", SYMBOL, "--params", PARAMS, "--shape", "data=4,784", "--target",
                  "cuda", "--cuda-arch", "86", "-q", "-o", str(out)]) == 0
     assert read_manifest(out)["target"]["arch"] == "sm_86"
+
+
+def test_zero_dimension_from_python_is_a_clear_error():
+    pytest.importorskip("tvm")
+    import mxc
+    from mxc.errors import BackendError
+    sym, arg, aux = mxc.load_checkpoint(str(MLP / "mlp"), 0)
+    with pytest.raises(BackendError, match=r"positive dimensions.*data=\(0, 784\)"):
+        mxc.compile(sym, (arg, aux), {"data": (0, 784)})

@@ -252,6 +252,10 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     params = _params_of(params)
     shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     dtypes = {k: np.dtype(v).name for k, v in (dtypes or {}).items()}
+    empty = {k: v for k, v in shapes.items() if any(d <= 0 for d in v)}
+    if empty:
+        raise BackendError(f"shapes must have positive dimensions (mxc compiles no empty "
+                           f"tensors): {', '.join(f'{k}={v}' for k, v in empty.items())}")
     inputs = set(graph.list_inputs())
     unknown = sorted((set(shapes) | set(dtypes)) - inputs)
     if unknown:
