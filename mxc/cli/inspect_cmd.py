@@ -105,8 +105,11 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     if host:
         print(f"  host CPU: {host.get('cpu')} ({host.get('arch')})")
         print("  " + cpu_needs_line(host))
+    fed = man.get("weights_as_inputs") or []
     print(f"passes: {man.get('pipeline') or 'none'}; parameters "
-          f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}")
+          f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}"
+          + (f"; {len(fed)} weight(s) fed at run time (--weights-as-inputs): "
+             f"{', '.join(fed[:5])}{' ...' if len(fed) > 5 else ''}" if fed else ""))
     wino = man.get("winograd")
     if wino:
         print("  " + winograd_line(wino, man))

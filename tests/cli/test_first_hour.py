@@ -97,6 +97,10 @@ def test_weights_as_inputs_is_explicit(tmp_path, capsys):
                  "-o", str(out)]) == 0
     names = {i["name"] for i in read_manifest(out)["inputs"]}
     assert {"fc1_weight", "fc3_bias"} <= names
+    assert len(read_manifest(out)["weights_as_inputs"]) == NUM_WEIGHTS
+    capsys.readouterr()
+    assert main(["inspect", str(out)]) == 0
+    assert f"{NUM_WEIGHTS} weight(s) fed at run time" in capsys.readouterr().out
 
 
 def test_reference_run_without_params_is_concise():

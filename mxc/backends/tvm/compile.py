@@ -38,7 +38,7 @@ import numpy as np
 
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
-from ...compiler.weights import check_params
+from ...compiler.weights import check_params, is_data_name
 from ...progress import StageProgress as Progress
 from ...errors import BackendError, MxcError
 
@@ -262,6 +262,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
         raise BackendError(_unknown_inputs_message(unknown, graph.list_inputs(), params))
     check_params(graph.list_inputs(), params, set(shapes) | set(dtypes), source=params_source,
                  weights_as_inputs=weights_as_inputs, hint=params_hint)
+    fed_weights = [n for n in graph.list_inputs() if n not in params and n not in shapes
+                   and n not in dtypes and not is_data_name(n)]   # --weights-as-inputs
     timings: dict[str, float] = {}
 
     # 1. passes
@@ -338,6 +340,7 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
                          bind_params, name, pshapes, pg, tuning)
     if regions and tgt.kind.name == "llvm":
         manifest["winograd"] = dict(wino)
+    manifest["weights_as_inputs"] = fed_weights
     timings["runtime graph"] = prog.done(f"{len(rt_graph['steps'])} step(s)")
     return CompiledModel(pg, rt_graph, manifest, rt_params, executable, host_reasons, timings)
 
