@@ -53,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .common import add_load_argument
     _load_commands()
     parser = _Parser(
-        prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.")
+        prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.",
+        epilog="exit codes: 0 ok, 1 other error, 2 model files, 3 graph/operator, 4 running, "
+               "5 partition/pass, 6 extension, 7 compile/tune, 8 artifact, 9 missing package, "
+               "64 command-line usage, 130 interrupted (the README's table)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging; with an error, print the traceback")
     from .. import __version__
