@@ -83,7 +83,10 @@ class UnsupportedOpError(OpError):
                 extra += f"; did you mean {self.suggestions[op]!r}?"
             return f"{op} (x{n}{extra})"
         listing = ", ".join(item(op, n) for op, n in sorted(counts.items()))
-        super().__init__(f"{where} uses {len(counts)} unsupported operator(s): {listing}")
+        hint = ("" if len(self.suggestions) == len(counts) else
+                "; an extension's operators need its library loaded first (--load LIB, "
+                "mxc.library.load)")
+        super().__init__(f"{where} uses {len(counts)} unsupported operator(s): {listing}{hint}")
 
 
 class AttributeInvalidError(OpError):

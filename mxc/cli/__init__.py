@@ -31,7 +31,8 @@ def register_command(name: str, help: str):
 
 def _load_commands() -> None:
     from . import inspect_cmd, run_cmd  # noqa: F401
-    for optional in ("partition_cmd", "opt_cmd", "compile_cmd", "tune_cmd", "keygen_cmd"):
+    for optional in ("partition_cmd", "opt_cmd", "compile_cmd", "tune_cmd", "keygen_cmd",
+                     "draw_cmd"):
         try:
             __import__(f"{__name__}.{optional}")
         except ModuleNotFoundError as exc:
@@ -53,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .common import add_load_argument
     _load_commands()
     parser = _Parser(
-        prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.")
+        prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.",
+        epilog="exit codes: 0 ok, 1 other error, 2 model files, 3 graph/operator, 4 running, "
+               "5 partition/pass, 6 extension, 7 compile/tune, 8 artifact, 9 missing package, "
+               "64 command-line usage, 130 interrupted (the README's table)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging; with an error, print the traceback")
     from .. import __version__

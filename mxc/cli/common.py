@@ -115,6 +115,8 @@ def load_model(args):
     from ..compiler.symbol import load
     from ..frontend.params import load_params, split_arg_aux
     from ..compiler.ops.registry import check_supported
+    from ..draw import register_backend_ops
+    register_backend_ops()       # a partitioned JSON may hold _tvm_subgraph nodes
     sym = load(args.model)
     check_supported(sym.graph)   # every verb: all unknown ops at once, nodes, did-you-mean
     arg, aux = {}, {}

@@ -109,8 +109,11 @@ def inspect_artifact(path: str, as_json: bool) -> int:
         from ..runtime.threads import allowed_cores, pool_size
         print(f"threads: {pool_size()} here (this process may use {allowed_cores()} cores; "
               f"TVM_NUM_THREADS or `mxc run --threads N` changes it)")
+    fed = man.get("weights_as_inputs") or []
     print(f"passes: {man.get('pipeline') or 'none'}; parameters "
-          f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}")
+          f"{'compiled in' if man.get('bind_params') else 'stored as inputs'}"
+          + (f"; {len(fed)} weight(s) fed at run time (--weights-as-inputs): "
+             f"{', '.join(fed[:5])}{' ...' if len(fed) > 5 else ''}" if fed else ""))
     wino = man.get("winograd")
     if wino:
         print("  " + winograd_line(wino, man))

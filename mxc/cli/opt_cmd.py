@@ -27,17 +27,28 @@ from .common import add_shape_arguments, shapes_of
 
 @register_command("opt", help="run a pass pipeline on a model (e.g. fold-batchnorm,dce)")
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL_JSON", nargs="?", help="MXNet symbol JSON")
+    p.add_argument("model", metavar="MODEL", nargs="?",
+                   help="MXNet symbol JSON, or a graph in the textual IR (.mxir, or any file "
+                        "starting with 'graph @')")
     p.add_argument("--params", metavar="P", help="MXNet .params file (arg:/aux: names)")
-    p.add_argument("--passes", metavar="PIPELINE",
+    p.add_argument("--passes", "--pass-pipeline", dest="passes", metavar="PIPELINE",
                    help='passes to run, e.g. "remove-dropout,fold-batchnorm,dce" or '
                         '"partition{backend=default op_names=exp;log}"')
     p.add_argument("--output", "-o", metavar="OUT_JSON", default="-",
                    help="where to write the symbol JSON (default and '-': standard output)")
     p.add_argument("--params-out", metavar="P2", help="where to write the parameters")
     add_shape_arguments(p, "shape of a data input, e.g. data=1,3,224,224 (repeatable)")
+    p.add_argument("--emit", choices=("json", "ir"), default=None,
+                   help="output format: json (MXNet symbol JSON) or ir (the textual IR); "
+                        "default: the input's")
     p.add_argument("--print-ir-after-all", action="store_true",
                    help="print the textual IR after every pass (to stderr)")
+    p.add_argument("--print-ir-after-change", action="store_true",
+                   help="print the textual IR after each pass that changed it (to stderr)")
+    p.add_argument("--print-ir-before", metavar="PASS[,PASS]", default=None,
+                   help="print the textual IR before the passes named (to stderr)")
+    p.add_argument("--print-ir-before-all", action="store_true",
+                   help="print the textual IR before every pass (to stderr)")
     p.add_argument("--timing", action="store_true", help="print the time each pass took")
     p.add_argument("--no-verify-each", action="store_true",
                    help="verify only the final graph, not the graph after every pass")
@@ -46,11 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compiler.passes import (PassManager, PassTiming, PrintIRAfterAll, describe_passes)
+    from ..compiler.passes import PassManager, PassTiming, describe_passes
     if args.list_passes:
         print(describe_passes())
         return 0
-    missing = [flag for flag, value in (("MODEL_JSON", args.model), ("--passes", args.passes))
+    missing = [flag for flag, value in (("MODEL", args.model), ("--passes", args.passes))
                if value is None]
     if missing:
         raise MxcError(f"missing {', '.join(missing)} (see mxc opt --help)")
@@ -62,11 +73,10 @@ def run(args: argparse.Namespace) -> int:
             raise MxcError("-o and --params-out cannot both be standard output")
     report = sys.stderr if is_stdout(args.output) or is_stdout(args.params_out) else sys.stdout
     manager = PassManager(args.passes, verify_each=not args.no_verify_each)  # fail fast
-    from .common import load_model
-    sym, arg, aux = load_model(args)
+    sym, arg, aux, input_is_ir = _load(args)
+    args.emit = args.emit or ("ir" if input_is_ir else "json")
     timing = PassTiming()
-    manager.instruments = [timing] + ([PrintIRAfterAll(sys.stderr)]
-                                      if args.print_ir_after_all else [])
+    manager.instruments = [timing] + _printers(args)
     result = manager.run(sym, arg, aux, shapes=shapes_of(args))
     params_changed = bool(result.allocated or result.removed)
     if params_changed and not args.params_out:
@@ -84,6 +94,56 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def is_ir_file(path: str) -> bool:
+    """A textual-IR file: ``.mxir``/``.ir`` suffix, or text starting with ``graph @``
+    (after ``//`` comment lines)."""
+    if path.endswith((".mxir", ".ir")):
+        return True
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    lines = [ln.strip() for ln in head.splitlines()]
+    first = next((ln for ln in lines if ln and not ln.startswith("//")), "")
+    return first.startswith("graph @")
+
+
+def _load(args):
+    """(symbol, arg params, aux params, whether the input was textual IR)."""
+    from .common import load_model
+    if not is_ir_file(args.model):
+        return (*load_model(args), False)
+    from ..compiler.ir.text import parse_graph
+    from ..compiler.ops.registry import check_supported
+    from ..compiler.symbol import Symbol
+    from ..errors import FrontendError
+    try:
+        text = open(args.model, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FrontendError(f"{args.model}: cannot read the textual IR: {exc}") from None
+    graph = parse_graph(text, source=args.model)
+    check_supported(graph)
+    arg, aux = {}, {}
+    if args.params:
+        from ..frontend.params import load_params, split_arg_aux
+        arg, aux = split_arg_aux(load_params(args.params))
+    return Symbol.from_graph(graph), arg, aux, True
+
+
+def _printers(args) -> list:
+    from ..compiler.passes import PrintIRAfterAll, PrintIRAfterChange, PrintIRBefore
+    out = []
+    if args.print_ir_before_all or args.print_ir_before:
+        names = None if args.print_ir_before_all else args.print_ir_before.split(",")
+        out.append(PrintIRBefore(names, sys.stderr))
+    if args.print_ir_after_all:
+        out.append(PrintIRAfterAll(sys.stderr))
+    elif args.print_ir_after_change:
+        out.append(PrintIRAfterChange(sys.stderr))
+    return out
+
+
 def _write(result, args) -> None:
     """Serialize both outputs, then write them as one set (renamed together)."""
     from ..frontend.params import dumps_params
@@ -93,7 +153,11 @@ def _write(result, args) -> None:
         arrays = {f"arg:{k}": v for k, v in result.args.items()}
         arrays.update({f"aux:{k}": v for k, v in result.aux.items()})
         outputs.add(args.params_out, dumps_params(arrays))
-    text = result.symbol.tojson()
+    if args.emit == "ir":
+        from ..compiler.ir.text import print_graph
+        text = print_graph(result.graph) + "\n"
+    else:
+        text = result.symbol.tojson()
     if is_stdout(args.output) and not text.endswith("\n"):
         text += "\n"  # a terminal or pipe wants the last line ended
     outputs.add(args.output, text)

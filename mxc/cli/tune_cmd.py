@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import DependencyError, MxcError
+from ..errors import BackendError, DependencyError, MxcError
 from . import register_command
 from .common import add_model_arguments, load_model, model_name, shapes_of
 
@@ -69,12 +69,12 @@ def capture_module(args, loaded=None):
     """(Relax module, target) that ``mxc compile`` with the same options would build."""
     from ..backends.tvm.build import ModuleCaptured, capture_module as _capture
     from ..backends.tvm.compile import compile as compile_model
-    from .compile_cmd import parse_target
+    from .compile_cmd import target_of
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     with _capture() as cap:
         try:
             compile_model(sym, (arg, aux), shapes_of(args), dict(args.dtype),
-                          target=parse_target(args.target, args.cpu), passes=args.passes,
+                          target=target_of(args), passes=args.passes,
                           bind_params=args.bind_params, progress=False,
                           name=Path(args.model).name,
                           weights_as_inputs=args.weights_as_inputs, params_source=args.params,
@@ -122,5 +122,9 @@ def run(args: argparse.Namespace) -> int:
                               "symbol": str(Path(args.model).resolve()),
                               "shapes": {k: list(v) for k, v in shapes_of(args).items()}})
     print(report.summary())
+    if report.tasks and all(t.best_ms is None for t in report.tasks):
+        raise BackendError(f"no candidate of any kernel built and ran successfully: {args.db} "
+                           f"holds no usable schedule (see {args.db}/logs; check --target "
+                           f"and --timeout)")
     print(f"compile with it: mxc compile {args.model} ... --db {args.db}")
     return 0

@@ -32,8 +32,15 @@ from __future__ import annotations
 
 from ._tvm import has_cuda
 from .artifact import FORMAT_VERSION, is_artifact, read_manifest
-from .ort import InferenceSession
 from .session import Profile, Session, StepTime, TensorInfo, load
+
+
+def __getattr__(name: str):
+    """``InferenceSession`` (ONNX Runtime's constructor) is imported when first used."""
+    if name == "InferenceSession":
+        from .ort import InferenceSession
+        return InferenceSession
+    raise AttributeError(f"module 'mxc.runtime' has no attribute {name!r}")
 
 __all__ = ["load", "InferenceSession", "Session", "TensorInfo", "Profile", "StepTime", "has_cuda", "is_artifact",
            "read_manifest", "FORMAT_VERSION"]

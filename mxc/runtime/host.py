@@ -99,8 +99,8 @@ class HostKernel:
         if not has_op(op):
             raise ArtifactError(
                 f"host node {name!r} needs operator {op!r}, which is not registered in this "
-                f"process; import or mxc.library.load() the extension that defines it before "
-                f"loading the artifact")
+                f"process; load the extension that defines it before loading the artifact "
+                f"(mxc run/inspect --load LIB, or mxc.library.load(LIB) in Python)")
         node = Node(op, name, spec.get("attrs") or {},
                     subgraphs=[decode_graph(g) for g in spec.get("subgraphs", ())])
         stored = spec.get("params")

@@ -78,7 +78,7 @@ def test_unknown_ops_are_listed_together(tmp_path):
     path.write_text(json.dumps(spec))
     r = run_cli("inspect", str(path))
     assert r.returncode == 3
-    assert "2 unsupported operator(s): MyOpA (x2), MyOpB (x1)" in r.stderr
+    assert "2 unsupported operator(s): MyOpA (x2: nodes 'a', 'c'), MyOpB (x1: node 'b')" in r.stderr
 
 
 def test_run_rejects_unknown_input_names(tmp_path):

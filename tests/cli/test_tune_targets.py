@@ -23,15 +23,9 @@ from mxc.backends.tvm.targets import missing_on_host, parse_target_text  # noqa:
 from mxc.cli import main  # noqa: E402
 from mxc.runtime import read_manifest  # noqa: E402
 
-from mxc import sym as S  # noqa: E402
+from test_cli_tuning import _tiny_conv  # noqa: E402  (the same one-task model)
 
 SHAPE = "data=1,4,8,8"
-
-
-def _tiny_conv():
-    x = S.var("data")
-    y = S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv")
-    return S.Activation(y, act_type="relu", name="relu")
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +112,41 @@ def test_missing_tuning_package_is_one_line(model, monkeypatch, capsys):
     assert rc == 9 and len(err) == 1
     assert "xgboost" in err[0] and 'pip install "mxc[tune]"' in err[0]
     assert not (root / "db-nodeps").exists()
+
+
+def test_failed_tune_leaves_a_database_compile_refuses(model, monkeypatch, capsys):
+    """Original failure: the database a failed ``mxc tune`` left was accepted by
+    ``compile --db`` ("0 of 4 kernels tuned")."""
+    import mxc.backends.tvm.tune as tune_mod
+    from mxc.errors import BackendError
+
+    def broken(*args, **kwargs):
+        raise BackendError("tuning fused_conv2d failed: simulated")
+    monkeypatch.setattr(tune_mod, "_tune_groups", broken)
+    root, symbol, params_file, _ = model
+    db = root / "db-failed"
+    common = [str(symbol), "--params", str(params_file), "--shape", SHAPE]
+    assert main(["tune", *common, "--trials", "2", "--db", str(db), "--search", "random",
+                 "-q"]) == 7
+    assert (db / tune_mod.WORKLOAD_FILE).is_file()   # the database exists, with no records
+    capsys.readouterr()
+    rc = main(["compile", *common, "--db", str(db), "-o", str(root / "never.mxc")])
+    err = capsys.readouterr().err
+    assert rc == 7 and "holds no successful measurement" in err and "failed" in err
+    assert not (root / "never.mxc").exists()
+
+
+def test_records_for_another_cpu_are_named(model, capsys):
+    """Original failure: records tuned for another ``mcpu`` were applied without a word."""
+    root, symbol, params_file, _ = model
+    db = root / "db-haswell-only"
+    common = [str(symbol), "--params", str(params_file), "--shape", SHAPE]
+    assert main(["tune", *common, "--target", "llvm -mcpu=haswell", "--trials", "1",
+                 "--db", str(db), "--search", "random", "-q"]) == 0
+    capsys.readouterr()
+    rc = main(["compile", *common, "--target", "llvm -mcpu=skylake-avx512", "--db", str(db),
+               "-o", str(root / "foreign.mxc")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "was tuned for haswell" in out and "not for skylake-avx512" in out
+    assert read_manifest(root / "foreign.mxc")["tuning_db"]["warning"]

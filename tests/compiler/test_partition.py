@@ -186,7 +186,9 @@ def test_input_graph_untouched_and_unknown_ops_kept():
     before = graph.copy()
     partition_graph(graph, "default", op_names="exp,sin,elemwise_add")
     assert graph_diff(graph, before) is None
-    part = partition_graph(graph, "default", op_names="not_an_op")
+    with pytest.raises(PartitionError, match="'not_an_op'"):   # not silently 0 regions
+        partition_graph(graph, "default", op_names="not_an_op")
+    part = partition_graph(graph, "default", op_names="Convolution")  # an op it does not have
     assert graph_diff(part, graph) is None
 
 

@@ -29,10 +29,7 @@ import datetime
 import logging
 import os
 import shutil
-import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,7 +38,8 @@ import numpy as np
 
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
-from ...compiler.weights import check_params
+from ...compiler.weights import check_params, is_data_name
+from ...progress import StageProgress as Progress
 from ...errors import BackendError, MxcError
 
 log = logging.getLogger(__name__)
@@ -59,87 +57,6 @@ def default_pipeline() -> str:
     except ImportError:  # pragma: no cover - passes not available
         return ""
     return ",".join(p for p in DEFAULT_PASSES if has_pass(p))
-
-
-# ---------------------------------------------------------------------------
-# progress display
-# ---------------------------------------------------------------------------
-class Progress:
-    """A one-line progress display on stderr for long compiles.
-
-    On a terminal the line is redrawn in place with an elapsed-time counter
-    (and the TVM pass being run); otherwise each stage prints one line when it
-    finishes.  Disabled, it only logs (``logging`` at INFO).
-    """
-
-    def __init__(self, enabled: bool = False, stream=None, total: int = 5):
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.total = total
-        self.index = 0
-        self.stage = ""
-        self.detail = ""
-        self.t0 = self.t_stage = time.perf_counter()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._open = False
-
-    def start(self, stage: str) -> None:
-        self.index += 1
-        self.stage, self.detail = stage, ""
-        self.t_stage = time.perf_counter()
-        log.info("[%d/%d] %s", self.index, self.total, stage)
-        if self.tty:
-            self._draw()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._tick, daemon=True)
-                self._thread.start()
-
-    def note(self, detail: str) -> None:
-        self.detail = detail
-
-    def done(self, summary: str = "") -> float:
-        took = time.perf_counter() - self.t_stage
-        log.info("[%d/%d] %s: %s (%.2fs)", self.index, self.total, self.stage, summary or "done",
-                 took)
-        if self.enabled:
-            text = f"[{self.index}/{self.total}] {self.stage}: {summary or 'done'} ({took:.1f}s)"
-            with self._lock:
-                self._write(text, final=True)
-        return took
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1)
-            self._thread = None
-        if self._open:  # interrupted mid-stage: end the redrawn line
-            with self._lock:
-                self._write("", final=True)
-
-    def _tick(self) -> None:
-        while not self._stop.wait(0.25):
-            self._draw()
-
-    def _draw(self) -> None:
-        el = time.perf_counter() - self.t_stage
-        detail = f" {self.detail}" if self.detail else ""
-        with self._lock:
-            self._write(f"[{self.index}/{self.total}] {self.stage}...{detail} {el:.0f}s")
-
-    def _write(self, text: str, final: bool = False) -> None:
-        self._open = self.tty and not final
-        try:
-            if self.tty:
-                width = shutil.get_terminal_size((100, 20)).columns - 1
-                self.stream.write("\r\x1b[K" + text[:width] + ("\n" if final else ""))
-            elif final:
-                self.stream.write(text + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed stream must not break a compile
-            pass
 
 
 # ---------------------------------------------------------------------------
@@ -353,12 +270,18 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     params = _params_of(params)
     shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     dtypes = {k: np.dtype(v).name for k, v in (dtypes or {}).items()}
+    empty = {k: v for k, v in shapes.items() if any(d <= 0 for d in v)}
+    if empty:
+        raise BackendError(f"shapes must have positive dimensions (mxc compiles no empty "
+                           f"tensors): {', '.join(f'{k}={v}' for k, v in empty.items())}")
     inputs = set(graph.list_inputs())
     unknown = sorted((set(shapes) | set(dtypes)) - inputs)
     if unknown:
         raise BackendError(_unknown_inputs_message(unknown, graph.list_inputs(), params))
     check_params(graph.list_inputs(), params, set(shapes) | set(dtypes), source=params_source,
                  weights_as_inputs=weights_as_inputs, hint=params_hint)
+    fed_weights = [n for n in graph.list_inputs() if n not in params and n not in shapes
+                   and n not in dtypes and not is_data_name(n)]   # --weights-as-inputs
     timings: dict[str, float] = {}
 
     # 1. passes
@@ -384,6 +307,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     # 2. types and partition
     prog.start("partition for tvm")
     given_shapes, given_dtypes = _given_types(graph, params, shapes, dtypes)
+    _check_inputs(graph, params, infer_shapes(graph, given_shapes),
+                  infer_types(graph, given_dtypes))   # before partitioning needs them
     pg = optimize_graph(graph, _prop.BACKEND, shapes=given_shapes, dtypes=given_dtypes,
                         clear=False)
     pshapes = infer_shapes(pg, given_shapes)
@@ -413,6 +338,11 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
         from .build import _default_db
         db = db if db is not None else _default_db()
         tuning = _TunedKernels(db) if db is not None else None
+        if db is not None:
+            from .tune import foreign_records_message
+            tuning.foreign = foreign_records_message(db, tgt)
+            if tuning.foreign:
+                log.warning("%s", tuning.foreign)
         from .schedules import winograd as _winograd
         with _winograd.choose(winograd) as wino:
             executable = _build(functions["__module__"], tgt, prog, db, tuning)
@@ -430,6 +360,7 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
                          bind_params, name, pshapes, pg, tuning)
     if regions and tgt.kind.name == "llvm":
         manifest["winograd"] = dict(wino)
+    manifest["weights_as_inputs"] = fed_weights
     timings["runtime graph"] = prog.done(f"{len(rt_graph['steps'])} step(s)")
     return CompiledModel(pg, rt_graph, manifest, rt_params, executable, host_reasons, timings)
 
@@ -609,6 +540,7 @@ class _TunedKernels:
         self.path = os.fspath(path)
         self.kernels = 0              # kernels the database was asked about
         self.tuned: list[str] = []    # the ones it had a schedule for
+        self.foreign: str | None = None  # records tuned for another CPU: the warning
         self._before: dict[str, Any] = {}
 
     def instrument(self):
@@ -637,7 +569,8 @@ class _TunedKernels:
 
     def as_manifest(self) -> dict:
         return {"path": os.path.abspath(self.path), "kernels": self.kernels,
-                "kernels_tuned": len(self.tuned), "tuned": list(self.tuned)}
+                "kernels_tuned": len(self.tuned), "tuned": list(self.tuned),
+                "warning": self.foreign}
 
 
 def _prim_funcs(mod) -> dict:

@@ -94,6 +94,7 @@ class TVMSubgraphProperty(SubgraphProperty):
                                          if "__dtype__" not in n.attrs})
         self.supported.clear()
         self.reasons = {}
+        _require_input_shapes(graph, shapes)
         for node in graph.topo_order():
             if node.op is None:
                 continue
@@ -174,3 +175,18 @@ def merge_regions(graph: Graph, regions: list[Node], name: str) -> Node:
 
 
 register_subgraph_property(BACKEND, TVMSubgraphProperty)
+
+
+def _require_input_shapes(graph: Graph, shapes) -> None:
+    """TVM compiles static shapes only: without the inputs' shapes no node can be
+    taken, which would silently make 0 regions.  Say what is needed instead."""
+    from ...errors import PartitionError
+    unknown = [n.name for n in graph.input_nodes() if shapes.get((id(n), 0)) is None]
+    if unknown and not any(n.op is not None and (id(n), 0) in shapes and
+                           shapes[(id(n), 0)] is not None for n in graph.nodes):
+        shown = ", ".join(unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4
+                                          else "")
+        raise PartitionError(
+            f"backend 'tvm' needs the shapes of the model's inputs to know what it can "
+            f"compile ({shown} have none): pass arrays or shapes (optimize_for('tvm', "
+            f"args={{'data': x}}) / shapes=; mxc partition --shape data=1,3,224,224)")

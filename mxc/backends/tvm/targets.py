@@ -135,3 +135,22 @@ def missing_on_host(target) -> list[str]:
 def host_cpu_name() -> str:
     from tvm.target import codegen
     return str(codegen.llvm_get_system_cpu())
+
+
+def with_cuda_arch(target: Any, arch: str | None) -> Any:
+    """*target* with the GPU architecture ``--cuda-arch`` names (``sm_80``, ``80``, ``8.0``).
+
+    Without it a CUDA target takes the GPU present, else ``$MXC_CUDA_ARCH``, else
+    :data:`~mxc.backends.tvm.build.DEFAULT_CUDA_ARCH`; PTX is always embedded too,
+    so newer GPUs run the artifact."""
+    if arch is None:
+        return target
+    spec = dict(target) if isinstance(target, dict) else {"kind": SHORTHANDS.get(target, target)}
+    if spec.get("kind") != "cuda":
+        raise BackendError(f"--cuda-arch {arch} applies to --target cuda, not "
+                           f"{spec.get('kind')!r}")
+    digits = arch.lower().removeprefix("sm_").replace(".", "")
+    if not digits.isdigit() or len(digits) < 2:
+        raise BackendError(f"--cuda-arch {arch!r}: expected sm_XY (sm_75, sm_80, sm_90 ...)")
+    spec["arch"] = f"sm_{digits}"
+    return spec

@@ -32,38 +32,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from ...errors import BackendError
+from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # noqa: F401
+                      best_latency_ms, check_database, foreign_records_message, open_database,
+                      read_tune_log, record_cpus, trials_done)
+from .tune_progress import TuneProgress, progress_callback
 from .targets import host_cpu_name, missing_on_host
 from .tune_workers import tensor_intrinsics_for
-
-#: file names of MetaSchedule's JSONDatabase inside a database directory
-WORKLOAD_FILE = "database_workload.json"
-RECORD_FILE = "database_tuning_record.json"
-#: mxc's log of the tuning runs into a database directory: JSON lines, one per tune()
-TUNE_LOG = "mxc-tune-log.jsonl"
-
-
-def check_database(db: str | os.PathLike) -> str:
-    """*db* as a path string; refuse a directory without a tuning database."""
-    path = Path(db)
-    if not path.is_dir():
-        raise BackendError(f"tuning database {str(path)!r} is not a directory "
-                           f"(create one with `mxc tune ... --db {path}`)")
-    if not (path / WORKLOAD_FILE).is_file():
-        raise BackendError(f"{str(path)!r} holds no tuning database ({WORKLOAD_FILE} missing; "
-                           f"create one with `mxc tune ... --db {path}`)")
-    return os.fspath(path)
-
 
 # ---------------------------------------------------------------------------
 # results
@@ -110,43 +93,6 @@ class TuneReport:
             lines.append(f"  {t.name}: x{t.weight}, {t.trials} trial(s) ({state}), "
                          f"best {best}{default}")
         return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------
-# the tuning log
-# ---------------------------------------------------------------------------
-def append_tune_log(db_dir: str | os.PathLike, entry: Mapping[str, Any]) -> None:
-    """Append *entry* as one JSON line to ``DB_DIR/`` :data:`TUNE_LOG`."""
-    path = Path(db_dir) / TUNE_LOG
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(dict(entry), default=str) + "\n")
-    except OSError as exc:  # the records are what matters; the log is informational
-        logging.getLogger(__name__).warning("cannot append to %s: %s", path, exc)
-
-
-def read_tune_log(db_dir: str | os.PathLike) -> list[dict]:
-    """The entries of ``DB_DIR/`` :data:`TUNE_LOG`, oldest first ([] when none).
-
-    Each is a dict: ``model`` (name, or None), ``symbol`` and ``shapes`` when
-    ``mxc tune`` wrote it, ``target``, ``trials`` (asked per kernel),
-    ``trials_run``, ``tasks``, ``tasks_tuned`` (not skipped), ``task_names``,
-    ``search``, ``rpc``, ``started`` (UTC, ISO 8601), ``seconds`` (wall time
-    of the call) and ``status`` (``"done"``, ``"interrupted"`` or ``"failed"``).
-    Lines that are not JSON objects (a write cut short) are skipped.
-    """
-    path = Path(db_dir) / TUNE_LOG
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            out.append(entry)
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -201,112 +147,6 @@ def extract_tasks(mod, target, *, all_kernels: bool = False):
     if not all_kernels:
         tasks = [t for t in tasks if _is_tunable(t.dispatched[0]["main"])]
     return tasks
-
-
-# ---------------------------------------------------------------------------
-# the database
-# ---------------------------------------------------------------------------
-def open_database(db_dir: str | os.PathLike):
-    """MetaSchedule's JSONDatabase in *db_dir* (created when missing)."""
-    from tvm.s_tir import meta_schedule as ms
-    Path(db_dir).mkdir(parents=True, exist_ok=True)
-    return ms.database.JSONDatabase(work_dir=os.fspath(db_dir), module_equality="structural")
-
-
-def trials_done(database, task_mod) -> int:
-    """How many tuning records (measured trials, failed ones included) *task_mod* has."""
-    import tvm_ffi
-    if not database.has_workload(task_mod):
-        return 0
-    count = 0
-    seen: dict = {}
-    for rec in database.get_all_tuning_records():
-        wl = rec.workload
-        match = seen.get(wl)
-        if match is None:
-            match = bool(tvm_ffi.structural_equal(wl.mod, task_mod))
-            seen[wl] = match
-        count += match
-    return count
-
-
-def best_latency_ms(database, task_mod) -> float | None:
-    if not database.has_workload(task_mod):
-        return None
-    wl = database.commit_workload(task_mod)
-    top = database.get_top_k(wl, 1)
-    if not top:
-        return None
-    secs = [float(s) for s in top[0].run_secs]
-    return 1e3 * sum(secs) / len(secs)
-
-
-# ---------------------------------------------------------------------------
-# progress
-# ---------------------------------------------------------------------------
-class _Progress:
-    """Writes ``[mxc tune] ...`` lines after each measured batch."""
-
-    def __init__(self, stream: TextIO | None, names: list[str], goal: dict[str, int],
-                 done_before: dict[str, int]):
-        self.stream = stream
-        self.names = names
-        self.goal = goal
-        self.done = dict(done_before)
-        self.best: dict[str, float] = {}
-        self.start = time.time()
-        self.total_goal = sum(goal.values())
-        self.total_done = 0
-        self.run_counts: dict[str, int] = {n: 0 for n in names}
-
-    def batch(self, name: str, latencies: list[float | None]) -> None:  # noqa: C901
-        n = len(latencies)
-        if n == 0:          # an empty batch (the search found no new candidate)
-            return
-        self.done[name] = self.done.get(name, 0) + n
-        self.run_counts[name] = self.run_counts.get(name, 0) + n
-        self.total_done += n
-        ok = [x for x in latencies if x is not None]
-        if ok:
-            best = min(ok)
-            if name not in self.best or best < self.best[name]:
-                self.best[name] = best
-        if self.stream is None:
-            return
-        idx = self.names.index(name) + 1 if name in self.names else 0
-        best = self.best.get(name)
-        elapsed = time.time() - self.start
-        msg = (f"[mxc tune] task {idx}/{len(self.names)} {name}: "
-               f"{self.done[name]}/{self.goal.get(name, '?')} trials, "
-               f"best {best * 1e3:.4f} ms" if best is not None else
-               f"[mxc tune] task {idx}/{len(self.names)} {name}: "
-               f"{self.done[name]}/{self.goal.get(name, '?')} trials, no valid run yet")
-        msg += f" | all: {self.total_done}/{self.total_goal} trials, {elapsed:.0f} s"
-        if ok and len(ok) < n:
-            msg += f" ({n - len(ok)} failed)"
-        elif not ok:
-            msg += f" ({n} failed)"
-        print(msg, file=self.stream, flush=True)
-
-
-def _progress_callback(progress: _Progress, names: list[str]):
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.ir.utils import derived_object
-
-    @derived_object
-    class _Callback(ms.measure_callback.PyMeasureCallback):
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
-                  runner_results):
-            lat = []
-            for br, rr in zip(builder_results, runner_results):
-                if br.error_msg is not None or rr.error_msg is not None or not rr.run_secs:
-                    lat.append(None)
-                else:
-                    secs = [float(s) for s in rr.run_secs]
-                    lat.append(sum(secs) / len(secs))
-            progress.batch(names[int(task_id)], lat)
-
-    return _Callback()
 
 
 # ---------------------------------------------------------------------------
@@ -414,7 +254,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
 
     names = [r.name for r in report.tasks if not r.skipped]
     goal = {r.name: trials for r in report.tasks}
-    prog = _Progress(stream, names, goal, {r.name: r.trials_before for r in report.tasks})
+    prog = TuneProgress(stream, names, goal, {r.name: r.trials_before for r in report.tasks})
     workers = max_workers or _cpu_count()
     status = "failed"
     try:
@@ -426,6 +266,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
         status = "interrupted"
         raise
     finally:
+        prog.close()
         info = dict(model_info or {})
         append_tune_log(db_dir, {
             "model": info.pop("model", None), **info,
@@ -465,6 +306,7 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
     try:
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
+                prog.begin(rep.name)
                 contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
                     [task], work_dir=db_dir, strategy=_strategy(search, remaining),
                     num_threads=workers, seed=seed)
@@ -473,14 +315,16 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     if rep.default_ms is not None:   # a record too: progress shows it as best
                         prog.best[rep.name] = rep.default_ms / 1e3
                 callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
-                callbacks.append(_progress_callback(prog, [rep.name]))
+                callbacks.append(progress_callback(prog, [rep.name]))
                 try:
                     ms.tune_tasks(
                         tasks=contexts, task_weights=weights, work_dir=db_dir,
                         max_trials_global=remaining, max_trials_per_task=remaining,
                         num_trials_per_iter=max(1, min(trials_per_iter, remaining)),
                         builder=builder, runner=runner, database=database,
-                        measure_callbacks=callbacks, task_scheduler="round-robin")
+                        measure_callbacks=callbacks, task_scheduler="round-robin",
+                        # random search consults no cost model: don't need xgboost for it
+                        cost_model="random" if search == "random" else "xgb")
                 except Exception as exc:
                     raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
                                        f"{exc}") from exc

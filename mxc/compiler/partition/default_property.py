@@ -47,6 +47,7 @@ class DefaultSubgraphProperty(SubgraphProperty):
                 f"operator names to partition by, e.g. op_names='exp,sin' or "
                 f"op_names=['Convolution', 'Activation']")
         self.op_names = parse_op_names(raw)
+        _check_op_names(self.op_names, ctx.backend or "default")
         self._selector = OpNameSelector(self.op_names)
 
     def create_selector(self) -> SubgraphSelector:
@@ -57,6 +58,26 @@ class DefaultSubgraphProperty(SubgraphProperty):
     def create_subgraph_node(self, subgraph: Graph, subgraph_id: int,
                              selector: SubgraphSelector | None = None) -> Node | None:
         return Node(self.subgraph_op, f"{self.subgraph_op}{subgraph_id}", subgraphs=[subgraph])
+
+
+def _check_op_names(names, backend: str) -> None:
+    """A name in ``op_names`` that no operator has would silently make 0 regions:
+    refuse it, suggesting the registered name closest to it."""
+    import difflib
+
+    from ..ops.registry import has_op, registered_ops
+    unknown = sorted(n for n in names if n != "null" and not has_op(n))   # null: variables
+    if not unknown:
+        return
+    known = list(registered_ops())
+    parts = []
+    for name in unknown:
+        lower = {k.lower(): k for k in known}
+        close = [lower[name.lower()]] if name.lower() in lower else \
+            difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+        parts.append(repr(name) + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise PartitionError(f"backend {backend!r}: op_names has {', '.join(parts)}, which no "
+                         f"registered operator is called")
 
 
 register_subgraph_property("default", DefaultSubgraphProperty)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
+import sys
 from typing import Any, Callable
 
 from ...errors import PartitionError
@@ -126,23 +128,37 @@ def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
 
 def has_subgraph_backend(name: str) -> bool:
     _ensure_builtin()
-    return name in _BACKENDS
+    return name in _BACKENDS or name in _provided()
 
 
 def get_subgraph_backend(name: str) -> SubgraphBackend:
     """The backend *name*; :class:`~mxc.errors.PartitionError` lists the known ones."""
     _ensure_builtin()
     backend = _BACKENDS.get(name)
+    if backend is None and name in _provided():
+        importlib.import_module(_provided()[name])   # registers it (e.g. "tvm")
+        backend = _BACKENDS.get(name)
     if backend is None:
-        known = ", ".join(sorted(_BACKENDS)) or "none"
-        raise PartitionError(f"unknown subgraph backend {name!r}; registered backends: "
-                             f"{known}")
+        import difflib
+        names = sorted(set(_BACKENDS) | set(_provided()))
+        close = difflib.get_close_matches(name, names, n=1)
+        raise PartitionError(f"unknown subgraph backend {name!r}"
+                             + (f" (did you mean {close[0]!r}?)" if close else "")
+                             + f"; registered backends: {', '.join(names) or 'none'}")
     return backend
+
+
+def _provided() -> dict[str, str]:
+    """Backends a higher layer provides by module name (``mxc.SUBGRAPH_BACKEND_MODULES``:
+    ``{"tvm": "mxc.backends.tvm.property"}``), imported the first time they are asked
+    for -- so ``optimize_for("tvm")`` works without importing the backend first."""
+    root = sys.modules.get(__name__.split(".", 1)[0])
+    return dict(getattr(root, "SUBGRAPH_BACKEND_MODULES", {}) or {})
 
 
 def list_subgraph_backends() -> list[str]:
     _ensure_builtin()
-    return sorted(_BACKENDS)
+    return sorted(set(_BACKENDS) | set(_provided()))
 
 
 def unregister_subgraph_backend(name: str) -> None:

@@ -15,7 +15,8 @@ See ``docs/writing-a-pass.md``.
 """
 
 from .context import ParamStore, PassContext, TypeInfo
-from .instruments import PassInstrument, PassTiming, PrintIRAfterAll, PrintIRAfterFailure
+from .instruments import (PassInstrument, PassTiming, PrintIRAfterAll, PrintIRAfterChange,
+                          PrintIRAfterFailure, PrintIRBefore)
 from .manager import PassManager, PipelineResult, run, run_graph
 from .pattern import Match, Pattern, is_op, is_param, is_var, parse_pattern, wildcard
 from .pipeline import PassSpec, Pipeline, PipelineError, parse_pipeline
@@ -29,7 +30,8 @@ __all__ = [
     "PassContext", "ParamStore", "TypeInfo",
     "PassManager", "PipelineResult", "run", "run_graph",
     "Pipeline", "PassSpec", "PipelineError", "parse_pipeline",
-    "PassInstrument", "PassTiming", "PrintIRAfterAll", "PrintIRAfterFailure",
+    "PassInstrument", "PassTiming", "PrintIRAfterAll", "PrintIRAfterFailure", "PrintIRBefore",
+    "PrintIRAfterChange",
     "Pattern", "Match", "wildcard", "is_var", "is_param", "is_op", "parse_pattern",
     "RewritePattern", "rewrite",
 ]

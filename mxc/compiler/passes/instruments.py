@@ -8,6 +8,10 @@ position and the graph.  Built in:
 * :class:`PassTiming` -- wall time per pass; ``report()`` is a table.
 * :class:`PrintIRAfterAll` -- the textual IR after every pass.
 * :class:`PrintIRAfterFailure` -- the textual IR a failing pass left.
+* :class:`PrintIRBefore` -- the textual IR before every pass, or before the
+  passes named (mlir-opt's ``--print-ir-before``).
+* :class:`PrintIRAfterChange` -- the textual IR after each pass that changed
+  it (mlir-opt's ``--print-ir-after-change``).
 
 Verification after each pass is not an instrument but a pass-manager flag
 (``verify_each``, on by default).
@@ -22,7 +26,8 @@ from typing import IO
 from ..ir import Graph
 from ..ir.text import print_graph
 
-__all__ = ["PassInstrument", "PassTiming", "PrintIRAfterAll", "PrintIRAfterFailure"]
+__all__ = ["PassInstrument", "PassTiming", "PrintIRAfterAll", "PrintIRAfterFailure",
+           "PrintIRBefore", "PrintIRAfterChange"]
 
 
 class PassInstrument:
@@ -95,3 +100,40 @@ class PrintIRAfterFailure(PassInstrument):
             print(print_graph(graph), file=out)
         except Exception as exc:  # noqa: BLE001 - the graph may be arbitrarily broken
             print(f"// (cannot print the graph: {exc})", file=out)
+
+
+def _pass_name(spec) -> str:
+    return str(getattr(spec, "name", spec)).split("{", 1)[0].strip()
+
+
+class PrintIRBefore(PassInstrument):
+    """Print the graph before every pass (*names* None) or before the passes named."""
+
+    def __init__(self, names=None, file: IO[str] | None = None):
+        self.names = None if names is None else {str(n).strip() for n in names}
+        self.file = file
+
+    def run_before_pass(self, spec, index, total, graph):
+        if self.names is not None and _pass_name(spec) not in self.names:
+            return
+        out = self.file or sys.stderr
+        print(f"// ----- IR before pass {index}/{total}: {spec} -----", file=out)
+        print(print_graph(graph), file=out)
+
+
+class PrintIRAfterChange(PassInstrument):
+    """Print the graph after a pass only when the pass changed its textual IR."""
+
+    def __init__(self, file: IO[str] | None = None):
+        self.file = file
+        self._before = ""
+
+    def run_before_pass(self, spec, index, total, graph):
+        self._before = print_graph(graph)
+
+    def run_after_pass(self, spec, index, total, graph, ctx):
+        text = print_graph(graph)
+        if text != self._before:
+            out = self.file or sys.stderr
+            print(f"// ----- IR after pass {index}/{total} (changed): {spec} -----", file=out)
+            print(text, file=out)
