@@ -82,6 +82,18 @@ def extension_message(exc: ExtensionError) -> str | None:
     return text
 
 
+def _library_text(exc: BaseException) -> str | None:
+    """MXNet's text for an error a compiled library's hook reported (``mxnet_message``)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = getattr(exc, "mxnet_message", None)
+        if text:
+            return f"Check failed: retval: {text}" if text.startswith("Error calling ") else text
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def mxnet_error(exc: BaseException, *, node: str | None = None,
                 message: str | None = None) -> MXNetError:
     """The :class:`MXNetError` to raise for *exc* (kept as ``__cause__``).
@@ -92,6 +104,8 @@ def mxnet_error(exc: BaseException, *, node: str | None = None,
     if isinstance(exc, MXNetError) and message is None and node is None:
         return exc
     text = message
+    if text is None:
+        text = _library_text(exc)
     if text is None and isinstance(exc, ExtensionError):
         text = extension_message(exc)
     if text is None:

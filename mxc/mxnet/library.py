@@ -6,6 +6,13 @@ library is opened; the rest (opening it, checking its lib_api version,
 ``initialize``, registering its operators, partitioners and passes, the
 verbose report) is :func:`mxc.library.load`.  Errors are
 :class:`~mxc.mxnet.base.MXNetError`.
+
+Which libraries load: by default every lib_api version mxc supports (7, 8,
+10, 11), with ``initialize`` receiving MXNet 1.9.1's version number.  A real
+MXNet release accepts only its own lib_api version and passes its own
+number; :func:`emulate` (or the environment variable
+``MXC_MXNET_EMULATE=1.7.0``) makes ``load`` behave as that release does,
+refusal of other versions included.
 """
 
 from __future__ import annotations
@@ -15,9 +22,27 @@ import os
 from ..errors import MxcError
 from .base import MXNetError, mxnet_error
 
-__all__ = ["load", "compiled_with_gcc_cxx11_abi"]
+__all__ = ["load", "emulate", "emulated", "compiled_with_gcc_cxx11_abi"]
 
 _LIBRARY_SUFFIXES = (".so", ".dll", ".dylib")
+
+#: MXNet release -> (the version number ``initialize`` receives, the lib_api version it loads)
+RELEASES = {"1.9.1": (10901, 11), "1.8.0": (10800, 10), "1.7.0": (10700, 7)}
+_emulated: list[str | None] = [None]
+
+
+def emulate(release: str | None) -> None:
+    """Load libraries as MXNet *release* (``"1.9.1"``, ``"1.8.0"``, ``"1.7.0"``) does;
+    None restores the default (every supported lib_api version)."""
+    if release is not None and release not in RELEASES:
+        raise MXNetError(f"cannot emulate MXNet {release!r}; releases: "
+                         f"{', '.join(RELEASES)}")
+    _emulated[0] = release
+
+
+def emulated() -> str | None:
+    """The MXNet release :func:`load` behaves as (None: mxc's default)."""
+    return _emulated[0] or os.environ.get("MXC_MXNET_EMULATE") or None
 
 
 def load(path: str, verbose: bool = True) -> None:
@@ -29,8 +54,16 @@ def load(path: str, verbose: bool = True) -> None:
     if not os.path.splitext(path)[1] in _LIBRARY_SUFFIXES:
         raise MXNetError(f"load path {path} is NOT a library file")
     from .. import library
+    options = {}
+    release = emulated()
+    if release is not None:
+        if release not in RELEASES:
+            raise MXNetError(f"MXC_MXNET_EMULATE={release!r} is not a release mxc.mxnet can "
+                             f"emulate ({', '.join(RELEASES)})")
+        number, lib_api = RELEASES[release]
+        options = {"mxnet_version": number, "lib_api_versions": (lib_api,)}
     try:
-        library.load(path, verbose=verbose)
+        library.load(path, verbose=verbose, **options)
     except MxcError as exc:
         raise mxnet_error(exc) from exc
 

@@ -82,31 +82,45 @@ class Symbol(_base.Symbol):
         return Symbol(self._outputs, self._graph)
 
     # -- inference (MXNet's errors) ------------------------------------------------------
-    def infer_shape(self, *args, **kwargs):
+    def _infer(self, method, what: str, args, kwargs, report: bool = True):
+        """Run a base inference *method*; on failure print MXNet's argument report."""
         try:
-            return super().infer_shape(*args, **kwargs)
-        except MXNetError:
-            raise
+            return method(self, *args, **kwargs)
         except MxcError as exc:
-            raise infer_error(exc) from exc
+            if report:
+                print(f"{what} error. Arguments:")
+                for i, arg in enumerate(args):
+                    print(f"  #{i}: {arg}")
+                for key, value in kwargs.items():
+                    print(f"  {key}: {value}")
+            raise exc if isinstance(exc, MXNetError) else infer_error(exc) from exc
+
+    def infer_shape(self, *args, **kwargs):
+        return self._infer(_base.Symbol.infer_shape, "infer_shape", args, kwargs)
 
     def infer_shape_partial(self, *args, **kwargs):
-        try:
-            return super().infer_shape_partial(*args, **kwargs)
-        except MXNetError:
-            raise
-        except MxcError as exc:
-            raise infer_error(exc) from exc
+        return self._infer(_base.Symbol.infer_shape_partial, "infer_shape", args, kwargs)
+
+    @staticmethod
+    def _dtype_names(args, kwargs):
+        return (tuple(None if a is None else np.dtype(a).name for a in args),
+                {k: None if v is None else np.dtype(v).name for k, v in kwargs.items()})
 
     def infer_type(self, *args, **kwargs):
-        args = tuple(None if a is None else np.dtype(a).name for a in args)
-        kwargs = {k: None if v is None else np.dtype(v).name for k, v in kwargs.items()}
+        names, kw = self._dtype_names(args, kwargs)
         try:
-            return super().infer_type(*args, **kwargs)
+            return self._infer(_base.Symbol.infer_type, "infer_type", names, kw, report=False)
         except MXNetError:
+            print("infer_type error. Arguments:")
+            for i, arg in enumerate(args):
+                print(f"  #{i}: {arg}")
+            for key, value in kwargs.items():
+                print(f"  {key}: {value}")
             raise
-        except MxcError as exc:
-            raise infer_error(exc) from exc
+
+    def infer_type_partial(self, *args, **kwargs):
+        names, kw = self._dtype_names(args, kwargs)
+        return self._infer(_base.Symbol.infer_type_partial, "infer_type", names, kw)
 
     # -- binding -------------------------------------------------------------------------
     def bind(self, ctx=None, args=None, args_grad=None, grad_req="write", aux_states=None,
@@ -142,15 +156,18 @@ class Symbol(_base.Symbol):
                     shared_buffer=None, **kwargs) -> Executor:
         """Allocate the arguments (zeros), gradients and aux states from shapes, and bind."""
         try:
-            arg_shapes, _, aux_shapes = self.infer_shape(**kwargs)
+            arg_shapes, _, aux_shapes = self._infer(_base.Symbol.infer_shape, "", (), kwargs,
+                                                    report=False)
             if arg_shapes is None:
-                partial = self.infer_shape_partial(**kwargs)[0]
+                partial = self._infer(_base.Symbol.infer_shape_partial, "", (), kwargs,
+                                      report=False)[0]
                 unknown = [n for n, s in zip(self.list_arguments(), partial)
                            if s is None or None in s]
                 raise MXNetError(f"simple_bind: cannot infer the shape of "
                                  f"{', '.join(unknown)}")
-            arg_types, _, aux_types = self.infer_type_partial(
-                **{k: np.dtype(v).name for k, v in (type_dict or {}).items()})
+            arg_types, _, aux_types = self._infer(
+                _base.Symbol.infer_type_partial, "", (),
+                {k: np.dtype(v).name for k, v in (type_dict or {}).items()}, report=False)
         except MXNetError as exc:
             given = "".join(f"{k}: {tuple(v)}\n" for k, v in kwargs.items())
             raise RuntimeError(f"simple_bind error. Arguments:\n{given}{exc}") from exc

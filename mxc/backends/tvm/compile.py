@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 __all__ = ["compile", "CompiledModel", "DEFAULT_PASSES", "default_pipeline", "Progress"]
 
 #: the default pass pipeline (only the registered ones run)
-DEFAULT_PASSES = ("remove-dropout", "simplify", "fold-batchnorm", "dce")
+DEFAULT_PASSES = ("remove-dropout", "inline-fused", "simplify", "fold-batchnorm", "dce")
 
 
 def default_pipeline() -> str:
@@ -792,6 +792,11 @@ def _arch_of(triple: str) -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
 
 
+def _libraries(ops) -> list[dict]:
+    from ...runtime.libraries import manifest_entries
+    return manifest_entries(ops)
+
+
 def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_params, name,
               shapes, pg, tuning: _TunedKernels | None = None) -> dict:
     import tvm
@@ -819,6 +824,7 @@ def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_pa
                            if s.get("bodies") else {})}
                        for s in rt_graph["steps"] if s["kind"] == "host"],
         "num_params_stored": len(rt_graph["params"]),
+        "libraries": _libraries(s["op"] for s in rt_graph["steps"] if s["kind"] == "host"),
         # None: default schedules only; else the database and the kernels taken from it
         "tuning_db": tuning.as_manifest() if tuning is not None else None,
     }

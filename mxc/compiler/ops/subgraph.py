@@ -54,6 +54,10 @@ class SubgraphOp(OpDef):
 
     is_subgraph_op = True
     arguments = ()
+    #: False for ops whose nested graph records a fused pattern (oneDNN's
+    #: ``_sg_mkldnn_*``) rather than a partitioned region: partitioning never
+    #: inlines (clears) or freezes them, and a backend may take them whole
+    is_region = True
 
     # -- attributes ---------------------------------------------------------------
     def parse_attrs(self, raw: Mapping[str, str], node=None) -> Params:
