@@ -295,10 +295,7 @@ def _builtin_trackers() -> None:
     _TRACKERS.append(_Tracker("partitioners", backends_snapshot, backends_restore,
                               describe=backends_describe))
 
-    try:  # the pass manager's registry (mxc.register_pass)
-        from .compiler.passes import registry as pass_registry
-    except ImportError:  # pragma: no cover - a tree without the pass manager
-        return
+    from .compiler.passes import registry as pass_registry  # mxc.register_pass's registry
 
     def manager_snapshot():
         pass_registry._ensure_builtin()

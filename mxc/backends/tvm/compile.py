@@ -54,10 +54,7 @@ DEFAULT_PASSES = ("remove-dropout", "inline-fused", "simplify", "fold-batchnorm"
 
 def default_pipeline() -> str:
     """:data:`DEFAULT_PASSES` restricted to the passes that are registered."""
-    try:
-        from ...compiler.passes import has_pass
-    except ImportError:  # pragma: no cover - passes not available
-        return ""
+    from ...compiler.passes import has_pass
     return ",".join(p for p in DEFAULT_PASSES if has_pass(p))
 
 
