@@ -73,7 +73,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ExtensionError, UnsupportedOpError
-from ..frontend.attrs import format_attr_value
+from .ir.attrs import format_attr_value
 from ..library import _drop_sym_builder, _node_label, current_library, guard
 from .ir.node import is_hidden_attr as _is_hidden
 from .ops.common import fmt_shape, is_known

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import MxcError, PartitionError, PassError
-from ..frontend.attrs import format_attr_value
+from .ir.attrs import format_attr_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from .symbol import Symbol

@@ -231,13 +231,12 @@ class Symbol:
              args_grad: Any = None, grad_req: str = "null",
              aux_states: Mapping | Sequence | None = None, **_ignored):
         """Bind arrays to the inputs; returns an executor (reference backend)."""
-        from ..backends.reference import Executor
+        from .interpret import Executor
         if grad_req not in ("null", None) or args_grad is not None:
             raise MxcError("mxc executes inference only: use grad_req='null'")
         arg_dict = _as_dict(args, self.list_arguments(), "args")
         aux_dict = _as_dict(aux_states, self.list_auxiliary_states(), "aux_states")
-        from ..backends.reference.executor import unused_inputs
-        optional = unused_inputs(self.graph)
+        optional = self.graph.unused_inputs()
         missing = [n for n in self.list_arguments() if n not in arg_dict and n not in optional]
         missing += [n for n in self.list_auxiliary_states() if n not in aux_dict]
         if missing:

@@ -142,6 +142,23 @@ class Graph:
         mutable = self.mutable_input_nodes()
         return [n for n in self.input_nodes() if id(n) in mutable]
 
+    def unused_inputs(self) -> set[str]:
+        """Names of inputs that only feed slots inference never reads (labels).
+
+        Asked of each op's :meth:`~mxc.compiler.ops.registry.OpDef.unused_inputs`;
+        an input that is also a graph output counts as used.
+        """
+        used: set[str] = set()
+        ignored: set[str] = set()
+        for node in self.topo_order():
+            if node.op is None:
+                continue
+            skip = set(node.opdef.unused_inputs(node.params))
+            for i, e in enumerate(node.inputs):
+                if e.node.op is None:
+                    (ignored if i in skip else used).add(e.node.name)
+        return ignored - used - {e.node.name for e in self.outputs}
+
     def list_inputs(self) -> list[str]:
         return [n.name for n in self.input_nodes()]
 
