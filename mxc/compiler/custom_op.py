@@ -74,7 +74,7 @@ import numpy as np
 
 from ..errors import ExtensionError, UnsupportedOpError
 from .ir.attrs import format_attr_value
-from ..library import _drop_sym_builder, _node_label, current_library, guard
+from .extension_guard import _drop_sym_builder, _node_label, current_library, guard
 from .ir.node import is_hidden_attr as _is_hidden
 from .ops.common import fmt_shape, is_known
 from .ops.registry import (DTYPE_FROM_FLAG, ForwardContext, OpDef, Params, get_op, has_op,
