@@ -376,7 +376,7 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
         log.info("host node %s: %s", n, why)
 
     # 3. lower every region into one module
-    from .build import resolve_target
+    from .targets import resolve_target
     tgt = resolve_target(target)
     prog.start("lower to Relax")
     functions = _lower_regions(regions, params, pshapes, pdtypes, bind_params, prog, host)
