@@ -20,30 +20,11 @@ from __future__ import annotations
 import os
 
 from ..errors import MxcError
-from .base import MXNetError, mxnet_error
+from .base import RELEASES, MXNetError, emulate, emulated, mxnet_error
 
 __all__ = ["load", "emulate", "emulated", "compiled_with_gcc_cxx11_abi"]
 
 _LIBRARY_SUFFIXES = (".so", ".dll", ".dylib")
-
-#: MXNet release -> (the version number ``initialize`` receives, the lib_api version it loads)
-RELEASES = {"1.9.1": (10901, 11), "1.8.0": (10800, 10), "1.7.0": (10700, 7)}
-_emulated: list[str | None] = [None]
-
-
-def emulate(release: str | None) -> None:
-    """Load libraries as MXNet *release* (``"1.9.1"``, ``"1.8.0"``, ``"1.7.0"``) does;
-    None restores the default (every supported lib_api version)."""
-    if release is not None and release not in RELEASES:
-        raise MXNetError(f"cannot emulate MXNet {release!r}; releases: "
-                         f"{', '.join(RELEASES)}")
-    _emulated[0] = release
-
-
-def emulated() -> str | None:
-    """The MXNet release :func:`load` behaves as (None: mxc's default)."""
-    return _emulated[0] or os.environ.get("MXC_MXNET_EMULATE") or None
-
 
 def load(path: str, verbose: bool = True) -> None:
     """Load the library at *path* (absolute) and register what it provides."""
@@ -57,9 +38,6 @@ def load(path: str, verbose: bool = True) -> None:
     options = {}
     release = emulated()
     if release is not None:
-        if release not in RELEASES:
-            raise MXNetError(f"MXC_MXNET_EMULATE={release!r} is not a release mxc.mxnet can "
-                             f"emulate ({', '.join(RELEASES)})")
         number, lib_api = RELEASES[release]
         options = {"mxnet_version": number, "lib_api_versions": (lib_api,)}
     try:

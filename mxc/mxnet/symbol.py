@@ -25,7 +25,7 @@ import numpy as np
 
 from ..compiler import symbol as _base
 from ..errors import MxcError
-from .base import MXNetError, mxnet_error
+from .base import MXNetError, mxnet_error, version_number
 from .context import check_cpu
 from .executor import Executor, infer_error
 from .ndarray import NDArray, zeros as _nd_zeros
@@ -81,6 +81,22 @@ class Symbol(_base.Symbol):
     def __copy__(self):
         return Symbol(self._outputs, self._graph)
 
+    # -- serialization: the running (emulated) MXNet's version, as MXNet writes it ------------
+    def _versioned_graph(self):
+        from ..compiler.ir import Graph
+        g = self.graph
+        attrs = {**g.attrs, "mxnet_version": ["int", version_number()]}
+        return Graph(g.nodes, g.outputs, attrs)
+
+    def tojson(self) -> str:
+        from ..frontend.symbol_json import dump_json
+        return dump_json(self._versioned_graph())
+
+    def save(self, fname, remove_amp_cast: bool = True) -> None:
+        from ..frontend.symbol_json import dump_json
+        from ..utils import atomic_write_text
+        atomic_write_text(fname, dump_json(self._versioned_graph()))
+
     # -- inference (MXNet's errors) ------------------------------------------------------
     def _infer(self, method, what: str, args, kwargs, report: bool = True):
         """Run a base inference *method*; on failure print MXNet's argument report."""
@@ -99,7 +115,9 @@ class Symbol(_base.Symbol):
         return self._infer(_base.Symbol.infer_shape, "infer_shape", args, kwargs)
 
     def infer_shape_partial(self, *args, **kwargs):
-        return self._infer(_base.Symbol.infer_shape_partial, "infer_shape", args, kwargs)
+        # no argument report here: infer_shape calls this and reports once itself
+        return self._infer(_base.Symbol.infer_shape_partial, "infer_shape", args, kwargs,
+                           report=False)
 
     @staticmethod
     def _dtype_names(args, kwargs):
@@ -120,7 +138,8 @@ class Symbol(_base.Symbol):
 
     def infer_type_partial(self, *args, **kwargs):
         names, kw = self._dtype_names(args, kwargs)
-        return self._infer(_base.Symbol.infer_type_partial, "infer_type", names, kw)
+        return self._infer(_base.Symbol.infer_type_partial, "infer_type", names, kw,
+                           report=False)
 
     # -- binding -------------------------------------------------------------------------
     def bind(self, ctx=None, args=None, args_grad=None, grad_req="write", aux_states=None,
@@ -194,6 +213,10 @@ class Symbol(_base.Symbol):
             _log.error("Error optimizing for backend '%s' cannot be found", backend)
             return self
         np_args, np_aux = _to_numpy(args), _to_numpy(aux)
+        if has_pass(backend):
+            # MXNet runs a pass given no dicts too; what it allocates then is dropped
+            np_args = {} if np_args is None else np_args
+            np_aux = {} if np_aux is None else np_aux
         try:
             result = super().optimize_for(backend, np_args, np_aux, clear=False, **kwargs)
         except MXNetError:

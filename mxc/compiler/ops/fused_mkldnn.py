@@ -201,6 +201,23 @@ class FusedConv(_FusedOp):
         idx = self.sum_index(p)
         return [0] if idx is None else [0, idx]
 
+    def stored_dtype(self, p, sum_dtype: str | None) -> str:
+        """The code type a quantized node's result is saturated to (MXNet 1.9.1).
+
+        With ``with_sum`` MXNet runs the convolution in place on the residual
+        operand's buffer, so oneDNN writes a calibrated node's codes in the
+        residual's type, whatever the declared output type; MXNet then reads
+        those bytes as the declared type.  After a relu over an int8 residual
+        the uint8-scaled codes therefore saturate at 127, not 255 (the
+        int8 downsample branches of a quantized ResNet).  Otherwise this is
+        :meth:`quantized_out_dtype`.
+        """
+        out_dt = self.quantized_out_dtype(p)
+        if (p.with_sum and self.calibrated(p) and not self.float_output(p)
+                and str(sum_dtype) in ("int8", "uint8")):
+            return str(sum_dtype)
+        return out_dt
+
     def forward(self, p, inputs, ctx):
         if not self.quantized(p):
             return super().forward(p, inputs, ctx)

@@ -20,7 +20,10 @@ convolution
      ``+-(R(w) / 127) * (R(data) / (127 or 255)) * 2**31``;
   5. post-ops in pattern order: activation, ``+ sum_scale * residual codes``
      (``sum_scale = output_scale / (L(residual) / R(sum_min, sum_max))``),
-     activation after the sum.
+     activation after the sum;
+  6. with a sum, the result is written in place into the residual's buffer:
+     the codes saturate to the residual's type and are read back as the
+     declared output type (``FusedConv.stored_dtype``).
 
 fully connected
   weight and bias arrive as int8 codes with their ranges; the bias is moved
@@ -122,8 +125,10 @@ def quantized_conv_forward(op, p, inputs, ctx):
             sum_scale = _F(out_scale / _F(_levels(s.dtype) / _max_abs(ranges[2], ranges[3])))
             y = y + s.astype(_F) * sum_scale
     if op.calibrated(p):
-        return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
-                _range_out(_F(p.max_calib_range))]
+        idx = op.sum_index(p)
+        stored = np.dtype(op.stored_dtype(p, None if idx is None else str(base[idx].dtype)))
+        codes = _saturate_round(y, stored).view(out_dt)
+        return [codes, _range_out(_F(p.min_calib_range)), _range_out(_F(p.max_calib_range))]
     lo, hi = _product_range(_F(weight.min()), _F(weight.max()), ranges[0], ranges[1], 127,
                             127 if data.dtype == np.int8 else 255)
     return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]

@@ -16,7 +16,8 @@ import pytest
 
 import mxc
 from mxc.errors import ArtifactError
-from tests.extensions.native.conftest import build_extensions
+from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
+    build_extensions, _unload_native_libraries)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 

@@ -12,7 +12,8 @@ from mxc.compiler.ops.registry import registered_ops
 from mxc.compiler.partition.registry import list_subgraph_backends
 from mxc.compiler.passes.registry import list_passes
 from mxc.errors import ExtensionError
-from tests.extensions.native.conftest import build_extensions, flow, golden
+from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
+    build_extensions, flow, golden, _unload_native_libraries)
 
 
 def registries():

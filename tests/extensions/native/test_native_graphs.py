@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import mxc
-from tests.extensions.native.conftest import (build_extensions, example_graphs, flow, golden,
-                                              value)
+from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
+    build_extensions, example_graphs, flow, golden, value, _unload_native_libraries)
 
 
 model = example_graphs

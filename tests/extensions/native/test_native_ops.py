@@ -16,7 +16,8 @@ import mxc
 from mxc.compiler.custom_op import run_backward
 from mxc.errors import ExtensionError
 from mxc.library_native import invoke, invoke_backward, op_entry
-from tests.extensions.native.conftest import flow, golden, value
+from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
+    flow, golden, v11_libs, v7_libs, value, _unload_native_libraries)
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import pytest
 
 import mxc
 from mxc.library_native import CSRArray, invoke, invoke_backward, op_entry
-from tests.extensions.native.conftest import (build_extensions, example_graphs, flow, golden,
-                                              value)
+from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
+    build_extensions, example_graphs, flow, golden, value, _unload_native_libraries)
 
 
 @contextlib.contextmanager

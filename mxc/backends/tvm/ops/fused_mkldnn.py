@@ -11,7 +11,8 @@ whole (``nested=True``), following the OpDef's facts step for step
   constants); the bias codes need the data range, so they are computed at run
   time from the ``data_min``/``data_max`` inputs; ``conv2d`` of uint8/int8
   data with int8 weights accumulates in int32; requantize, relu and the
-  residual sum run in float32 and round half to even with saturation;
+  residual sum run in float32 and round half to even with saturation (to
+  the residual's type when there is a sum: ``FusedConv.stored_dtype``);
 * fully connected: int8 weight codes are inputs; an int8 x int8 (or uint8)
   ``matmul`` into int32, the bias rescaled at run time (rounded half away
   from zero, as ``std::round``), then float output, requantize or int32.
@@ -53,6 +54,28 @@ def _scale(ctx: Lowering, levels: float, lo, hi):
 def _saturate(ctx: Lowering, y, dtype: str):
     info = np.iinfo(dtype)
     y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
+    return ctx.astype(y, dtype)
+
+
+def _saturate_as(ctx: Lowering, y, stored: str, dtype: str):
+    """Saturate *y* to the 8-bit type *stored*, then read its bytes as *dtype*.
+
+    Relax has no bit cast, so the two's-complement wrap is done on the float
+    codes: an int8 code below 0 read as uint8 is ``code + 256``, a uint8 code
+    above 127 read as int8 is ``code - 256``.
+    """
+    if stored == dtype:
+        return _saturate(ctx, y, dtype)
+    info = np.iinfo(stored)
+    y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
+    zero = const(0, ctx.dtype_of(y))
+    if stored == "int8":
+        wrap = ctx.emit(R.where(R.less(y, zero), const(256, ctx.dtype_of(y)), zero))
+        y = ctx.emit(R.add(y, wrap))
+    else:
+        wrap = ctx.emit(R.where(R.greater(y, const(127, ctx.dtype_of(y))),
+                                const(256, ctx.dtype_of(y)), zero))
+        y = ctx.emit(R.subtract(y, wrap))
     return ctx.astype(y, dtype)
 
 
@@ -124,10 +147,13 @@ def quantized_conv(ctx: Lowering):
         return ctx.astype(exact_product(ctx, ctx.inputs[idx], factor), dt)
 
     y = _post_ops(ctx, op.post_ops(p, op.nested_node(p, "BatchNorm") or conv), y, sum_term)
-    out = _saturate(ctx, y, out_dt)
     if op.calibrated(p):
+        idx = op.sum_index(p)
+        stored = op.stored_dtype(p, None if idx is None else ctx.in_dtypes[idx])
+        out = _saturate_as(ctx, y, stored, out_dt)
         return [out, _vec(ctx, float(np.float32(p.min_calib_range))),
                 _vec(ctx, float(np.float32(p.max_calib_range)))]
+    out = _saturate(ctx, y, out_dt)
     w_range = max(abs(float(weight.min())), abs(float(weight.max())))
     lo, hi = _product_range(ctx, w_range, d_lo, d_hi,
                             127.0 if ctx.in_dtypes[data_pos] == "int8" else 255.0)

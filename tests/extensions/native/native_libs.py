@@ -1,5 +1,8 @@
 """Build the corpus's extension libraries once per session (g++), or skip saying why.
 
+A helper module (not a ``conftest.py``: a second conftest would shadow the suite's own
+``conftest`` module); test modules import the helpers and fixtures they use.
+
 ``build_extensions("v11")`` runs ``corpus/extensions/build.sh v11 DIR`` into a
 per-session directory (or ``$MXC_EXT_BUILD/v11`` when set, reused when it
 already holds the libraries) and returns DIR.  The sources are read from the
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import corpus_path
+from conftest import corpus_path
 
 LIBS = ("libinit_lib.so", "libgemm_lib.so", "libtransposecsr_lib.so",
         "libtransposerowsp_lib.so", "libpass_lib.so", "libsubgraph_lib.so")
