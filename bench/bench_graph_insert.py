@@ -19,15 +19,17 @@ its inserts) is reported as an extrapolation instead of being run.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout it sits in
 
 from mxc.compiler.ir import Graph, Node  # noqa: E402
+# the pass runs with the cyclic collector paused, as the partitioner runs on big graphs:
+# its periodic scans of a heap holding 100k nodes are the interpreter's cost, not the
+# container's, and would blur the 10k -> 100k ratio
+from mxc.compiler.partition._graphutil import gc_paused  # noqa: E402
 
 
 def chain(n: int) -> Graph:
@@ -48,22 +50,6 @@ def insert_after_every_node(graph: Graph, limit: int | None = None) -> int:
         graph.add_node(Node("identity", name, {}, [node.out]), after=node)
         added += 1
     return added
-
-
-@contextmanager
-def gc_paused():
-    """The pass runs with the cyclic collector paused, as the partitioner runs on big graphs.
-
-    Its periodic scans of a heap holding 100k nodes are the interpreter's
-    cost, not the container's, and would blur the 10k -> 100k ratio.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def measure(n: int, budget: float, repeat: int = 3) -> tuple[float, bool]:

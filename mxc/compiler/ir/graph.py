@@ -203,28 +203,24 @@ class Graph:
             self._insert_point = ("after", node)  # the next one follows this one
         return node
 
-    @contextlib.contextmanager
     def inserting_before(self, node: Node | None):
         """``with graph.inserting_before(n):`` nodes added without a position go before *n*.
 
         ``None`` restores the default (the end of the graph).
         """
-        old = self._insert_point
-        self._insert_point = None if node is None else ("before", node)
-        try:
-            yield
-        finally:
-            self._insert_point = old
+        return self._inserting(None if node is None else ("before", node))
 
-    @contextlib.contextmanager
     def inserting_after(self, node: Node | None):
         """``with graph.inserting_after(n):`` nodes added without a position follow *n*.
 
         They keep the order they are added in (unlike torch.fx, each new node
         goes after the previous one); ``None`` means the end of the graph.
         """
-        old = self._insert_point
-        self._insert_point = None if node is None else ("after", node)
+        return self._inserting(None if node is None else ("after", node))
+
+    @contextlib.contextmanager
+    def _inserting(self, point: tuple[str, Node] | None):
+        old, self._insert_point = self._insert_point, point
         try:
             yield
         finally:
