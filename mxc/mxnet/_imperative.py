@@ -18,11 +18,11 @@ from ..compiler.ir import Entry, Node
 from ..compiler.ops.registry import ForwardContext, get_op, has_op
 from ..errors import MxcError
 from . import autograd
-from .base import MXNetError, mxnet_error
+from .base import MXNetError, mxnet_error, not_supported
 from .ndarray import NDArray
 
 __all__ = ["invoke", "resolve", "op_function", "run_node", "wrap_output", "raw_value",
-           "storage_attrs"]
+           "storage_attrs", "check_training"]
 
 
 def resolve(name: str) -> str | None:
@@ -72,6 +72,34 @@ def wrap_output(value: Any, ctx=None) -> NDArray:
     return NDArray(np.asarray(value), ctx)
 
 
+def check_training(node: Node) -> None:
+    """Refuse to run *node* in training mode when its training semantics differ.
+
+    mxc's kernels are inference kernels: Dropout (p > 0) would not drop and
+    BatchNorm would use the moving statistics, so a forward in training mode
+    (``is_train=True``, ``autograd.record()``) that reaches one of them is
+    refused instead of computing inference values.
+    """
+    p = node.params
+    differs = ((node.op == "Dropout" and p.get("p", 0) > 0)
+               or (node.op in ("BatchNorm", "_contrib_SyncBatchNorm")
+                   and not p.get("use_global_stats", False))
+               or (node.op == "RNN" and p.get("p", 0) > 0))
+    if differs:
+        raise not_supported(f"training-mode {node.op} (node {node.name!r}): mxc.mxnet runs its "
+                            f"inference semantics only; run with is_train=False / outside "
+                            f"autograd.record(), or train_mode=False")
+
+
+def _dense_fallback(node: Node, values: list) -> list:
+    """Sparse values as dense for operators without sparse kernels (MXNet's storage fallback);
+    custom and library operators receive the sparse containers themselves."""
+    if getattr(node.opdef, "impl", None) is not None:
+        return values
+    return [v.todense() if getattr(v, "stype", "default") != "default" and hasattr(v, "todense")
+            else v for v in values]
+
+
 def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
              out_shapes=None, out_dtypes=None) -> list:
     """Run one node's kernel on *values* given inferred output shapes/dtypes."""
@@ -79,7 +107,7 @@ def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
                          out_dtypes=list(out_dtypes or []),
                          in_shapes=list(in_shapes or [tuple(np.shape(v)) for v in values]),
                          in_dtypes=list(in_dtypes or [np.dtype(v.dtype).name for v in values]))
-    outs = node.opdef.forward(node.params, values, ctx)
+    outs = node.opdef.forward(node.params, _dense_fallback(node, values), ctx)
     result = []
     for i, v in enumerate(outs):
         want = ctx.out_dtypes[i] if i < len(ctx.out_dtypes) else None
@@ -92,13 +120,19 @@ def run_node(node: Node, values: list, *, in_shapes=None, in_dtypes=None,
 
 
 def _split(opdef, args: list, kwargs: dict) -> tuple[list, dict, dict]:
-    arrays = [a for a in args]
+    """``(input arrays, inputs by name, attributes)``; positional values after the arrays
+    are the operator's attributes in declaration order, as MXNet's generated functions take
+    them (``x.clip(0, 1)``)."""
+    count = next((i for i, a in enumerate(args) if not isinstance(a, NDArray)), len(args))
+    arrays, extra = list(args[:count]), list(args[count:])
     named = {k: v for k, v in kwargs.items() if isinstance(v, NDArray)}
     attrs = {k: v for k, v in kwargs.items() if not isinstance(v, NDArray) and v is not None}
-    for a in arrays:
-        if not isinstance(a, NDArray):
-            raise MXNetError(f"{opdef.name}: positional arguments must be NDArrays, got "
-                             f"{type(a).__name__}; pass attributes by keyword")
+    free = [k for k in opdef.attrs if k not in attrs]
+    if any(isinstance(a, NDArray) for a in extra) or len(extra) > len(free):
+        raise MXNetError(f"{opdef.name}: positional arguments are the input NDArrays, then "
+                         f"attributes ({', '.join(opdef.attrs) or 'none'}); got "
+                         f"{', '.join(type(a).__name__ for a in args)}")
+    attrs.update(zip(free, extra))
     return arrays, named, attrs
 
 
@@ -131,6 +165,8 @@ def invoke(op_name: str, args: list, kwargs: dict):
                              f"got {len(arrays)} instead.")
         node.inputs = [Entry(Node(None, f"{node.name}_in{i}", storage_attrs(a)))
                        for i, a in enumerate(arrays)]
+        if autograd.is_training():
+            check_training(node)
         values = [raw_value(a) for a in arrays]
         in_shapes = [tuple(a.shape) for a in arrays]
         in_dtypes = [np.dtype(a.dtype).name for a in arrays]

@@ -13,7 +13,6 @@ them the states of stateful operators, as MXNet does.
 from __future__ import annotations
 
 import threading
-from typing import Sequence
 
 import numpy as np
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..compiler.infer import infer_shapes, infer_types
 from ..errors import MxcError
 from ._gradients import node_gradients
-from ._imperative import raw_value, run_node, storage_attrs, wrap_output
+from ._imperative import check_training, raw_value, run_node, storage_attrs, wrap_output
 from .base import MXNetError, mxnet_error
 from .ndarray import NDArray
 
@@ -92,6 +92,10 @@ class Executor:
             raise
         except MxcError as exc:
             raise infer_error(exc) from exc
+        if is_train:
+            for node in order:
+                if node.op is not None:
+                    check_training(node)
         values: dict = {}
         for node in order:
             if node.op is None:

@@ -22,7 +22,7 @@ from .base import MXNetError, mxnet_error, not_supported
 from .context import Context, check_cpu
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "load", "save",
-           "waitall", "concat", "stack", "linalg", "contrib", "sparse", "random", "op"]
+           "waitall", "concat", "stack", "linalg", "contrib", "random", "op"]
 
 
 def _dtype(dtype: Any, default: Any = np.float32) -> np.dtype:
@@ -287,6 +287,15 @@ class NDArray:
 
     def argmax(self, axis=None, keepdims=False) -> "NDArray":
         return _invoke("argmax", [self], {"axis": axis, "keepdims": keepdims})
+
+    def __getattr__(self, name: str):
+        """MXNet's fluent methods: ``x.softmax(axis=1)`` is ``mx.nd.softmax(x, axis=1)``."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from ._imperative import resolve
+        if resolve(name) is None:
+            raise AttributeError(f"'NDArray' object has no attribute {name!r}")
+        return lambda *args, **kwargs: _invoke(name, [self, *args], kwargs)
 
 
 def _invoke(op_name: str, args: Sequence, kwargs: dict):

@@ -43,15 +43,13 @@ def _wrap(sym):
 
 
 def _names(arrays, names: list[str], what: str) -> dict:
-    if arrays is None:
-        return {}
-    if isinstance(arrays, Mapping):
-        return dict(arrays)
-    arrays = list(arrays)
-    if len(arrays) != len(names):
+    """*arrays* (a dict, or a list in *names* order) as a dict, with MXNet's length error."""
+    from ..compiler.optimize import _as_dict
+    try:
+        return _as_dict(arrays, names, what)
+    except MxcError:
         raise MXNetError(f"Length of {what} do not match number of arguments "
-                         f"({len(arrays)} vs. {len(names)})")
-    return dict(zip(names, arrays))
+                         f"({len(list(arrays))} vs. {len(names)})") from None
 
 
 def _nd(value) -> NDArray:
@@ -302,6 +300,17 @@ fromjson = load_json
 def builder(op_name: str):
     """The ``mx.sym.<op>`` function of *op_name*."""
     def build(*args, name: str | None = None, attr=None, **kwargs: Any) -> Symbol:
+        from ..compiler.ops.registry import get_op
+        count = next((i for i, a in enumerate(args) if not isinstance(a, _base.Symbol)),
+                     len(args))
+        if count < len(args):  # positional attributes after the inputs, in declaration order
+            free = [k for k in get_op(op_name).attrs if k not in kwargs]
+            if len(args) - count > len(free) or any(isinstance(a, _base.Symbol)
+                                                   for a in args[count:]):
+                raise MXNetError(f"{op_name}: positional arguments are the input Symbols, "
+                                 f"then attributes ({', '.join(free) or 'none'})")
+            kwargs.update(zip(free, args[count:]))
+            args = args[:count]
         try:
             return _wrap(_base.create(op_name, *args, name=name, attr=attr, **kwargs))
         except MXNetError:

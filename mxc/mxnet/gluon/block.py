@@ -17,7 +17,6 @@ Blocks defined in Python (``HybridBlock`` subclasses with ``hybrid_forward``,
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 import numpy as np
@@ -184,6 +183,10 @@ class SymbolBlock(HybridBlock):
         return self.forward(x, *args)
 
     def forward(self, x, *args):
+        from .. import autograd
+        if autograd.is_recording():
+            raise not_supported("differentiating through a SymbolBlock under autograd.record() "
+                                "(bind the symbol with args_grad to get gradients)")
         inputs = [x, *args]
         if self._active and self._backend is not None and self._optimized is None:
             self._optimize(self._backend, self._backend_opts, inputs)
