@@ -21,6 +21,7 @@ Run a campaign (each target in its own process, so peak memory is per target)::
 
     nice python -m bench.fuzz --inputs 200000 --targets params,pipeline --out fuzz-out/
     python -m bench.fuzz --seconds 60          # every target, 60 s each
+    python -m bench.fuzz --atheris params -- -runs=100000   # coverage-guided (pip: atheris)
 
 The test-suite (``tests/reliability/test_fuzz.py``) runs the same targets with a small
 budget; ``MXC_FUZZ_INPUTS=N`` raises it.  Inputs are derived from fixed seeds (``--seed``),
@@ -280,8 +281,13 @@ def _alarm(_sig, _frame):
 
 def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None,
          seed: int = 0, per_input_s: float = 10.0, workdir: Path | None = None,
-         on_unexpected: Callable[[bytes, str], None] | None = None) -> dict:
-    """Run *target* on mutated inputs; returns counts, unexpected findings and peak RSS."""
+         on_unexpected: Callable[[bytes, str], None] | None = None,
+         checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Run *target* on mutated inputs; returns counts, unexpected findings and peak RSS.
+
+    *checkpoint(result so far)* is called every 30 s, so a long run that is stopped
+    still leaves its figures behind.
+    """
     from mxc.errors import MxcError
     rng = random.Random(f"{target}:{seed}")
     workdir = Path(workdir or tempfile.mkdtemp(prefix="mxc-fuzz-"))
@@ -301,8 +307,19 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
     tried = typed = 0
     unexpected: dict[str, dict] = {}
     t0 = time.monotonic()
+    next_checkpoint = t0 + 30
+
+    def result() -> dict:
+        return {"target": target, "inputs": tried, "typed_errors": typed,
+                "unexpected": sum(u["count"] for u in unexpected.values()),
+                "distinct_unexpected": unexpected, "seconds": round(time.monotonic() - t0, 1),
+                "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                                      1)}
     try:
         while True:
+            if checkpoint is not None and time.monotonic() >= next_checkpoint:
+                checkpoint(result())
+                next_checkpoint = time.monotonic() + 30
             if inputs is not None and tried >= inputs:
                 break
             if seconds is not None and time.monotonic() - t0 >= seconds:
@@ -322,10 +339,7 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
                 unexpected[sig]["count"] += 1
     finally:
         signal.signal(signal.SIGALRM, old)
-    return {"target": target, "inputs": tried, "typed_errors": typed,
-            "unexpected": sum(u["count"] for u in unexpected.values()),
-            "distinct_unexpected": unexpected, "seconds": round(time.monotonic() - t0, 1),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    return result()
 
 
 def _one(run: Callable[[bytes], None], data: bytes, expected: type, limit: float) -> str:
@@ -348,6 +362,42 @@ def _one(run: Callable[[bytes], None], data: bytes, expected: type, limit: float
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def atheris_main(target: str, args: list[str], workdir: Path) -> None:
+    """Coverage-guided fuzzing of *target* with atheris (``pip install mxc[fuzz]``).
+
+    Seeds become the initial corpus; an unexpected exception stops atheris with the
+    input saved as ``crash-*`` (its usual behaviour).  *args* go to libFuzzer
+    (``-runs=100000``, ``-max_total_time=600``, ``-rss_limit_mb=2048`` ...).
+    """
+    import atheris  # noqa: F401 - optional dependency
+    from mxc.errors import MxcError
+    if target == "artifact":
+        art = ArtifactTarget(artifact_seeds(workdir), workdir / "input.mxc", random.Random(0))
+        run: Callable[[bytes], None] = art
+        seeds = [p.read_bytes() for p in artifact_seeds(workdir)]
+    else:
+        run = {"symbol_json": run_symbol_json, "params": run_params, "text_ir": run_text_ir,
+               "pipeline": run_pipeline}[target]
+        seeds = {"symbol_json": symbol_seeds, "params": params_seeds, "text_ir": text_seeds,
+                 "pipeline": pipeline_seeds}[target]()
+    corpus = workdir / f"atheris-{target}"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for k, seed in enumerate(seeds):
+        (corpus / f"seed-{k}").write_bytes(seed)
+
+    def one(data: bytes) -> None:
+        try:
+            run(data)
+        except MxcError:
+            pass
+
+    for seed in seeds:  # import everything the target uses, then instrument it all
+        one(seed)
+    atheris.instrument_all()
+    atheris.Setup([sys.argv[0], *args, str(corpus)], one)
+    atheris.Fuzz()
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--targets", default=",".join(TARGETS))
@@ -356,16 +406,27 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="fuzz-out", help="folder for results and findings")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
-    args = ap.parse_args(list(argv) if argv is not None else None)
+    ap.add_argument("--atheris", metavar="TARGET",
+                    help="coverage-guided fuzzing of one target with atheris (optional "
+                         "dependency); arguments after -- go to libFuzzer")
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.atheris:
+        atheris_main(args.atheris, extra, out)
+        return 0
     if args.worker:  # one target, in this process
         def keep(data: bytes, outcome: str) -> None:
             h = hashlib.sha256(data).hexdigest()[:16]
             (out / f"{args.worker}-{h}.bin").write_bytes(data)
+        def save(res: dict, final: bool = False) -> None:
+            name = f"{args.worker}.json" if final else f"{args.worker}.partial.json"
+            (out / name).write_text(json.dumps(res, indent=1))
         res = fuzz(args.worker, inputs=args.inputs, seconds=args.seconds, seed=args.seed,
-                   workdir=out / f"work-{args.worker}", on_unexpected=keep)
-        (out / f"{args.worker}.json").write_text(json.dumps(res, indent=1))
+                   workdir=out / f"work-{args.worker}", on_unexpected=keep, checkpoint=save)
+        save(res, final=True)
         return 0
     if args.inputs is None and args.seconds is None:
         ap.error("give --inputs or --seconds")

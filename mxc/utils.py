@@ -12,6 +12,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -22,7 +23,8 @@ _TMP_SUFFIX = ".tmp"
 
 
 def is_stdout(path: str | os.PathLike | None) -> bool:
-    return path is not None and os.fspath(path) == STDOUT
+    """``-`` (and ``/dev/stdout``, written through this process's own descriptor 1)."""
+    return path is not None and os.fspath(path) in (STDOUT, "/dev/stdout")
 
 
 def check_output_path(path: str | os.PathLike, what: str = "output") -> None:
@@ -61,24 +63,29 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale(directory: str | os.PathLike, pattern: str) -> int:
+def clean_stale(directory: str | os.PathLike, pattern: str, *, min_age_s: float = 60.0) -> int:
     """Remove files/dirs in *directory* matching *pattern* whose owner process is gone.
 
     Temporary names carry the writer's pid as their second-to-last dotted or
     dashed field (``.NAME.PID.HEX.tmp``, ``mxc-lib-PID-XXXX``), so what a killed
     run (SIGKILL, a crash inside dlopen) left behind is recognised and removed
-    by the next run.  Returns how many were removed.
+    by the next run.  Entries younger than *min_age_s* are kept: a process in
+    another PID namespace sharing the directory may still be using them.
+    Returns how many were removed.
     """
     removed = 0
     try:
         candidates = list(Path(directory).glob(pattern))
     except OSError:
         return 0
+    now = time.time()
     for p in candidates:
         m = re.search(r"[.-](\d+)[.-][0-9a-zA-Z_]+(?:\.tmp)?$", p.name)
         if m is None or _pid_alive(int(m.group(1))):
             continue
         try:
+            if now - p.lstat().st_mtime < min_age_s:
+                continue
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -99,8 +106,9 @@ def _temp_beside(target: Path, mode: int | None) -> tuple[Path, int]:
 
 
 def _in_place(path: str | os.PathLike) -> bool:
-    """True for paths written directly: standard output, devices, FIFOs (not regular files)."""
-    if is_stdout(path):
+    """True for paths written directly: standard output, devices, FIFOs, anything under
+    ``/dev`` or ``/proc`` (a rename there would replace a device node or a link)."""
+    if is_stdout(path) or os.path.abspath(path).startswith(("/dev/", "/proc/")):
         return True
     try:
         st = os.stat(path)

@@ -30,7 +30,8 @@ def register_command(name: str, help: str):
 
 
 def _load_commands() -> None:
-    from . import compile_cmd, inspect_cmd, opt_cmd, partition_cmd, run_cmd, tune_cmd  # noqa: F401
+    from . import (compile_cmd, inspect_cmd, keygen_cmd, opt_cmd,  # noqa: F401
+                   partition_cmd, run_cmd, tune_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

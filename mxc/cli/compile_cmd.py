@@ -70,7 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     add_compile_arguments(p)
     p.add_argument("-o", "--output", metavar="OUT", default=None,
-                   help="artifact to write (default: MODEL name with .mxc)")
+                   help="artifact to write (default: MODEL name with .mxc; '-': standard "
+                        "output)")
+    p.add_argument("--sign", metavar="KEY", default=None,
+                   help="sign the artifact with this Ed25519 private key (PEM; make one with "
+                        "`mxc keygen -o KEY`), so `mxc run --verify-key KEY.pub` can check it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
@@ -93,18 +97,29 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+    from ..utils import check_output_path, is_stdout
     out = Path(args.output) if args.output else default_output(args.model)
+    check_output_path(args.output or out)  # before minutes of compiling, not after
+    key = None
+    if args.sign:
+        from ..runtime.signing import load_private_key
+        key = load_private_key(args.sign)
+    to_stdout = is_stdout(args.output)
+    report = sys.stderr if to_stdout else sys.stdout  # stdout carries the artifact
     model = compile_from_args(args, progress=not args.quiet)
-    model.save(out)
+    model.save(args.output if to_stdout else out, sign=key)
     regions, host = len(model.regions), len(model.host_nodes)
-    print(f"wrote {out} ({out.stat().st_size:,} bytes): target {model.manifest['target']['kind']}"
-          f", {regions} compiled region(s), {host} host node(s)")
+    size = "" if to_stdout or not out.is_file() else f" ({out.stat().st_size:,} bytes)"
+    print(f"wrote {'standard output' if to_stdout else out}{size}: target "
+          f"{model.manifest['target']['kind']}, {regions} compiled region(s), {host} host "
+          f"node(s){', signed' if key is not None else ''}", file=report)
     tuning = model.manifest.get("tuning_db")
     if tuning:
         rest = tuning["kernels"] - tuning["kernels_tuned"]
         print(f"  tuning database {tuning['path']}: {tuning['kernels_tuned']} of "
               f"{tuning['kernels']} kernel(s) tuned"
-              + (f", {rest} with default schedules" if rest else ""))
+              + (f", {rest} with default schedules" if rest else ""), file=report)
     for name, why in model.host_nodes.items():
-        print(f"  host node {name}: {why}")
+        print(f"  host node {name}: {why}", file=report)
     return 0

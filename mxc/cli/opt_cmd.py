@@ -6,9 +6,12 @@
         --passes "remove-dropout,fold-batchnorm,dce" \\
         -o opt-symbol.json --params-out opt-0000.params
 
-The symbol JSON and the parameters are written atomically (a temporary file
-renamed into place), parameters only when the pipeline changed them or
-``--params-out`` is given.  ``--list-passes`` prints every pass with its
+The symbol JSON goes to ``-o`` (standard output when ``-o`` is absent or
+``-`` , as mlir-opt does; the summary then goes to standard error).  The JSON
+and the parameters (only when the pipeline changed them or ``--params-out`` is
+given) are written as a set: both to temporaries, then renamed together, so an
+interrupt leaves either both old files or both new ones.  Output directories
+are checked before any work.  ``--list-passes`` prints every pass with its
 options.
 """
 
@@ -29,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--passes", metavar="PIPELINE",
                    help='passes to run, e.g. "remove-dropout,fold-batchnorm,dce" or '
                         '"partition{backend=default op_names=exp;log}"')
-    p.add_argument("--output", "-o", metavar="OUT_JSON", help="where to write the symbol JSON")
+    p.add_argument("--output", "-o", metavar="OUT_JSON", default="-",
+                   help="where to write the symbol JSON (default and '-': standard output)")
     p.add_argument("--params-out", metavar="P2", help="where to write the parameters")
     add_shape_arguments(p, "shape of a data input, e.g. data=1,3,224,224 (repeatable)")
     p.add_argument("--print-ir-after-all", action="store_true",
@@ -46,10 +50,17 @@ def run(args: argparse.Namespace) -> int:
     if args.list_passes:
         print(describe_passes())
         return 0
-    missing = [flag for flag, value in (("MODEL_JSON", args.model), ("--passes", args.passes),
-                                        ("-o/--output", args.output)) if value is None]
+    missing = [flag for flag, value in (("MODEL_JSON", args.model), ("--passes", args.passes))
+               if value is None]
     if missing:
         raise MxcError(f"missing {', '.join(missing)} (see mxc opt --help)")
+    from ..utils import check_output_path, is_stdout
+    check_output_path(args.output)  # fail fast: before loading and running anything
+    if args.params_out:
+        check_output_path(args.params_out, "--params-out")
+        if is_stdout(args.params_out) and is_stdout(args.output):
+            raise MxcError("-o and --params-out cannot both be standard output")
+    report = sys.stderr if is_stdout(args.output) or is_stdout(args.params_out) else sys.stdout
     manager = PassManager(args.passes, verify_each=not args.no_verify_each)  # fail fast
     from .common import load_model
     sym, arg, aux = load_model(args)
@@ -63,28 +74,30 @@ def run(args: argparse.Namespace) -> int:
                        f"give --params-out to write them")
     _write(result, args)
     before, after = len(sym.graph.topo_order()), len(result.graph.topo_order())
-    print(f"{manager.pipeline}: {before} -> {after} nodes; {_param_summary(result)}")
+    print(f"{manager.pipeline}: {before} -> {after} nodes; {_param_summary(result)}",
+          file=report)
     for name, stats in result.statistics:
         if stats:
-            print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
+            print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in stats.items()), file=report)
     if args.timing:
-        print(timing.report())
+        print(timing.report(), file=report)
     return 0
 
 
 def _write(result, args) -> None:
-    """Serialize both outputs first, then write each atomically."""
+    """Serialize both outputs, then write them as one set (renamed together)."""
     from ..frontend.params import dumps_params
-    from ..utils import atomic_write_bytes, atomic_write_text
-    text = result.symbol.tojson()
-    blob = None
+    from ..utils import OutputSet, is_stdout
+    outputs = OutputSet()
     if args.params_out:
         arrays = {f"arg:{k}": v for k, v in result.args.items()}
         arrays.update({f"aux:{k}": v for k, v in result.aux.items()})
-        blob = dumps_params(arrays)
-    if blob is not None:
-        atomic_write_bytes(args.params_out, blob)
-    atomic_write_text(args.output, text)
+        outputs.add(args.params_out, dumps_params(arrays))
+    text = result.symbol.tojson()
+    if is_stdout(args.output) and not text.endswith("\n"):
+        text += "\n"  # a terminal or pipe wants the last line ended
+    outputs.add(args.output, text)
+    outputs.commit()
 
 
 def _param_summary(result) -> str:

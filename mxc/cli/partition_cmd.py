@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..utils import atomic_write_text
 from . import register_command
@@ -35,6 +36,9 @@ def summarize(graph) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..utils import check_output_path, is_stdout
+    check_output_path(args.output)  # a missing directory is reported before any work
+    report = sys.stderr if is_stdout(args.output) else sys.stdout  # '-o -': JSON on stdout
     sym, arg, aux = load_model(args)
     shapes = shapes_of(args)
     feeds = {**arg, **aux}
@@ -45,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     part = sym.optimize_for(args.backend, args=feeds or None, **options)
     atomic_write_text(args.output, part.tojson())
     regions = summarize(part.graph)
-    print(f"{args.model}: {len(regions)} region(s) for backend {args.backend!r} -> {args.output}")
+    print(f"{args.model}: {len(regions)} region(s) for backend {args.backend!r} -> {args.output}",
+          file=report)
     for line in regions:
-        print(line)
+        print(line, file=report)
     return 0

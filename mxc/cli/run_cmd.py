@@ -65,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", action="store_true",
                    help="warm up, run --repeat times and print every compiled kernel and host "
                         "node with its time, slowest first")
+    p.add_argument("--verify-key", metavar="PUBKEY", default=None,
+                   help="refuse an artifact not signed with the private half of this Ed25519 "
+                        "public key (PEM, from `mxc keygen`); checked before its library is "
+                        "written to disk or loaded")
     p.add_argument("--threads", type=int, metavar="N", default=None,
                    help="CPU threads for compiled code (default: every core this process may "
                         "use, from its CPU affinity and cgroup quota)")
@@ -83,6 +87,11 @@ def _is_artifact(path: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "output", None):
+        from ..utils import check_output_path
+        check_output_path(args.output)  # a missing directory is reported before any work
+    if args.verify_key and not _is_artifact(args.model):
+        raise MxcError("--verify-key applies to .mxc artifacts only")
     for flag in ("repeat", "number"):
         if getattr(args, flag) < 1:
             raise MxcError(f"--{flag} must be >= 1, not {getattr(args, flag)}")
@@ -168,7 +177,8 @@ def _artifact(args):
         raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
                        f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
-    session = load(args.model, libraries=args.load, threads=args.threads)
+    session = load(args.model, libraries=args.load, verify_key=args.verify_key,
+                   threads=args.threads)
     names = [i.name for i in session.inputs]
     feeds = load_inputs(args.inputs, names)
     feeds = _generate(args, [(i.name, i.shape, i.dtype) for i in session.inputs], feeds)

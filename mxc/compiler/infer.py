@@ -32,11 +32,39 @@ def _hidden_shape(node: Node, np_shape: bool = False):
     from .ops.registry import to_shape
     try:
         shape = to_shape(text)
-        if np_shape:
-            return tuple(None if d < 0 else int(d) for d in shape)
-        return from_mxnet_shape(shape)
+        # NumPy shape semantics: 0 is a real extent and -1 means unknown
+        shape = tuple(None if d == -1 else int(d) for d in shape) if np_shape \
+            else from_mxnet_shape(shape)
     except ValueError:
         raise ShapeError(f"variable {node.name!r}: attribute __shape__={text!r} is not a shape")
+    return check_declared_shape(shape, f"variable {node.name!r}: attribute __shape__={text!r}")
+
+
+#: no tensor mxc handles has more elements than a signed 64-bit index can count
+_MAX_ELEMENTS = (1 << 63) - 1
+
+
+def check_declared_shape(shape, what: str):
+    """Refuse negative dims (-1 is MXNet's "unknown") and element counts beyond int64.
+
+    Declared shapes come from files (``__shape__``) or callers; catching them
+    here gives a typed error at ``infer_shape`` instead of a bare ValueError
+    or a huge allocation at bind time.
+    """
+    if shape is None:
+        return None
+    shape = tuple(None if d == -1 else d for d in shape)
+    count = 1
+    for d in shape:
+        if d is None:
+            continue
+        if d < 0:
+            raise ShapeError(f"{what}: dimension {d} is negative (only -1, unknown, is allowed)")
+        count *= d
+    if count > _MAX_ELEMENTS:
+        raise ShapeError(f"{what}: shape {fmt_shape(shape)} has {count:,} elements, more than "
+                         f"a 64-bit index can address")
+    return shape
 
 
 def _hidden_dtype(node: Node):
@@ -106,6 +134,8 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
     for node in order:
         if node.op is None:
             v = _normalize(kind, given.get(node.name))
+            if kind == "shape" and v is not None:
+                v = check_declared_shape(v, f"shape given for {node.name!r}")
             if v is None and seeds is None:   # (seeded: the seeds decide)
                 v = hidden(node, graph.is_np_shape) if kind == "shape" else hidden(node)
             values[(id(node), 0)] = v
@@ -196,8 +226,9 @@ def infer_seeded(graph: Graph, kind: str, seeds: Iterable[tuple[Key, object, str
     memo_key = (id(graph), kind, tuple((key, v) for key, v, _ in seeds))
     found = table.get(memo_key)
     if found is None:
-        found = table[memo_key] = _run(graph, {}, kind=kind, seeds=seeds)
-    return found
+        # the graph is kept alive with its result, so its id cannot be reused in the block
+        found = table[memo_key] = (graph, _run(graph, {}, kind=kind, seeds=seeds))
+    return found[1]
 
 
 def infer_shapes(graph: Graph, given: Mapping[str, tuple] | None = None) -> dict[Key, object]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ExecutionError, MxcError
 from ..utils import checked_nbytes
-from .infer import infer_shapes, infer_types
+from .infer import inference_memo, infer_shapes, infer_types
 from .ir import Graph, Node
 from .ops.registry import ForwardContext
 
@@ -27,7 +27,17 @@ log = logging.getLogger(__name__)
 
 
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """Evaluate *graph* given every input (arguments and aux states) by name."""
+    """Evaluate *graph* given every input (arguments and aux states) by name.
+
+    Inference memo: nested subgraph operators run their own graphs through
+    here again; sharing one memo for the whole run lets each level reuse the
+    nested inferences its parent already made, so nesting costs linear time.
+    """
+    with inference_memo():
+        return _run_graph(graph, feeds)
+
+
+def _run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     order = graph.topo_order()
     arrays = {name: np.asarray(v) for name, v in feeds.items()}
     unused = graph.unused_inputs()

@@ -321,7 +321,11 @@ class _Reader:
                 raise self.fail(f"{label}: field 'subgraphs' must be a list of symbol "
                                 f"objects, got {describe_type(subs)}", jn, "subgraphs")
             for k, sub in enumerate(subs):
-                node.subgraphs.append(self.graph(sub, f"{label}: subgraph {k}: "))
+                graph = self.graph(sub, f"{label}: subgraph {k}: ")
+                if not graph.outputs:  # nothing to compute: running it could only fail later
+                    raise self.fail(f"{label}: subgraph {k} has no outputs (empty 'heads'); a "
+                                    f"subgraph must compute at least one value", sub, "heads")
+                node.subgraphs.append(graph)
         return node
 
     def _bad_reference(self, nid: int, i: int, total: int, what: str, at: int | None):

@@ -17,7 +17,9 @@ frontend or compiler.  Host-fallback nodes are the exception: an artifact
 with host nodes imports the op definitions of :mod:`mxc.compiler.ops` for
 their reference kernels when it is loaded (see :mod:`mxc.runtime.host`).
 
-* :func:`load` -- verify and load an artifact, returning a :class:`Session`;
+* :func:`load` -- verify and load an artifact, returning a :class:`Session`
+  (loading runs the artifact's native code: ``verify_key=`` accepts only
+  artifacts signed with a trusted key, see :mod:`mxc.runtime.signing`);
 * :class:`Session` -- ``run(feeds)``, ``inputs``/``outputs`` metadata,
   thread-safe, ``profile=True`` for per-step times;
 * :func:`InferenceSession` -- ONNX Runtime's constructor (``providers=[...]``);

@@ -278,8 +278,12 @@ def test_huge_declared_shape_fails_before_allocating():
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20
-    # data starts at 24 + 12 + 16 + 12; what is left is 12 data bytes + 23 name bytes
-    assert "byte 64:" in msg and "array #0" in msg and str(4 * 2**80) in msg
+    # 4 * 2**80 bytes cannot even be counted in 64 bits: refused at the shape (byte 60)
+    assert "byte 60:" in msg and "array #0" in msg and "extent fits in 64 bits" in msg
+    # a size that fits in 64 bits but not in the file: refused where the data starts,
+    # 24 + 12 + 16 + 12; what is left is 12 data bytes + 23 name bytes
+    msg = errmsg(listfile([v2((2**20, 2**20), 0, f32(1, 2, 3))], ["arg:big"]))
+    assert "byte 64:" in msg and "array #0" in msg and str(4 * 2**40) in msg
     assert "35 bytes remain" in msg
 
 

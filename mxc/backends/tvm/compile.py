@@ -173,6 +173,7 @@ class CompiledModel:
     timings: dict[str, float] = field(default_factory=dict)
     _library: bytes | None = field(default=None, repr=False)
     _session: Any = field(default=None, repr=False)
+    sign: Any = field(default=None, repr=False)
 
     @property
     def inputs(self) -> list[dict]:
@@ -195,7 +196,9 @@ class CompiledModel:
         if self.executable is None:
             return None
         if self._library is None:
-            tmp = tempfile.mkdtemp(prefix="mxc-export-")
+            from ...utils import clean_stale  # what a killed export left behind
+            clean_stale(tempfile.gettempdir(), "mxc-export-*")
+            tmp = tempfile.mkdtemp(prefix=f"mxc-export-{os.getpid()}-")
             try:
                 path = os.path.join(tmp, "lib.so")
                 try:
@@ -208,11 +211,16 @@ class CompiledModel:
                 shutil.rmtree(tmp, ignore_errors=True)
         return self._library
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the ``.mxc`` artifact to *path* (atomically); returns the path."""
+    def save(self, path: str | os.PathLike, *, sign: Any = None) -> Path:
+        """Write the ``.mxc`` artifact to *path* (atomically); returns the path.
+
+        *sign* (default: the ``sign=`` given to :func:`compile`): an Ed25519
+        private key (PEM file, bytes or key object) to sign the manifest with,
+        so ``mxc.runtime.load(path, verify_key=PUBLIC)`` can authenticate it.
+        """
         from ...runtime.artifact import write_artifact
         write_artifact(path, self.manifest, self.runtime_graph, self.params,
-                       self.library_bytes())
+                       self.library_bytes(), sign=sign if sign is not None else self.sign)
         return Path(path)
 
     def session(self):
@@ -248,7 +256,8 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
             passes: str | None = None, bind_params: bool = True, *,
             progress: bool | Progress = False, name: str | None = None,
             db: str | os.PathLike | None = None, weights_as_inputs: bool = False,
-            params_source: str | None = None, winograd: str | None = None) -> CompiledModel:
+            params_source: str | None = None, winograd: str | None = None,
+            sign: Any = None) -> CompiledModel:
     """Compile a model ahead of time with TVM.
 
     Parameters
@@ -301,6 +310,10 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         (every 3x3 stride-1 convolution it applies to), ``"off"`` (direct:
         smallest artifact).  None: ``$MXC_WINOGRAD`` if set, else auto.  The
         manifest's ``winograd`` records the choice and the weight sizes.
+    sign:
+        An Ed25519 private key (PEM file path, bytes or key object; ``mxc
+        keygen``) that :meth:`CompiledModel.save` signs the artifact's manifest
+        with.  Read (and checked) now, before anything is compiled.
 
     Returns a :class:`CompiledModel`.  Raises :class:`~mxc.errors.BackendError`
     (and the pass/partition errors of the stages).
@@ -308,12 +321,17 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     if db is not None:  # a wrong path fails now, not after the passes and lowering
         from .tune import check_database
         db = check_database(db)
+    if sign is not None:  # so does an unreadable key
+        from ...runtime.signing import load_private_key
+        sign = load_private_key(sign)
     prog = progress if isinstance(progress, Progress) else Progress(bool(progress))
     try:
-        return _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog, name,
-                        db, weights_as_inputs, params_source, winograd)
+        model = _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog, name,
+                         db, weights_as_inputs, params_source, winograd)
     finally:
         prog.close()
+    model.sign = sign
+    return model
 
 
 #: what the missing-weights error suggests (API and command line)

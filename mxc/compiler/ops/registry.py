@@ -410,6 +410,17 @@ def register_op(name: str, *, family: str = "", aliases: Iterable[str] = (),
     return deco
 
 
+def add_aliases(name: str, *aliases: str) -> None:
+    """Make *aliases* other names of the registered operator *name* (MXNet's ``add_alias``)."""
+    inst = _REGISTRY[name]
+    for alias in aliases:
+        if _REGISTRY.get(alias, inst) is not inst:
+            raise ValueError(f"operator {alias!r} is already registered "
+                             f"(by {_REGISTRY[alias].__class__.__qualname__})")
+        _REGISTRY[alias] = inst
+    inst.aliases = tuple(dict.fromkeys((*inst.aliases, *aliases)))
+
+
 def unregister_op(name: str) -> None:
     _REGISTRY.pop(name, None)
 

@@ -78,8 +78,11 @@ def _nd_indices(ctx: Lowering, idx, sizes):
     return ctx.emit(R.permute_dims(j, list(range(1, rank)) + [0]))
 
 
-@register_converter("gather_nd")
+@register_converter("gather_nd", supports=lambda node, shapes, dtypes: (
+    "gather_nd must raise on out-of-range indices as MXNet does; compiled code cannot check "
+    "at run time (Relax dataflow has no assertion), so it runs on the host"))
 def gather_nd(ctx: Lowering):
+    # kept for callers that lower a node regardless of ``supports`` (indices known valid)
     data, idx = ctx.inputs
     m = ctx.in_shapes[1][0]
     j = _nd_indices(ctx, idx, ctx.in_shapes[0][:m])

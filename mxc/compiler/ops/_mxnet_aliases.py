@@ -1,0 +1,126 @@
+"""MXNet's extra names for operators mxc defines, registered as aliases.
+
+MXNet registers many operators under more than one name: the DeepNumpy front
+ends (``_npx_one_hot``, ``_npi_take``, ``_npx__image_resize``), the storage-
+dispatching ``_sparse_*`` spellings of dense operators, and ``cumsum`` for
+``_np_cumsum``.  nnvm resolves any of them when it reads a symbol, and a
+symbol always serialises the canonical name.  This table (read off MXNet
+1.9.1's operator handles: two names are aliases when they share one) lets mxc
+read the same names; each alias points at the one definition of its operator,
+so it has the same attributes, inference and semantics.
+
+Imported by :mod:`._load_all` after every family, since the canonical
+definitions must exist first.
+"""
+
+from .registry import add_aliases
+
+#: canonical mxc operator -> the other names MXNet 1.9.1 accepts for it
+MXNET_ALIASES: dict[str, tuple[str, ...]] = {
+    '_contrib_arange_like': ('_npx_arange_like',),
+    '_contrib_MultiBoxDetection': ('_npx_multibox_detection',),
+    '_contrib_MultiBoxPrior': ('_npx_multibox_prior',),
+    '_contrib_MultiBoxTarget': ('_npx_multibox_target',),
+    '_contrib_round_ste': ('_sparse__contrib_round_ste',),
+    '_contrib_sign_ste': ('_sparse__contrib_sign_ste',),
+    '_cvimresize': ('_npi_cvimresize',),
+    '_histogram': ('_npi_histogram',),
+    '_image_adjust_lighting': ('_npx__image_adjust_lighting',),
+    '_image_crop': ('_npx__image_crop',),
+    '_image_flip_left_right': ('_npx__image_flip_left_right',),
+    '_image_flip_top_bottom': ('_npx__image_flip_top_bottom',),
+    '_image_normalize': ('_npx__image_normalize',),
+    '_image_random_brightness': ('_npx__image_random_brightness',),
+    '_image_random_color_jitter': ('_npx__image_random_color_jitter',),
+    '_image_random_contrast': ('_npx__image_random_contrast',),
+    '_image_random_flip_left_right': ('_npx__image_random_flip_left_right',),
+    '_image_random_flip_top_bottom': ('_npx__image_random_flip_top_bottom',),
+    '_image_random_hue': ('_npx__image_random_hue',),
+    '_image_random_lighting': ('_npx__image_random_lighting',),
+    '_image_random_saturation': ('_npx__image_random_saturation',),
+    '_image_resize': ('_npx__image_resize',),
+    '_image_to_tensor': ('_npx__image_to_tensor',),
+    '_linalg_inverse': ('_npi_inv',),
+    '_np_cumsum': ('cumsum',),
+    '_rnn_param_concat': ('_npi_rnn_param_concat',),
+    '_slice_assign': ('_npi_slice_assign',),
+    '_slice_assign_scalar': ('_npi_slice_assign_scalar',),
+    'abs': ('_sparse_abs',),
+    'add_n': ('_sparse_ElementWiseSum', '_sparse_add_n',),
+    'arccos': ('_sparse_arccos',),
+    'arccosh': ('_sparse_arccosh',),
+    'arcsin': ('_sparse_arcsin',),
+    'arcsinh': ('_sparse_arcsinh',),
+    'arctan': ('_sparse_arctan',),
+    'arctanh': ('_sparse_arctanh',),
+    'argsort': ('_npi_argsort',),
+    'BlockGrad': ('_sparse_stop_gradient',),
+    'broadcast_add': ('_sparse_broadcast_add', '_sparse_broadcast_plus',),
+    'broadcast_div': ('_sparse_broadcast_div',),
+    'broadcast_mul': ('_sparse_broadcast_mul',),
+    'broadcast_sub': ('_sparse_broadcast_minus', '_sparse_broadcast_sub',),
+    'Cast': ('_npi_cast',),
+    'cbrt': ('_sparse_cbrt',),
+    'ceil': ('_sparse_ceil',),
+    'clip': ('_npi_clip', '_sparse_clip',),
+    'Concat': ('_sparse_concat',),
+    'cos': ('_sparse_cos',),
+    'cosh': ('_sparse_cosh',),
+    'Custom': ('_npi_Custom',),
+    'degrees': ('_sparse_degrees',),
+    'elemwise_add': ('_sparse_elemwise_add',),
+    'elemwise_div': ('_sparse_elemwise_div',),
+    'elemwise_mul': ('_sparse_elemwise_mul',),
+    'elemwise_sub': ('_sparse_elemwise_sub',),
+    'Embedding': ('_npx_embedding', '_sparse_Embedding',),
+    'erf': ('_npx_erf',),
+    'erfinv': ('_npx_erfinv',),
+    'exp': ('_sparse_exp',),
+    'expm1': ('_sparse_expm1',),
+    'fix': ('_sparse_fix',),
+    'Flatten': ('_npx_batch_flatten',),
+    'floor': ('_sparse_floor',),
+    'gamma': ('_npx_gamma', '_sparse_gamma',),
+    'gammaln': ('_npx_gammaln', '_sparse_gammaln',),
+    'gather_nd': ('_npi_gather_nd', '_npx_gather_nd',),
+    'LinearRegressionOutput': ('_sparse_LinearRegressionOutput',),
+    'log': ('_sparse_log',),
+    'log10': ('_sparse_log10',),
+    'log1p': ('_sparse_log1p',),
+    'log2': ('_sparse_log2',),
+    'LogisticRegressionOutput': ('_sparse_LogisticRegressionOutput',),
+    'MAERegressionOutput': ('_sparse_MAERegressionOutput',),
+    'make_loss': ('_sparse_make_loss',),
+    'negative': ('_sparse_negative',),
+    'norm': ('_sparse_norm',),
+    'one_hot': ('_npx_one_hot',),
+    'radians': ('_sparse_radians',),
+    'relu': ('_sparse_relu',),
+    'rint': ('_sparse_rint',),
+    'ROIPooling': ('_npx_roi_pooling',),
+    'round': ('_sparse_round',),
+    'rsqrt': ('_sparse_rsqrt',),
+    'SequenceMask': ('_npx_sequence_mask',),
+    'shape_array': ('_npx_shape_array',),
+    'sigmoid': ('_sparse_sigmoid',),
+    'sign': ('_sparse_sign',),
+    'sin': ('_sparse_sin',),
+    'sinh': ('_sparse_sinh',),
+    'smooth_l1': ('_npx_smooth_l1',),
+    'sort': ('_npi_sort',),
+    'sqrt': ('_sparse_sqrt',),
+    'square': ('_sparse_square',),
+    'SwapAxis': ('_npi_swapaxes',),
+    'take': ('_npi_take',),
+    'tan': ('_sparse_tan',),
+    'tanh': ('_sparse_tanh',),
+    'topk': ('_npx_topk',),
+    'trunc': ('_sparse_trunc',),
+    'where': ('_sparse_where',),
+    'zeros_like': ('_sparse_zeros_like',),
+}
+
+from . import _load_all  # noqa: E402,F401 - the canonical definitions first (a no-op from there)
+
+for _name, _aliases in MXNET_ALIASES.items():
+    add_aliases(_name, *_aliases)
