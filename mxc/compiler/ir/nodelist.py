@@ -61,23 +61,20 @@ class NodeList(MutableSequence):
             self._link(node, self._links[_END][0], _END)
 
     # -- linking ------------------------------------------------------------------------
-    def _link(self, node: Node, prev, nxt) -> None:
+    def _link(self, node: Node, prev, nxt, prev_link: list | None = None) -> None:
+        """Put *node* between *prev* and *nxt* (*prev_link*: prev's entry, when known)."""
         links = self._links
         if node in links:
             raise GraphError(f"node {node.name!r} is already in this graph")
         if not isinstance(node, Node):
             raise TypeError(f"a graph holds Node objects, got {node!r}")
         links[node] = [prev, nxt]
-        links[prev][1] = node
+        (links[prev] if prev_link is None else prev_link)[1] = node
         links[nxt][0] = node
         self._cache = None
         names = self._names
-        if names is not None:
-            if node.name in names:
-                self._dup_names = True
-            else:
-                names[node.name] = node
-        return None
+        if names is not None and names.setdefault(node._name, node) is not node:
+            self._dup_names = True
 
     def _unlink(self, node: Node) -> None:
         links = self._links
@@ -109,7 +106,8 @@ class NodeList(MutableSequence):
 
     def insert_after(self, anchor: Node, node: Node) -> Node:
         """Insert *node* just after *anchor* (O(1))."""
-        self._link(node, anchor, self._anchor(anchor)[1])
+        link = self._anchor(anchor)
+        self._link(node, anchor, link[1], link)
         return node
 
     def next_of(self, node: Node) -> Node | None:
