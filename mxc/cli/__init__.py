@@ -30,14 +30,8 @@ def register_command(name: str, help: str):
 
 
 def _load_commands() -> None:
-    from . import inspect_cmd, run_cmd  # noqa: F401
-    for optional in ("partition_cmd", "opt_cmd", "compile_cmd", "tune_cmd", "keygen_cmd",
-                     "draw_cmd"):
-        try:
-            __import__(f"{__name__}.{optional}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{optional}":
-                raise
+    from . import (compile_cmd, draw_cmd, inspect_cmd, keygen_cmd, opt_cmd,  # noqa: F401
+                   partition_cmd, run_cmd, tune_cmd)
 
 
 class _Parser(argparse.ArgumentParser):

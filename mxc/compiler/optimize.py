@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import MxcError, PartitionError, PassError
-from ..frontend.attrs import format_attr_value
+from .ir.attrs import format_attr_value
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .symbol import Symbol
+if TYPE_CHECKING:  # pragma: no cover - annotations only; the compiler works on graphs
+    from ..symbol import Symbol
 
 
 def optimize_symbol(sym: "Symbol", backend: str, *, args: dict | Sequence | None = None,
@@ -46,7 +46,6 @@ def optimize_symbol(sym: "Symbol", backend: str, *, args: dict | Sequence | None
 
 def _partition(sym, backend, args, aux, clear, options) -> "Symbol":
     from .partition import optimize_graph
-    from .symbol import Symbol
 
     str_options = {k: _option_string(v) for k, v in options.items()}
     shapes = dtypes = None
@@ -58,12 +57,11 @@ def _partition(sym, backend, args, aux, clear, options) -> "Symbol":
         dtypes = {k: np.asarray(v).dtype.name for k, v in arrays.items()}
     graph = optimize_graph(sym.graph.copy(), backend, options=str_options, shapes=shapes,
                            dtypes=dtypes, clear=clear, params=given)
-    return Symbol.from_graph(graph)
+    return type(sym).from_graph(graph)
 
 
 def _run_passes(sym, backend, args, aux, clear, options) -> "Symbol":
     from .passes import PassManager, PassSpec
-    from .symbol import Symbol
 
     if "," in backend or "{" in backend:
         if options:
@@ -81,7 +79,7 @@ def _run_passes(sym, backend, args, aux, clear, options) -> "Symbol":
     aux_dict = _as_dict(aux, sym.list_auxiliary_states(), "aux")
     result = manager.run_graph(graph, arg_dict, aux_dict)
     _update_caller(backend, args, aux, result)
-    return Symbol.from_graph(result.graph)
+    return type(sym).from_graph(result.graph)
 
 
 def _update_caller(backend: str, args, aux, result) -> None:

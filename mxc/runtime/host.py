@@ -17,7 +17,7 @@ lark even though nothing is parsed.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -159,3 +159,22 @@ class HostKernel:
 
 def _shapes(spec: dict, key: str) -> list:
     return [None if s is None else tuple(s) for s in spec.get(key, ())]
+
+
+def manifest_entries(ops: Iterable[str]) -> list[dict]:
+    """The manifest's ``libraries``: one entry per compiled library the *ops* come from.
+
+    Here because it asks the compiler's op registry (see the module docstring).
+    """
+    from ..compiler.ops.registry import get_op, has_op
+    found: dict[str, dict] = {}
+    for op in ops:
+        entry = getattr(getattr(get_op(op), "impl", None), "native", None) if has_op(op) else None
+        if entry is None:
+            continue
+        lib = entry.lib
+        rec = found.setdefault(lib.sha256, {"name": lib.name, "sha256": lib.sha256,
+                                            "lib_api_version": lib.version, "operators": []})
+        if op not in rec["operators"]:
+            rec["operators"].append(op)
+    return list(found.values())

@@ -27,19 +27,13 @@ __all__ = ["manifest_entries", "attach_libraries"]
 
 
 def manifest_entries(ops: Iterable[str]) -> list[dict]:
-    """The manifest's ``libraries``: one entry per compiled library the *ops* come from."""
-    from ..compiler.ops.registry import get_op, has_op
-    found: dict[str, dict] = {}
-    for op in ops:
-        entry = getattr(getattr(get_op(op), "impl", None), "native", None) if has_op(op) else None
-        if entry is None:
-            continue
-        lib = entry.lib
-        rec = found.setdefault(lib.sha256, {"name": lib.name, "sha256": lib.sha256,
-                                            "lib_api_version": lib.version, "operators": []})
-        if op not in rec["operators"]:
-            rec["operators"].append(op)
-    return list(found.values())
+    """The manifest's ``libraries`` for *ops* (:func:`mxc.runtime.host.manifest_entries`).
+
+    Asking the op registry is the compiler's business, and only ``host.py``
+    of the runtime imports the compiler; the function stays importable here.
+    """
+    from .host import manifest_entries as entries
+    return entries(ops)
 
 
 def _sha256(path: Path) -> str:

@@ -25,7 +25,6 @@ modules can be compiled on GPU-less build machines).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import threading
@@ -39,73 +38,10 @@ from tvm import relax
 
 from ...errors import BackendError
 
-#: architecture used for "cuda" when no GPU can be queried
-DEFAULT_CUDA_ARCH = "sm_75"
-
-
-@functools.lru_cache(maxsize=1)
-def _host_cpu() -> str | None:
-    try:
-        from tvm.target import codegen
-        name = str(codegen.llvm_get_system_cpu())
-        if name and name != "generic":
-            return name
-    except Exception:  # pragma: no cover - LLVM without host detection
-        pass
-    return None
-
-
-def host_target() -> dict[str, Any]:
-    """The host CPU as a TVM target dict, features detected by LLVM."""
-    target: dict[str, Any] = {"kind": "llvm"}
-    cpu = _host_cpu()
-    if cpu:
-        target["mcpu"] = cpu
-    return target
-
-
-def _cuda_arch() -> str:
-    env = os.environ.get("MXC_CUDA_ARCH")
-    if env:
-        return env if env.startswith("sm_") else f"sm_{env}"
-    try:
-        dev = tvm.cuda(0)
-        if dev.exist:
-            return "sm_" + str(dev.compute_version).replace(".", "")
-    except Exception:  # pragma: no cover - CUDA runtime missing
-        pass
-    return DEFAULT_CUDA_ARCH
-
-
-def resolve_target(target: Any = "llvm") -> tvm.target.Target:
-    """A ``tvm.target.Target`` from a shorthand string, a dict or a Target."""
-    if isinstance(target, tvm.target.Target):
-        return target
-    if isinstance(target, str):
-        from .targets import parse_target_text
-        target = parse_target_text(target)   # TVM's "llvm -mcpu=..." form; kind checked
-    elif isinstance(target, dict):
-        from .targets import check_kind
-        check_kind(target.get("kind", ""))
-    if target in (None, "llvm", "cpu", "host"):
-        return tvm.target.Target(host_target())
-    if target in ("cuda", "gpu"):
-        return tvm.target.Target({"kind": "cuda", "arch": _cuda_arch()}, host=host_target())
-    if isinstance(target, dict):
-        spec = dict(target)
-        if spec.get("kind") == "cuda":
-            spec.setdefault("arch", _cuda_arch())
-            host = spec.pop("host", None) or host_target()
-            return tvm.target.Target(spec, host=host)
-        return tvm.target.Target(spec)
-    try:
-        return tvm.target.Target(target)
-    except Exception as exc:
-        raise BackendError(f"invalid TVM target {target!r}: {exc}") from None
-
-
-def is_gpu_target(target: tvm.target.Target) -> bool:
-    return "gpu" in list(target.keys)
+# target resolution lives in targets.py (tune and its workers use it without importing
+# this module); the names stay importable from here
+from .targets import (  # noqa: E402,F401
+    DEFAULT_CUDA_ARCH, host_target, is_gpu_target, resolve_target)
 
 
 @contextlib.contextmanager

@@ -52,10 +52,7 @@ DEFAULT_PASSES = ("remove-dropout", "inline-fused", "simplify", "fold-batchnorm"
 
 def default_pipeline() -> str:
     """:data:`DEFAULT_PASSES` restricted to the passes that are registered."""
-    try:
-        from ...compiler.passes import has_pass
-    except ImportError:  # pragma: no cover - passes not available
-        return ""
+    from ...compiler.passes import has_pass
     return ",".join(p for p in DEFAULT_PASSES if has_pass(p))
 
 
@@ -322,7 +319,7 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
         log.info("host node %s: %s", n, why)
 
     # 3. lower every region into one module
-    from .build import resolve_target
+    from .targets import resolve_target
     tgt = resolve_target(target)
     prog.start("lower to Relax")
     functions = _lower_regions(regions, params, pshapes, pdtypes, bind_params, prog, host)

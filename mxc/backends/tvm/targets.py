@@ -11,15 +11,24 @@ code may use (LLVM's feature list without its tuning hints): ``mxc
 inspect`` shows them for an artifact, and :func:`missing_on_host` tells
 whether this machine can execute code built for a target (``mxc tune``
 measures by running candidates, so it needs to know).
+
+:func:`resolve_target` turns what the user gave (shorthand, dict or
+``tvm.target.Target``) into the Target to build for; it lives here, not in
+``build.py``, so tuning and its workers resolve targets without importing the
+builder (which imports them).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError
+
+if TYPE_CHECKING:  # annotations only: tvm is imported once the thread pool is sized
+    import tvm
 
 #: target kinds the mxc runtime can load, with what they mean
 SUPPORTED_KINDS = {"llvm": "CPU", "cuda": "NVIDIA GPU"}
@@ -61,7 +70,7 @@ def _value(key: str, text: str) -> Any:
 def parse_target_text(text: str) -> Any:
     """A shorthand (``llvm``, ``cuda``), a JSON dict, or TVM's CLI form
     (``llvm -mcpu=skylake-avx512 -mattr=+avx512f -num-cores=4``) -> what
-    :func:`mxc.backends.tvm.build.resolve_target` takes (shorthand or dict)."""
+    :func:`resolve_target` takes (shorthand or dict)."""
     text = text.strip()
     if not text:
         raise BackendError("empty target; supported kinds: " + supported_kinds_text())
@@ -154,3 +163,83 @@ def with_cuda_arch(target: Any, arch: str | None) -> Any:
         raise BackendError(f"--cuda-arch {arch!r}: expected sm_XY (sm_75, sm_80, sm_90 ...)")
     spec["arch"] = f"sm_{digits}"
     return spec
+
+
+# ---------------------------------------------------------------------------
+# resolving a target (shorthand, dict or Target) into a tvm.target.Target
+# ---------------------------------------------------------------------------
+def _tvm():
+    """TVM, imported only once the runtime has sized its thread pool (as build.py does)."""
+    from ...runtime.threads import configure_pool
+    configure_pool()
+    import tvm
+    return tvm
+
+
+#: architecture used for "cuda" when no GPU can be queried
+DEFAULT_CUDA_ARCH = "sm_75"
+
+
+@functools.lru_cache(maxsize=1)
+def _host_cpu() -> str | None:
+    try:
+        from tvm.target import codegen
+        name = str(codegen.llvm_get_system_cpu())
+        if name and name != "generic":
+            return name
+    except Exception:  # pragma: no cover - LLVM without host detection
+        pass
+    return None
+
+
+def host_target() -> dict[str, Any]:
+    """The host CPU as a TVM target dict, features detected by LLVM."""
+    target: dict[str, Any] = {"kind": "llvm"}
+    cpu = _host_cpu()
+    if cpu:
+        target["mcpu"] = cpu
+    return target
+
+
+def _cuda_arch() -> str:
+    tvm = _tvm()
+    env = os.environ.get("MXC_CUDA_ARCH")
+    if env:
+        return env if env.startswith("sm_") else f"sm_{env}"
+    try:
+        dev = tvm.cuda(0)
+        if dev.exist:
+            return "sm_" + str(dev.compute_version).replace(".", "")
+    except Exception:  # pragma: no cover - CUDA runtime missing
+        pass
+    return DEFAULT_CUDA_ARCH
+
+
+def resolve_target(target: Any = "llvm") -> "tvm.target.Target":
+    """A ``tvm.target.Target`` from a shorthand string, a dict or a Target."""
+    tvm = _tvm()
+    if isinstance(target, tvm.target.Target):
+        return target
+    if isinstance(target, str):
+        target = parse_target_text(target)   # TVM's "llvm -mcpu=..." form; kind checked
+    elif isinstance(target, dict):
+        check_kind(target.get("kind", ""))
+    if target in (None, "llvm", "cpu", "host"):
+        return tvm.target.Target(host_target())
+    if target in ("cuda", "gpu"):
+        return tvm.target.Target({"kind": "cuda", "arch": _cuda_arch()}, host=host_target())
+    if isinstance(target, dict):
+        spec = dict(target)
+        if spec.get("kind") == "cuda":
+            spec.setdefault("arch", _cuda_arch())
+            host = spec.pop("host", None) or host_target()
+            return tvm.target.Target(spec, host=host)
+        return tvm.target.Target(spec)
+    try:
+        return tvm.target.Target(target)
+    except Exception as exc:
+        raise BackendError(f"invalid TVM target {target!r}: {exc}") from None
+
+
+def is_gpu_target(target: "tvm.target.Target") -> bool:
+    return "gpu" in list(target.keys)

@@ -210,7 +210,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
         what to say about the model in the database's tuning log
         (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
     """
-    from .build import resolve_target
+    from .targets import resolve_target
 
     if trials < 1:
         raise BackendError(f"trials must be >= 1, not {trials}")

@@ -33,7 +33,7 @@ PROXY_BUILD_FUNC = "mxc.tune.build_on_host"
 def _build_on_host(mod, _target, params):
     """Build a candidate for this CPU instead of the tuning target (proxy measurement:
     the target's code would not run here; see :func:`measurement_target`)."""
-    from .build import resolve_target
+    from .targets import resolve_target
     return _build(mod, resolve_target("llvm"), params)
 
 

@@ -1,8 +1,10 @@
 """The graph: nodes, output entries, and the queries MXNet users rely on.
 
-A :class:`Graph` owns a list of nodes and the list of output entries (MXNet's
-``heads``).  The node list is kept in a valid topological order by the frontend
-and by the mutation helpers; :meth:`Graph.topo_order` recomputes MXNet's own
+A :class:`Graph` owns its nodes (a :class:`~.nodelist.NodeList`: reads like a
+list, but inserting, erasing, membership, name lookup and fresh names are
+O(1), as in torch.fx) and the list of output entries (MXNet's ``heads``).  The
+node list is kept in a valid topological order by the frontend and by the
+mutation helpers; :meth:`Graph.topo_order` recomputes MXNet's own
 order (post-order DFS from the heads, inputs before control dependencies),
 which is the order MXNet uses for ``list_arguments`` and when it writes JSON.
 
@@ -12,10 +14,12 @@ recursion limit.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Iterable, Iterator
 
 from ...errors import GraphError
 from .node import Entry, Node
+from .nodelist import NodeList
 
 
 class Graph:
@@ -33,9 +37,21 @@ class Graph:
 
     def __init__(self, nodes: Iterable[Node] = (), outputs: Iterable[Entry] = (),
                  attrs: dict | None = None):
-        self.nodes: list[Node] = list(nodes)
+        self._nodes = NodeList(nodes)
         self.outputs: list[Entry] = list(outputs)
         self.attrs: dict = dict(attrs or {})
+        #: where :meth:`add_node` puts a node given no position: None (the end) or
+        #: ("before" | "after", anchor), set by :meth:`inserting_before`/:meth:`inserting_after`
+        self._insert_point: tuple[str, Node] | None = None
+
+    @property
+    def nodes(self) -> NodeList:
+        """The nodes in order; assigning any iterable of nodes replaces them."""
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: Iterable[Node]) -> None:
+        self._nodes = NodeList(nodes)
 
     def __repr__(self) -> str:
         return f"<Graph {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
@@ -50,19 +66,20 @@ class Graph:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def __contains__(self, node: Node) -> bool:
+        return node in self._nodes
+
     # -- lookup -------------------------------------------------------------------
     def node(self, name: str) -> Node:
         """The node called *name* (first match); raises :class:`GraphError`."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise GraphError(f"graph has no node named {name!r}")
+        found = self._nodes.find(name)
+        if found is None:
+            raise GraphError(f"graph has no node named {name!r}")
+        return found
 
     def find(self, name: str) -> Node | None:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        return None
+        """The node called *name* (first match), or None; O(1)."""
+        return self._nodes.find(name)
 
     @property
     def is_np_shape(self) -> bool:
@@ -125,6 +142,23 @@ class Graph:
         mutable = self.mutable_input_nodes()
         return [n for n in self.input_nodes() if id(n) in mutable]
 
+    def unused_inputs(self) -> set[str]:
+        """Names of inputs that only feed slots inference never reads (labels).
+
+        Asked of each op's :meth:`~mxc.compiler.ops.registry.OpDef.unused_inputs`;
+        an input that is also a graph output counts as used.
+        """
+        used: set[str] = set()
+        ignored: set[str] = set()
+        for node in self.topo_order():
+            if node.op is None:
+                continue
+            skip = set(node.opdef.unused_inputs(node.params))
+            for i, e in enumerate(node.inputs):
+                if e.node.op is None:
+                    (ignored if i in skip else used).add(e.node.name)
+        return ignored - used - {e.node.name for e in self.outputs}
+
     def list_inputs(self) -> list[str]:
         return [n.name for n in self.input_nodes()]
 
@@ -149,14 +183,48 @@ class Graph:
     # -- mutation -----------------------------------------------------------------
     def add_node(self, node: Node, *, before: Node | None = None,
                  after: Node | None = None) -> Node:
-        """Insert *node*; by default at the end (valid if its inputs exist)."""
+        """Insert *node* (O(1)): before/after a given node, else at the insertion point.
+
+        The insertion point is the end of the graph (valid if the node's inputs
+        exist) unless an :meth:`inserting_before`/:meth:`inserting_after` block
+        moved it.
+        """
         if before is not None:
-            self.nodes.insert(self.nodes.index(before), node)
-        elif after is not None:
-            self.nodes.insert(self.nodes.index(after) + 1, node)
+            return self._nodes.insert_before(before, node)
+        if after is not None:
+            return self._nodes.insert_after(after, node)
+        point = self._insert_point
+        if point is None:
+            self._nodes.append(node)
+        elif point[0] == "before":
+            self._nodes.insert_before(point[1], node)
         else:
-            self.nodes.append(node)
+            self._nodes.insert_after(point[1], node)
+            self._insert_point = ("after", node)  # the next one follows this one
         return node
+
+    def inserting_before(self, node: Node | None):
+        """``with graph.inserting_before(n):`` nodes added without a position go before *n*.
+
+        ``None`` restores the default (the end of the graph).
+        """
+        return self._inserting(None if node is None else ("before", node))
+
+    def inserting_after(self, node: Node | None):
+        """``with graph.inserting_after(n):`` nodes added without a position follow *n*.
+
+        They keep the order they are added in (unlike torch.fx, each new node
+        goes after the previous one); ``None`` means the end of the graph.
+        """
+        return self._inserting(None if node is None else ("after", node))
+
+    @contextlib.contextmanager
+    def _inserting(self, point: tuple[str, Node] | None):
+        old, self._insert_point = self._insert_point, point
+        try:
+            yield
+        finally:
+            self._insert_point = old
 
     def create_node(self, op: str | None, name: str, inputs: Iterable[Entry] = (),
                     attrs: dict[str, str] | None = None, **where) -> Node:
@@ -164,20 +232,29 @@ class Graph:
         return self.add_node(Node(op, name, attrs, inputs), **where)
 
     def erase_node(self, node: Node) -> None:
-        """Remove *node*; refuses while anything still uses it."""
+        """Remove *node* (O(1) plus its outputs); refuses while anything still uses it."""
         if node.users:
             users = ", ".join(repr(u.name) for u in node.users)
             raise GraphError(f"cannot erase node {node.name!r}: still used by {users}")
         if any(e.node is node for e in self.outputs):
             raise GraphError(f"cannot erase node {node.name!r}: it is a graph output")
         node.detach()
-        self.nodes.remove(node)
+        self._nodes.remove(node)
 
-    def replace_all_uses_with(self, old: Entry, new: Entry) -> int:
-        """Point every use of *old* (node inputs and graph outputs) at *new*."""
+    def replace_all_uses_with(self, old: Entry | Node, new: Entry | Node, *,
+                              exclude: Iterable[Node] = ()) -> int:
+        """Point every use of *old* (node inputs and graph outputs) at *new*; returns the count.
+
+        Uses by the *exclude* nodes are kept (pass *new*'s own node when the
+        replacement is built on top of *old*, so it does not end up reading
+        itself).  O(uses of *old* + outputs).
+        """
+        old, new = as_entry(old), as_entry(new)
+        skip = {id(n) for n in exclude}
         count = 0
         for user in old.node.users:
-            count += user.replace_input(old, new)
+            if id(user) not in skip:
+                count += user.replace_input(old, new)
         for i, e in enumerate(self.outputs):
             if e.key == old.key:
                 self.outputs[i] = Entry(new.node, new.index, new.version)
@@ -190,8 +267,7 @@ class Graph:
         dead = [n for n in self.nodes if id(n) not in live and not (keep and keep(n))]
         for n in dead:
             n.detach()
-        dead_ids = {id(n) for n in dead}
-        self.nodes = [n for n in self.nodes if id(n) not in dead_ids]
+            self._nodes.remove(n)
         return dead
 
     def sort(self) -> None:
@@ -202,14 +278,8 @@ class Graph:
         self.nodes = order + post_order(rest) if rest else order
 
     def fresh_name(self, base: str) -> str:
-        """A node name not yet used in this graph."""
-        names = {n.name for n in self.nodes}
-        if base not in names:
-            return base
-        i = 0
-        while f"{base}{i}" in names:
-            i += 1
-        return f"{base}{i}"
+        """A node name not yet used in this graph (O(1) amortized: a counter per base)."""
+        return self._nodes.fresh_name(base)
 
     # -- copies and checks --------------------------------------------------------
     def copy(self) -> "Graph":
@@ -220,6 +290,15 @@ class Graph:
         """Check the invariants; raises :class:`~mxc.errors.VerificationError`."""
         from .verify import verify_graph
         verify_graph(self)
+
+
+def as_entry(value: Entry | Node) -> Entry:
+    """*value* as an entry: a node stands for its output 0."""
+    if isinstance(value, Node):
+        return value.out
+    if not isinstance(value, Entry):
+        raise TypeError(f"expected an Entry or a Node, got {type(value).__name__}")
+    return value
 
 
 #: deepest nesting of subgraphs accepted (readers, the printer and verify() refuse more
@@ -253,61 +332,88 @@ def check_subgraph_depth(graph: Graph, what: str = "graph") -> None:
 
 
 def post_order(roots: Iterable[Node]) -> list[Node]:
-    """Iterative post-order DFS (inputs, then control deps), each node once.
+    """MXNet's DFS post-order (inputs, then control deps) from *roots*, each node once.
 
-    Raises :class:`GraphError` on a cycle.
+    Iterative, with explicit index stacks (no generators) because partitioning
+    runs it on 100k-node graphs.  Raises :class:`GraphError` on a cycle.
     """
     order: list[Node] = []
-    state: dict[int, int] = {}  # 1 = on stack, 2 = done
+    state: dict[int, int] = {}  # 1: on the stack, 2: done
+    append = order.append
     for root in roots:
-        if state.get(id(root)) == 2:
+        if id(root) in state:
             continue
-        stack: list[tuple[Node, Iterator[Node]]] = [(root, _children(root))]
         state[id(root)] = 1
-        while stack:
-            node, it = stack[-1]
-            for child in it:
+        nodes = [root]
+        kids_stack = [_children(root)]
+        pos = [0]
+        while nodes:
+            kids = kids_stack[-1]
+            i = pos[-1]
+            n = len(kids)
+            while i < n:
+                child = kids[i]
+                i += 1
                 s = state.get(id(child))
                 if s is None:
-                    state[id(child)] = 1
-                    stack.append((child, _children(child)))
                     break
                 if s == 1:
                     raise GraphError(f"graph has a cycle through node {child.name!r}")
             else:
-                stack.pop()
+                node = nodes.pop()
+                kids_stack.pop()
+                pos.pop()
                 state[id(node)] = 2
-                order.append(node)
+                append(node)
+                continue
+            pos[-1] = i
+            state[id(child)] = 1
+            nodes.append(child)
+            kids_stack.append(_children(child))
+            pos.append(0)
     return order
 
 
-def _children(node: Node) -> Iterator[Node]:
-    for e in node.inputs:
-        yield e.node
-    yield from node.control_deps
+def _children(node: Node) -> list[Node]:
+    if node.control_deps:
+        return [e.node for e in node.inputs] + list(node.control_deps)
+    return [e.node for e in node.inputs]
 
 
-def copy_graph(graph: Graph) -> tuple[Graph, dict[int, Node]]:
-    """Deep-copy *graph*; also returns ``{id(old node): new node}``."""
+def copy_graph(graph: Graph, *, reachable_only: bool = False) -> tuple[Graph, dict[int, Node]]:
+    """Deep-copy *graph*; also returns ``{id(old node): new node}``.
+
+    By default every listed node is copied and the list order kept; with
+    *reachable_only* only what the outputs reach is copied, in DFS post-order
+    (the cheaper copy partitioning makes of 100k-node graphs).  Node meta is
+    copied shallowly, nested subgraphs deeply.
+    """
+    if reachable_only:
+        order = post_order(e.node for e in graph.outputs)
+        acyclic = True
+    else:
+        # producers first even if graph.nodes is unsorted; a cycle keeps the list order
+        try:
+            order, acyclic = post_order(graph.nodes), True
+        except GraphError:
+            order, acyclic = list(graph.nodes), False
     mapping: dict[int, Node] = {}
-    new_nodes: list[Node] = []
-    order = graph.nodes
-    # copy in an order where producers come first even if graph.nodes is unsorted
-    try:
-        order = post_order(graph.nodes)
-    except GraphError:
-        pass
     for n in order:
         new = Node(n.op, n.name, dict(n.attrs),
-                   subgraphs=[g.copy() for g in n.subgraphs])
-        new.meta = dict(n.meta)
+                   [Entry(mapping[id(e.node)], e.index, e.version) for e in n.inputs]
+                   if acyclic else (),
+                   [g.copy() for g in n.subgraphs] if n.subgraphs else (),
+                   [mapping[id(c)] for c in n.control_deps] if acyclic and n.control_deps
+                   else ())
+        if n.meta:
+            new.meta = dict(n.meta)
         mapping[id(n)] = new
-        new_nodes.append(new)
-    for n in order:
-        new = mapping[id(n)]
-        new.inputs = [Entry(mapping[id(e.node)], e.index, e.version) for e in n.inputs]
-        new.control_deps = [mapping[id(c)] for c in n.control_deps]
-    # keep the original list order
-    ordered = [mapping[id(n)] for n in graph.nodes if id(n) in mapping]
+    if not acyclic:  # wire the edges once every copy exists
+        for n in order:
+            new = mapping[id(n)]
+            new.inputs = [Entry(mapping[id(e.node)], e.index, e.version) for e in n.inputs]
+            new.control_deps = [mapping[id(c)] for c in n.control_deps]
+    listed = order if reachable_only else graph.nodes
+    nodes = [mapping[id(n)] for n in listed if id(n) in mapping]
     outputs = [Entry(mapping[id(e.node)], e.index, e.version) for e in graph.outputs]
-    return Graph(ordered, outputs, dict(graph.attrs)), mapping
+    return Graph(nodes, outputs, dict(graph.attrs)), mapping

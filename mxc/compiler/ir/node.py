@@ -67,14 +67,14 @@ class Node:
         Free-form per-node data for passes; never serialized.
     """
 
-    __slots__ = ("op", "name", "attrs", "_inputs", "_uses", "subgraphs", "control_deps",
+    __slots__ = ("op", "_name", "attrs", "_inputs", "_uses", "subgraphs", "control_deps",
                  "meta", "_params_cache", "__weakref__")
 
     def __init__(self, op: str | None, name: str, attrs: dict[str, str] | None = None,
                  inputs: Iterable[Entry] = (), subgraphs: Iterable["Graph"] = (),
                  control_deps: Iterable["Node"] = ()):
         self.op = op
-        self.name = name
+        self._name = name
         self.attrs: dict[str, str] = dict(attrs or {})
         self._inputs: list[Entry] = []
         self._uses: dict[Node, int] = {}
@@ -84,7 +84,21 @@ class Node:
         self._params_cache: tuple[dict, Any, str | None] | None = None
         self.inputs = list(inputs)
 
+    #: renames of any node so far; name indexes (:class:`~.nodelist.NodeList`) compare it
+    #: with the value they were built at, so ``node.name = ...`` never leaves one stale
+    renames = 0
+
     # -- identity -----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if value != self._name:
+            self._name = value
+            Node.renames += 1
+
     def __repr__(self) -> str:
         return f"<Node {self.name!r} op={self.op or 'null'}>"
 

@@ -67,7 +67,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_LAMBDA = 1.0507009873554804934193349852946
 
 
-def _expand_gamma(gshape, dshape):
+def expand_gamma_shape(gshape, dshape):
     """MXNet's expand_shape: place gamma's dims at axes <= 1 of data, right-aligned."""
     result = [1] * len(dshape)
     s = len(gshape) - 1
@@ -128,7 +128,7 @@ class LeakyReLU(OpDef):
                 y = np.where(xf > 0, xf, xf * dt.type(p.slope))
             elif t == "prelu":
                 g = inputs[1].astype(dt, copy=False)
-                g = g.reshape(_expand_gamma(g.shape, x.shape))
+                g = g.reshape(expand_gamma_shape(g.shape, x.shape))
                 y = np.where(xf > 0, xf, g * xf)
             elif t == "elu":
                 y = np.where(xf > 0, xf, dt.type(p.slope) * np.expm1(xf))

@@ -169,7 +169,7 @@ class Pooling(OpDef):
         return out
 
 
-def _axis_counts(n, k, s, q, o, include_pad):
+def pool_axis_counts(n, k, s, q, o, include_pad):
     """Per-output-position divisor along one axis (MXNet's pool_size factor)."""
     start = np.arange(o) * s - q
     if include_pad:
@@ -224,7 +224,7 @@ def pool_nd(x: np.ndarray, kernel, stride, pad, osp, pool_type: str, include_pad
     if pool_type == "avg":
         cnt = np.ones((), dtype=np.int64)
         for i, (n, k, s, q, o) in enumerate(zip(spatial, kernel, stride, pad, osp)):
-            c = _axis_counts(n, k, s, q, o, include_pad)
+            c = pool_axis_counts(n, k, s, q, o, include_pad)
             cnt = cnt[..., None] * c if i else c
         with np.errstate(invalid="ignore", divide="ignore"):
             y = np.where(cnt == 0, np.nan, y / np.maximum(cnt, 1).astype(y.dtype))
@@ -241,7 +241,7 @@ def _valid_mask(spatial, kernel, stride, pad, osp) -> np.ndarray:
     """True where the pooling window overlaps the real input."""
     mask = np.ones((), dtype=bool)
     for i, (n, k, s, q, o) in enumerate(zip(spatial, kernel, stride, pad, osp)):
-        c = _axis_counts(n, k, s, q, o, include_pad=False) > 0
+        c = pool_axis_counts(n, k, s, q, o, include_pad=False) > 0
         mask = mask[..., None] & c if i else c
     return mask
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...errors import (AttributeInvalidError, AttributeRequiredError, MxcError, ShapeError,
                        UnsupportedOpError)
-from ...frontend.attrs import format_attr_value, parse_attr_value
+from ..ir.attrs import format_attr_value, parse_attr_value
 
 Shape = tuple  # tuple[int | None, ...]
 ShapeList = list  # list[Shape | None]

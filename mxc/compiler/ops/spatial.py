@@ -173,7 +173,7 @@ class UpSampling(OpDef):
 # ---------------------------------------------------------------------------
 # _contrib_BilinearResize2D
 # ---------------------------------------------------------------------------
-def _resize_axis(in_size, out_size, align_corners):
+def resize_axis_weights(in_size, out_size, align_corners):
     """Per output index: low source index, high offset (0/1) and the weight of high."""
     if out_size > 1:
         ratio = (_f32(in_size - 1) / _f32(out_size - 1) if align_corners
@@ -290,8 +290,8 @@ class BilinearResize2D(OpDef):
         oh, ow = ctx.out_shapes[0][2], ctx.out_shapes[0][3]
         if (oh, ow) == (h, w):
             return [x0.copy()]
-        hl, hs, hl1 = _resize_axis(h, oh, p.align_corners)
-        wl, ws, wl1 = _resize_axis(w, ow, p.align_corners)
+        hl, hs, hl1 = resize_axis_weights(h, oh, p.align_corners)
+        wl, ws, wl1 = resize_axis_weights(w, ow, p.align_corners)
         hl0 = (1 - hl1).astype(np.float32)
         wl0 = (1 - wl1).astype(np.float32)
         rows0 = x[:, :, hl, :]
@@ -375,7 +375,7 @@ class BilinearSampler(OpDef):
 # ---------------------------------------------------------------------------
 # GridGenerator
 # ---------------------------------------------------------------------------
-def _affine_grid_dst(h, w, dt):
+def affine_grid_destination(h, w, dt):
     """(3, h*w) destination grid rows x, y, 1 in [-1, 1]."""
     i = np.arange(h * w)
     with np.errstate(divide="ignore", invalid="ignore"):       # a 1-pixel target: NaN, as MXNet
@@ -439,7 +439,7 @@ class GridGenerator(OpDef):
         x = x0.astype(dt, copy=False)
         if p.transform_type == "affine":
             h, w = p.target_shape
-            dst = _affine_grid_dst(h, w, dt)
+            dst = affine_grid_destination(h, w, dt)
             out = (x.reshape(-1, 3) @ dst).reshape(x.shape[0], 2, h, w)
             return [cast_to(out, x0.dtype), cast_to(dst, x0.dtype)]
         n, _, h, w = x.shape

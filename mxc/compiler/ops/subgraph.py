@@ -112,9 +112,8 @@ class SubgraphOp(OpDef):
         return [i for i, n in enumerate(g.input_nodes()) if id(n) in mutable]
 
     def unused_inputs(self, p: Params) -> list[int]:
-        from ...backends.reference.executor import unused_inputs
         g = self.nested(p)
-        unused = unused_inputs(g)
+        unused = g.unused_inputs()
         return [i for i, n in enumerate(g.input_nodes()) if n.name in unused]
 
     def num_outputs(self, p: Params) -> int:
@@ -167,7 +166,7 @@ class CachedOp(SubgraphOp):
 # ---------------------------------------------------------------------------
 def run_nested(graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run *graph* on *inputs* given positionally in ``list_inputs()`` order."""
-    from ...backends.reference.executor import run_graph
+    from ..interpret import run_graph
     names = graph.list_inputs()
     if len(inputs) != len(names):
         raise ExecutionError(f"nested graph expects {len(names)} inputs ({', '.join(names)}), "

@@ -203,7 +203,7 @@ class CustomSubgraphProperty(SubgraphProperty):
     @property
     def where(self) -> str:
         """Names the extension (when the callbacks come from one), partitioner and strategy."""
-        from ...library import extension_of
+        from ..extension_guard import extension_of
         s = self.strategy
         fn = s.supported_ops or s.create_selector or s.review_subgraph
         ext = extension_of(fn) if fn is not None else None

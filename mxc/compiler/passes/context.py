@@ -34,6 +34,7 @@ import numpy as np
 
 from ...errors import PassError
 from ..ir import Entry, Graph, Node
+from ..ir.graph import as_entry
 from ..ops.registry import FLAG_FROM_DTYPE, get_op, has_op
 
 __all__ = ["PassContext", "ParamStore", "TypeInfo", "restore_order"]
@@ -140,7 +141,6 @@ class PassContext(Mapping):
         self.previous = tuple(previous)
         self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
         self.statistics: dict[str, int] = {}
-        self._insert_before: Node | None = None
         self._erased: set[Node] = set()  # the nodes themselves: ids get reused
         self._created: list[Node] | None = None
         self._control_targets: set[Node] | None = None  # computed by the first prune()
@@ -231,19 +231,10 @@ class PassContext(Mapping):
 
         Uses by *new*'s own node and by the *exclude* nodes are kept, so a
         replacement built on top of *old* (``relu(x)`` -> ``clip(relu(x))``)
-        does not end up reading itself.
+        does not end up reading itself.  (:meth:`Graph.replace_all_uses_with` does the work.)
         """
-        old, new = _entry(old), _entry(new)
-        skip = {id(new.node), *(id(n) for n in exclude)}
-        count = 0
-        for user in old.node.users:
-            if id(user) not in skip:
-                count += user.replace_input(old, new)
-        for i, e in enumerate(self.graph.outputs):
-            if e.key == old.key:
-                self.graph.outputs[i] = Entry(new.node, new.index, new.version)
-                count += 1
-        return count
+        new = _entry(new)
+        return self.graph.replace_all_uses_with(old, new, exclude=(new.node, *exclude))
 
     def erase(self, node: Node) -> None:
         """Remove *node*, which nothing may use any more.
@@ -287,11 +278,14 @@ class PassContext(Mapping):
     @contextlib.contextmanager
     def inserting_before(self, node: Node | None):
         """``with ctx.inserting_before(n):`` new operator nodes go just before *n*."""
-        old, self._insert_before = self._insert_before, node
-        try:
+        with self.graph.inserting_before(node):
             yield
-        finally:
-            self._insert_before = old
+
+    @contextlib.contextmanager
+    def inserting_after(self, node: Node | None):
+        """``with ctx.inserting_after(n):`` new operator nodes follow *n*, in creation order."""
+        with self.graph.inserting_after(node):
+            yield
 
     @contextlib.contextmanager
     def tracking_new_nodes(self):
@@ -394,14 +388,12 @@ class PassContext(Mapping):
     def _new_name(self, name: str | None, hint: str | None) -> str:
         if name is None:
             return self.graph.fresh_name(hint or "node")
-        if any(n.name == name for n in self.graph.nodes):
+        if self.graph.find(name) is not None:
             raise PassError(f"a node named {name!r} already exists; pick another name or "
                             f"leave name=None for a fresh one")
         return name
 
     def _insert(self, node: Node, before: Node | None, after: Node | None) -> None:
-        if before is None and after is None:
-            before = self._insert_before
         self.graph.add_node(node, before=before, after=after)
         if self._created is not None:
             self._created.append(node)
@@ -421,12 +413,7 @@ def restore_order(graph: Graph) -> None:
         graph.nodes = post_order(graph.nodes)
 
 
-def _entry(e: Entry | Node) -> Entry:
-    if isinstance(e, Node):
-        return e.out
-    if not isinstance(e, Entry):
-        raise TypeError(f"expected an Entry or a Node, got {type(e).__name__}")
-    return e
+_entry = as_entry
 
 
 def _is_hidden(key: str) -> bool:

@@ -79,10 +79,13 @@ class PassManager:
 
     def run(self, sym, args: Mapping | None = None, aux: Mapping | None = None, *,
             shapes: Mapping[str, Sequence[int]] | None = None) -> PipelineResult:
-        """Run on a Symbol; the result's ``symbol`` is a new Symbol."""
-        from ..symbol import Symbol
+        """Run on a Symbol; the result's ``symbol`` is a new Symbol (of *sym*'s class).
+
+        The manager itself works on graphs (:meth:`run_graph`); a Symbol is
+        only unwrapped and rebuilt here, through its own class.
+        """
         result = self.run_graph(sym.graph, args, aux, shapes=shapes)
-        result.symbol = Symbol.from_graph(result.graph)
+        result.symbol = type(sym).from_graph(result.graph)
         return result
 
     def run_graph(self, graph: Graph, args: Mapping | None = None, aux: Mapping | None = None,

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ....compiler.ops.nn_activation import expand_gamma_shape
 from ..converter import Lowering, register_converter
 from ._common import R, compute_dtype, const, extern_unary, is_float, pos_axis, te_elementwise
 
@@ -53,17 +54,6 @@ def activation(ctx: Lowering):
     return ctx.astype(ctx.emit(_ACTIVATIONS[ctx.p.act_type](x, dt)), ctx.out_dtype)
 
 
-def _expand_gamma(gshape, dshape):
-    """MXNet's expand_shape: gamma's dims placed at data axes <= 1, right-aligned."""
-    result = [1] * len(dshape)
-    s = len(gshape) - 1
-    for i in range(len(dshape) - 1, -1, -1):
-        if s >= 0 and i <= 1 and (dshape[i] == gshape[s] or gshape[s] == 1):
-            result[i] = gshape[s]
-            s -= 1
-    return tuple(result)
-
-
 @register_converter("LeakyReLU")
 def leaky_relu(ctx: Lowering):
     p = ctx.p
@@ -77,7 +67,7 @@ def leaky_relu(ctx: Lowering):
         y = R.where(pos, x, R.multiply(x, const(slope, dt)))
     elif t == "prelu":
         g = ctx.astype(ctx.inputs[1], dt)
-        g = ctx.reshape(g, _expand_gamma(ctx.in_shapes[1], ctx.in_shapes[0]))
+        g = ctx.reshape(g, expand_gamma_shape(ctx.in_shapes[1], ctx.in_shapes[0]))
         y = R.where(pos, x, R.multiply(g, x))
     elif t in ("elu", "selu"):
         em1 = te_elementwise(ctx, extern_unary("expm1f", "expm1"), x, name="mxc_expm1")

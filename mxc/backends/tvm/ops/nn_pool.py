@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....compiler.ops.nn_pool import pool_axis_counts
 from ..converter import Lowering, register_converter
 from ._common import R, compute_dtype, const, extern_unary, te_elementwise
 
@@ -31,13 +32,6 @@ def _pool_supported(node, shapes, dtypes):
     if dtypes.get(node.inputs[0].key) not in ("float16", "bfloat16", "float32", "float64"):
         return "Pooling is lowered for float data only"
     return True
-
-
-def _axis_counts(n, k, s, q, o, include_pad):
-    start = np.arange(o) * s - q
-    if include_pad:
-        return np.minimum(start + k, n + q) - start
-    return np.maximum(np.minimum(start + k, n) - np.maximum(start, 0), 0)
 
 
 def _grid(per_axis):
@@ -96,7 +90,7 @@ def pooling(ctx: Lowering):
         y = ctx.emit(R.strided_slice(y, axes=list(range(2, 2 + nsp)), begin=list(zeros),
                                      end=list(osp)))
     if p.pool_type == "max":
-        valid = _grid([_axis_counts(n, k, s, q, o, False) > 0
+        valid = _grid([pool_axis_counts(n, k, s, q, o, False) > 0
                        for n, k, s, q, o in zip(spatial, kernel, stride, pad, osp)]) > 0
         if not valid.all():
             lowest = float(np.finfo(dt).min)
@@ -104,7 +98,7 @@ def pooling(ctx: Lowering):
                                  const(lowest, dt)))
     elif p.pool_type == "avg":
         include = True if p.count_include_pad is None else p.count_include_pad
-        cnt = _grid([_axis_counts(n, k, s, q, o, include)
+        cnt = _grid([pool_axis_counts(n, k, s, q, o, include)
                      for n, k, s, q, o in zip(spatial, kernel, stride, pad, osp)])
         if not (cnt == np.prod(kernel)).all():   # y is sum / K: rescale to sum / count
             k = float(np.prod(kernel))

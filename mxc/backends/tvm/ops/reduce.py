@@ -8,20 +8,16 @@ integer ``mean`` divides with C (truncating) division.
 
 from __future__ import annotations
 
+from ....compiler.ops.reduce import reduce_axes
 from ..converter import Lowering, register_converter
 from ._common import R, compute_dtype, const, is_float, math_dtype
 
 
-def reduce_axes(ctx: Lowering, exclude: bool | None = None) -> list[int]:
+def _reduced_axes(ctx: Lowering, exclude: bool | None = None) -> list[int]:
+    """The axes the node reduces: the op's own rule (:func:`mxc.compiler.ops.reduce.reduce_axes`)."""
     p = ctx.p
-    ndim = len(ctx.in_shapes[0])
-    axis = p.axis
-    if axis is None or len(axis) == 0:
-        return list(range(ndim))
-    axes = sorted({a + ndim if a < 0 else a for a in axis})
-    if exclude if exclude is not None else getattr(p, "exclude", False):
-        return [i for i in range(ndim) if i not in axes]
-    return axes
+    flag = exclude if exclude is not None else getattr(p, "exclude", False)
+    return list(reduce_axes(p, len(ctx.in_shapes[0]), p.axis, flag))
 
 
 def _reduce(fn, prepare=None, work=compute_dtype):
@@ -30,7 +26,7 @@ def _reduce(fn, prepare=None, work=compute_dtype):
         x = ctx.astype(ctx.inputs[0], work(dt))
         if prepare is not None:
             x = ctx.emit(prepare(x, work(dt)))
-        axes = reduce_axes(ctx)
+        axes = _reduced_axes(ctx)
         y = ctx.emit(fn(x, axis=axes, keepdims=False)) if axes else x
         return ctx.reshape(ctx.astype(y, ctx.out_dtype), ctx.out_shape)
     return convert
@@ -53,7 +49,7 @@ register_converter("nanprod")(_reduce(R.prod, _without_nan(1)))
 @register_converter("mean")
 def mean(ctx: Lowering):
     dt = ctx.in_dtypes[0]
-    axes = reduce_axes(ctx)
+    axes = _reduced_axes(ctx)
     n = 1
     for a in axes:
         n *= ctx.in_shapes[0][a]
@@ -72,7 +68,7 @@ def mean(ctx: Lowering):
 def norm(ctx: Lowering):
     work = math_dtype(ctx.in_dtypes[0])
     x = ctx.astype(ctx.inputs[0], work)
-    axes = reduce_axes(ctx, exclude=False)
+    axes = _reduced_axes(ctx, exclude=False)
     if ctx.p.ord == 1:
         y = R.sum(R.abs(x), axis=axes)
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....compiler.ops.spatial import affine_grid_destination, resize_axis_weights
 from ..converter import Lowering, register_converter, register_host_only
 from ._common import R, compute_dtype
 
@@ -43,25 +44,11 @@ def upsampling(ctx: Lowering):
     return ctx.astype(y, ctx.out_dtype)
 
 
-def _resize_axis(in_size: int, out_size: int, align_corners: bool):
-    """Per output index: low source index, high index and the weight of high
-    (MXNet's BilinearResize2D rule, computed in float32)."""
-    f32 = np.float32
-    if out_size > 1:
-        ratio = f32(in_size - 1) / f32(out_size - 1) if align_corners \
-            else f32(in_size) / f32(out_size)
-    else:
-        ratio = f32(0.0)
-    dst = np.arange(out_size)
-    if align_corners:
-        src = (ratio * dst.astype(np.float32)).astype(np.float32)
-    else:
-        src = np.float64(ratio) * (dst + 0.5) - 0.5
-        src = np.where(src < 0, 0.0, src).astype(np.float32)
-    low = src.astype(np.int64)
-    high = low + (low < in_size - 1).astype(np.int64)
-    lam1 = (src - low.astype(np.float32)).astype(np.float32)
-    return low, high, lam1
+def _low_high_weight(in_size: int, out_size: int, align_corners: bool):
+    """Per output index: low source index, high source index and the weight of high
+    (the op's own rule, :func:`~mxc.compiler.ops.spatial.resize_axis_weights`)."""
+    low, step, lam1 = resize_axis_weights(in_size, out_size, align_corners)
+    return low, low + step, lam1
 
 
 @register_converter("_contrib_BilinearResize2D")
@@ -73,8 +60,8 @@ def bilinear_resize2d(ctx: Lowering):
         return x0
     dt = compute_dtype(ctx.in_dtypes[0])
     x = ctx.astype(x0, dt)
-    hl, hh, hw1 = _resize_axis(h, oh, ctx.p.align_corners)
-    wl, wh, ww1 = _resize_axis(w, ow, ctx.p.align_corners)
+    hl, hh, hw1 = _low_high_weight(h, oh, ctx.p.align_corners)
+    wl, wh, ww1 = _low_high_weight(w, ow, ctx.p.align_corners)
 
     def take(v, idx, axis):
         return ctx.emit(R.take(v, ctx.const(idx), axis=axis))
@@ -92,18 +79,6 @@ def bilinear_resize2d(ctx: Lowering):
     return ctx.astype(y, ctx.out_dtype)
 
 
-def _affine_grid_dst(h: int, w: int, dt: str) -> np.ndarray:
-    """(3, h*w) destination grid rows x, y, 1 in [-1, 1] (MXNet's GridGenerator)."""
-    dtype = np.dtype(dt)
-    i = np.arange(h * w)
-    with np.errstate(divide="ignore", invalid="ignore"):   # a 1-pixel target: NaN, as MXNet
-        step_x = np.asarray(2.0 / np.float64(w - 1), dtype)
-        step_y = np.asarray(2.0 / np.float64(h - 1), dtype)
-        gx = np.asarray(-1.0, dtype) + (i % w).astype(dtype) * step_x
-        gy = np.asarray(-1.0, dtype) + (i // w).astype(dtype) * step_y
-    return np.stack([gx, gy, np.ones(h * w, dtype)]).astype(dtype)
-
-
 @register_converter("GridGenerator")
 def grid_generator(ctx: Lowering):
     p = ctx.p
@@ -111,7 +86,7 @@ def grid_generator(ctx: Lowering):
     x = ctx.astype(ctx.inputs[0], dt)
     if p.transform_type == "affine":
         h, w = p.target_shape
-        dst = _affine_grid_dst(h, w, dt)
+        dst = affine_grid_destination(h, w, dt)
         n = ctx.in_shapes[0][0]
         y = ctx.emit(R.matmul(ctx.reshape(x, (n * 2, 3)), ctx.const(dst)))
         out = ctx.reshape(y, (n, 2, h, w))

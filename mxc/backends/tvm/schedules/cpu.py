@@ -39,6 +39,12 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
+from .module_utils import block_name as _block_name
+from .module_utils import inline_injective as _inline_injective
+from .module_utils import is_spatial as _is_spatial
+from .module_utils import root_blocks as _root_blocks
+from .module_utils import writes_param as _writes_param
+
 from .module_utils import rewrite_functions
 
 log = logging.getLogger(__name__)
@@ -106,17 +112,9 @@ def _is_reduction(block) -> bool:
     return any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars)
 
 
-def _is_spatial(block) -> bool:
-    return all(iv.iter_type == tirx.IterVar.DataPar for iv in block.iter_vars)
-
-
 def _func_outputs(func: tirx.PrimFunc) -> list:
     """The PrimFunc's parameter buffers (a block writing one writes an output)."""
     return list(func.params)
-
-
-def _writes_param(sch, block_rv, params) -> bool:
-    return any(w.source.same_as(p) for w in sch.get(block_rv).writes for p in params)
 
 
 def _canonical_loops(sch, block_rv):
@@ -152,37 +150,9 @@ def _vectorizable(stmt) -> bool:
     return not any(name in text for name in _SCALAR_ONLY)
 
 
-def _root_blocks(sch):
-    return list(sch.get_child_blocks(sch.get_sblock("root")))
-
-
-def _block_name(sch, block_rv) -> str:
-    return sch.get(block_rv).name_hint
-
-
 # ---------------------------------------------------------------------------
 # the rules
 # ---------------------------------------------------------------------------
-def _inline_injective(sch, params, keep=()) -> None:
-    """Inline every spatial, non-output block (except *keep*) into its consumers,
-    then what is left into its producers where possible."""
-    keep_names = {_block_name(sch, b) for b in keep}
-    for _ in range(2):
-        changed = False
-        for b in _root_blocks(sch):
-            name = _block_name(sch, b)
-            blk = sch.get(b)
-            if name in keep_names or not _is_spatial(blk) or _writes_param(sch, b, params):
-                continue
-            try:
-                sch.compute_inline(b)
-                changed = True
-            except Exception:  # noqa: BLE001 - not inlinable: keep it
-                pass
-        if not changed:
-            break
-
-
 def _schedule_elementwise_block(sch, block_rv, info: CpuInfo) -> None:
     loops = sch.get_loops(block_rv)
     if not loops:

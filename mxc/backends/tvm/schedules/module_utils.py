@@ -1,11 +1,12 @@
-"""Small helpers the CPU pipeline's passes share: static tensor types, function rewrites."""
+"""Small helpers the CPU pipeline's passes share: static tensor types, function rewrites,
+and the TIR schedule helpers both the CPU rules and the Winograd rule use."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 import tvm
-from tvm import relax
+from tvm import relax, tirx
 
 
 def static_shape(expr) -> tuple[int, ...] | None:
@@ -39,3 +40,42 @@ def rewrite_functions(mod: tvm.IRModule, rewrite: Callable) -> tvm.IRModule:
     for gv, func in updates.items():
         mod.update_func(gv, func)
     return mod
+
+
+# ---------------------------------------------------------------------------
+# TIR schedule helpers shared by the CPU rules and the Winograd rule
+# ---------------------------------------------------------------------------
+def is_spatial(block) -> bool:
+    return all(iv.iter_type == tirx.IterVar.DataPar for iv in block.iter_vars)
+
+
+def writes_param(sch, block_rv, params) -> bool:
+    return any(w.source.same_as(p) for w in sch.get(block_rv).writes for p in params)
+
+
+def root_blocks(sch):
+    return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def block_name(sch, block_rv) -> str:
+    return sch.get(block_rv).name_hint
+
+
+def inline_injective(sch, params, keep=()) -> None:
+    """Inline every spatial, non-output block (except *keep*) into its consumers,
+    then what is left into its producers where possible."""
+    keep_names = {block_name(sch, b) for b in keep}
+    for _ in range(2):
+        changed = False
+        for b in root_blocks(sch):
+            name = block_name(sch, b)
+            blk = sch.get(b)
+            if name in keep_names or not is_spatial(blk) or writes_param(sch, b, params):
+                continue
+            try:
+                sch.compute_inline(b)
+                changed = True
+            except Exception:  # noqa: BLE001 - not inlinable: keep it
+                pass
+        if not changed:
+            break

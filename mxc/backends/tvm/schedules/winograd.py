@@ -275,7 +275,8 @@ def _schedule_input(sch, info):
 
 
 def _schedule_output(sch, func, info):
-    from .cpu import _inline_injective, _writes_param
+    from .module_utils import inline_injective as _inline_injective
+    from .module_utils import writes_param as _writes_param
     params = list(func.params)
     wino = sch.get_sblock("winograd_output")
     _inline_injective(sch, params, keep=[wino])

@@ -81,7 +81,7 @@ class FoldConstants(Pass):
 
 def _evaluate(frontier: list[Entry], ctx) -> dict[tuple[int, int], np.ndarray]:
     """Values of the frontier entries: all at once, else one by one (skipping failures)."""
-    from ....backends.reference.executor import run_graph
+    from ...interpret import run_graph
 
     def run(entries: list[Entry]) -> list[np.ndarray]:
         sub = Graph(post_order(e.node for e in entries), entries)

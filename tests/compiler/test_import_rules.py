@@ -1,0 +1,52 @@
+"""The layer rules hold for every import in the source, including imports inside functions.
+
+Read with :mod:`ast` by ``tools/import_graph.py`` (nothing is imported), so files
+added later are covered too.  The never-list: nothing under ``mxc/compiler/``
+imports ``mxc.frontend``, ``mxc.backends``, ``mxc.runtime``, ``mxc.cli`` or
+``mxc.library``; the runtime imports the compiler only from ``runtime/host.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+
+from import_graph import Import, collect_imports, import_cycles, upward_imports  # noqa: E402
+
+
+def test_no_upward_imports_anywhere_in_the_source():
+    bad = upward_imports(collect_imports(REPO))
+    assert not bad, "upward imports:\n" + "\n".join(
+        f"  {i.path}:{i.line} {i.importer} -> {i.target}" for i in bad)
+
+
+def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
+    # an independent check of the checker on a made-up tree: a function-level relative
+    # import from the compiler into the backends, and a runtime module other than host.py
+    # importing the compiler, are caught; host.py and TYPE_CHECKING imports are not
+    pkg = tmp_path / "mxc"
+    for d in ("compiler/passes", "backends", "runtime", "frontend"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "compiler" / "__init__.py").write_text("")
+    (pkg / "backends" / "ref.py").write_text("X = 1\n")
+    (pkg / "compiler" / "passes" / "fold.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ...frontend import attrs\n"
+        "def run():\n    from ...backends.ref import X\n    return X\n")
+    (pkg / "runtime" / "host.py").write_text("from ..compiler import passes\n")
+    (pkg / "runtime" / "session.py").write_text("import mxc.compiler.passes.fold\n")
+    bad = {(i.importer, i.target, i.in_function) for i in upward_imports(collect_imports(tmp_path))}
+    assert bad == {("mxc.compiler.passes.fold", "mxc.backends.ref", True),
+                   ("mxc.runtime.session", "mxc.compiler.passes.fold", False)}
+
+
+def test_cycles_are_found_as_strongly_connected_groups():
+    edges = [Import("a", "b", "a.py", 1, False), Import("b", "c", "b.py", 1, True),
+             Import("c", "a", "c.py", 1, False), Import("c", "d", "c.py", 2, False),
+             Import("d", "e", "d.py", 1, False)]
+    assert import_cycles(edges) == [["a", "b", "c"]]
