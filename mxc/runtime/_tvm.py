@@ -217,3 +217,20 @@ def sync(dev) -> None:
     """Wait for the device's queued work (GPU timing)."""
     if dev.dlpack_device_type() != KDL_CPU:
         _func("runtime.Device_StreamSync")(dev, 0)
+
+
+#: TVM's affinity mode "big cores" (``runtime.config_threadpool``'s first argument)
+_MODE_BIG = 1
+_current = threading.local()
+
+
+def use_threads(threads: int) -> None:
+    """Make compiled code called from *this* thread use *threads* of the pool's threads.
+
+    TVM keeps one pool per calling thread; reconfiguring it re-binds workers,
+    so this is a no-op when the thread already uses *threads*.
+    """
+    if getattr(_current, "threads", None) == threads:
+        return
+    _func("runtime.config_threadpool")(_MODE_BIG, int(threads))
+    _current.threads = threads

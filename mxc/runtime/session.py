@@ -368,7 +368,7 @@ class Session:
         t0 = time.perf_counter() if profile else 0.0
         st = self._state()
         if self._threads is not None and self._has_regions:
-            _threads.use_threads(self._threads)
+            _tvm.use_threads(self._threads)
         vals = self._feed(feeds)
         times = [] if profile else None
         cpu = self._cpu

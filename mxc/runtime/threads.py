@@ -10,7 +10,7 @@ pool: every core this process may use, which is the smaller of its CPU
 affinity mask and its cgroup CPU quota (a container limited to 1.5 CPUs gets
 2 threads, one limited to 1 CPU gets 1).  An explicit ``TVM_NUM_THREADS``
 (or ``OMP_NUM_THREADS``, which TVM also honours) always wins.  A session may
-use fewer threads than the pool holds (:func:`use_threads`, ``Session(threads=)``,
+use fewer threads than the pool holds (``_tvm.use_threads``, ``Session(threads=)``,
 ``mxc run --threads``), never more.
 """
 
@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 
 #: environment variables TVM reads for its pool size, in the order it reads them
 POOL_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
-#: TVM's affinity mode "big cores" (``runtime.config_threadpool``'s first argument)
-_MODE_BIG = 1
 
 _LOCK = threading.Lock()
 _pool_size: int | None = None
@@ -97,22 +95,6 @@ def configure_pool() -> int:
 def pool_size() -> int:
     """The number of threads compiled code may use in this process."""
     return configure_pool()
-
-
-_current = threading.local()
-
-
-def use_threads(threads: int) -> None:
-    """Make compiled code called from *this* thread use *threads* of the pool's threads.
-
-    TVM keeps one pool per calling thread; reconfiguring it re-binds workers,
-    so this is a no-op when the thread already uses *threads*.
-    """
-    if getattr(_current, "threads", None) == threads:
-        return
-    from . import _tvm
-    _tvm.ffi().get_global_func("runtime.config_threadpool")(_MODE_BIG, int(threads))
-    _current.threads = threads
 
 
 def check_threads(threads: int | None) -> int:
