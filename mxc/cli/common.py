@@ -69,8 +69,9 @@ def add_load_argument(p: argparse.ArgumentParser) -> None:
     if "--load" in p._option_string_actions:  # noqa: SLF001 - the verb has its own
         return
     p.add_argument("--load", metavar="LIB", action="append", default=[],
-                   help="load an extension library (.py file or package: operators, passes, "
-                        "partitioners) first (repeatable)")
+                   help="load an extension library first: a compiled MXNet library (.so) or an "
+                        "mxc Python extension (.py file or package); for an .mxc artifact, the "
+                        "libraries it was compiled with (repeatable)")
 
 
 def load_extensions(args: argparse.Namespace) -> None:

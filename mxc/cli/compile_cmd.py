@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, parse_key_value, shapes_of
+from .common import (add_load_argument, add_model_arguments, load_model, model_name,
+                     parse_key_value, shapes_of)
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -31,6 +32,7 @@ def parse_target(text: str, cpu: str | None = None):
 def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
     """The options ``mxc compile`` shares with ``mxc run --backend tvm`` (and, but for
     ``--db``, with ``mxc tune``, which has its own)."""
+    add_load_argument(p)
     p.add_argument("--dtype", metavar="NAME=DTYPE", action="append", type=parse_dtype_arg,
                    default=[], help="dtype of an input that is not float32 (repeatable)")
     p.add_argument("--target", default="llvm",
@@ -43,7 +45,7 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
                         "CPU name (haswell, skylake-avx512, znver3 ...)")
     p.add_argument("--passes", metavar="PIPELINE", default=None,
                    help="graph pass pipeline run before partitioning (default: "
-                        "remove-dropout,simplify,fold-batchnorm,dce; '' for none)")
+                        "remove-dropout,inline-fused,simplify,fold-batchnorm,dce; '' for none)")
     p.add_argument("--no-bind-params", dest="bind_params", action="store_false",
                    help="keep weights as run-time inputs stored beside the library instead of "
                         "compiling them in as constants")

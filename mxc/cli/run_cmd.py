@@ -168,7 +168,7 @@ def _artifact(args):
         raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
                        f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
-    session = load(args.model, threads=args.threads)
+    session = load(args.model, libraries=args.load, threads=args.threads)
     names = [i.name for i in session.inputs]
     feeds = load_inputs(args.inputs, names)
     feeds = _generate(args, [(i.name, i.shape, i.dtype) for i in session.inputs], feeds)

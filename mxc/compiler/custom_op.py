@@ -307,7 +307,14 @@ def _pair(result: Any, n_in: int, n_out: int, norm: Callable, what: str) -> tupl
     return [norm(v) for v in ins], [norm(v) for v in outs]
 
 
+def _is_sparse(x: Any) -> bool:
+    """A sparse array (CSR / row-sparse: has ``stype`` and ``todense``), passed through as is."""
+    return not isinstance(x, np.ndarray) and hasattr(x, "stype") and hasattr(x, "todense")
+
+
 def _readonly(x: np.ndarray) -> np.ndarray:
+    if _is_sparse(x):
+        return x
     view = np.asarray(x).view()
     view.flags.writeable = False
     return view
@@ -500,7 +507,7 @@ class _CustomOpDefMixin:
                              f"list of {n_out} arrays (or None after filling `outputs`)")
         arrays = []
         for i, v in enumerate(values):
-            a = np.asarray(v)
+            a = v if _is_sparse(v) else np.asarray(v)  # sparse results of library ops
             want = shapes[i] if i < len(shapes) else None
             if is_known(want) and tuple(a.shape) != tuple(want):
                 raise self._fail("forward", node, f"output {i} has shape {fmt_shape(a.shape)}, "

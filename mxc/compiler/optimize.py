@@ -50,13 +50,14 @@ def _partition(sym, backend, args, aux, clear, options) -> "Symbol":
 
     str_options = {k: _option_string(v) for k, v in options.items()}
     shapes = dtypes = None
-    arrays = {**_as_dict(args, sym.list_arguments(), "args"),
-              **_as_dict(aux, sym.list_auxiliary_states(), "aux")}
+    given = {"args": _as_dict(args, sym.list_arguments(), "args"),
+             "aux": _as_dict(aux, sym.list_auxiliary_states(), "aux")}
+    arrays = {**given["args"], **given["aux"]}
     if args is not None or aux is not None:
         shapes = {k: tuple(np.shape(v)) for k, v in arrays.items()}
         dtypes = {k: np.asarray(v).dtype.name for k, v in arrays.items()}
     graph = optimize_graph(sym.graph.copy(), backend, options=str_options, shapes=shapes,
-                           dtypes=dtypes, clear=clear, params=arrays)
+                           dtypes=dtypes, clear=clear, params=given)
     return Symbol.from_graph(graph)
 
 

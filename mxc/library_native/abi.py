@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ExtensionError
+from .guard import guarded
 
 __all__ = ["SUPPORTED_VERSIONS", "MXNET_VERSION", "Abi", "Signature", "SIGNATURES",
            "XPU_MALLOC", "SPARSE_MALLOC", "ND_MALLOC", "DTYPE_BY_FLAG", "FLAG_BY_DTYPE",
@@ -182,7 +183,7 @@ class Abi:
                 continue
             fn.restype = sig.restype
             fn.argtypes = list(sig.argtypes)
-            setattr(self, name, fn)
+            setattr(self, name, guarded(name, fn, sig.restype, sig.argtypes, where))
         if missing:
             raise ExtensionError(
                 f"{where}: the library does not export {', '.join(missing)} required by "

@@ -9,6 +9,7 @@ malloc'ed.  A hook that returns ``MX_FAIL`` becomes the library's
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from ctypes import POINTER, byref, c_char_p, c_int, c_uint, c_void_p
 from dataclasses import dataclass, field
@@ -16,10 +17,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import ExtensionError
 from .abi import DTYPE_BY_FLAG, FLAG_BY_STYPE, STYPE_BY_FLAG, strings
+from .guard import NativeException
 from .handle import NativeLibrary
 from .marshal import (NO_GPU_CALLBACK, SPARSE_CALLBACK, XPU_CALLBACK, CallScope, SparseOut,
-                      dtype_flag, tensor_block)
+                      dtype_flag, release, tensor_block)
 
 __all__ = ["OpEntry", "parse_attrs", "infer_shape", "infer_type", "infer_storage_type",
            "mutate_inputs", "compute", "create_state", "stateful_compute", "destroy_state",
@@ -46,6 +49,7 @@ class OpEntry:
     contexts: dict = field(default_factory=dict)   # kind -> [device names]
     _kv_cache: dict = field(default_factory=dict, repr=False)
     _rng: Any = field(default=None, repr=False)
+    _rng_ptr: Any = field(default=None, repr=False)
 
     def kv(self, attrs: Mapping[str, str]):
         """``(keys, vals, n)`` ctypes arrays for *attrs* (cached per attribute set)."""
@@ -65,10 +69,20 @@ def _check(entry: OpEntry, ok: int, hook: str, mx_hook: str, node) -> None:
                              f"Error calling {mx_hook} for custom operator '{entry.name}'", node)
 
 
+@contextlib.contextmanager
+def _boundary(entry: OpEntry, hook: str, node):
+    """Name the operator, hook and node in an exception the library threw."""
+    try:
+        yield
+    except NativeException as exc:
+        raise _thrown(entry, hook, node, exc) from exc
+
+
 def parse_attrs(entry: OpEntry, attrs: Mapping[str, str], node=None) -> tuple[int, int]:
     keys, vals, n = entry.kv(attrs)
     nin, nout = c_int(0), c_int(0)
-    ok = entry.lib.abi._opCallParseAttrs(entry.parse, keys, vals, n, byref(nin), byref(nout))
+    with _boundary(entry, "parse_attrs", node):
+        ok = entry.lib.abi._opCallParseAttrs(entry.parse, keys, vals, n, byref(nin), byref(nout))
     _check(entry, ok, "parse_attrs", "ParseAttrs", node)
     return nin.value, nout.value
 
@@ -84,9 +98,10 @@ def infer_shape(entry: OpEntry, attrs: Mapping[str, str], in_shapes: Sequence[Se
     dims = (c_int * max(nin, 1))(*[len(s) for s in in_shapes])
     mod_shapes, mod_dims = POINTER(POINTER(c_uint))(), POINTER(c_int)()
     out_shapes, out_dims = POINTER(POINTER(c_uint))(), POINTER(c_int)()
-    ok = abi._opCallInferShape(entry.infer_shape, keys, vals, n, shapes, dims, nin,
-                               byref(mod_shapes), byref(mod_dims), byref(out_shapes),
-                               byref(out_dims), num_out)
+    with _boundary(entry, "infer_shape", node):
+        ok = abi._opCallInferShape(entry.infer_shape, keys, vals, n, shapes, dims, nin,
+                                   byref(mod_shapes), byref(mod_dims), byref(out_shapes),
+                                   byref(out_dims), num_out)
     _check(entry, ok, "infer_shape", "InferShape", node)
 
     def take(ptrs, dimv, count):
@@ -106,7 +121,8 @@ def _flags_call(entry, fn, fp, attrs, ins, num_out, hook, mx_hook, node):
     nin = len(ins)
     in_arr = (c_int * max(nin, 1))(*ins)
     out_arr = (c_int * max(num_out, 1))(*([-1] * num_out))
-    ok = fn(fp, keys, vals, n, in_arr, nin, out_arr, num_out)
+    with _boundary(entry, hook, node):
+        ok = fn(fp, keys, vals, n, in_arr, nin, out_arr, num_out)
     _check(entry, ok, hook, mx_hook, node)
     return list(in_arr[:nin]), list(out_arr[:num_out])
 
@@ -132,7 +148,9 @@ def infer_storage_type(entry: OpEntry, attrs: Mapping[str, str], in_stypes: Sequ
 def mutate_inputs(entry: OpEntry, attrs: Mapping[str, str], node=None) -> list[int]:
     keys, vals, n = entry.kv(attrs)
     idx, size = POINTER(c_int)(), c_int(0)
-    ok = entry.lib.abi._opCallMutateInputs(entry.mutate, keys, vals, n, byref(idx), byref(size))
+    with _boundary(entry, "mutate_inputs", node):
+        ok = entry.lib.abi._opCallMutateInputs(entry.mutate, keys, vals, n, byref(idx),
+                                               byref(size))
     _check(entry, ok, "mutate_inputs", "MutateInputs", node)
     out = [int(idx[i]) for i in range(size.value)]
     entry.lib.free(ctypes.cast(idx, c_void_p))
@@ -158,39 +176,57 @@ def random_states(entry: OpEntry, seed: int = 0):
             words[:, k] = x
         words[:, 624] = 624
         entry._rng = words
+        entry._rng_ptr = c_void_p(words.ctypes.data)
     return entry._rng.ctypes.data
 
 
-def _compute_args(inputs, outputs, keep):
-    ins, in_sparse = tensor_block(inputs, keep)
-    outs, out_sparse = tensor_block(outputs, keep)
-    return ins, outs, in_sparse, out_sparse
-
-
-def _run(entry: OpEntry, call, inputs, outputs, node):
-    """Call *call(ins, outs, tail)*; returns the outputs with sparse slots filled."""
+def _run(entry: OpEntry, fn, head: tuple, inputs, outputs):
+    """``fn(*head, <inputs>, <outputs>, <resources>)``; returns ``(status, outputs)`` with
+    sparse output slots filled.  All-dense calls reuse pooled argument blocks."""
     keep: list = []
-    sparse_slots = [o if isinstance(o, SparseOut) else None for o in outputs]
-    with CallScope(sparse_slots) as scope:
-        ins, outs, in_sp, out_sp = _compute_args(inputs, outputs, keep)
-        key = c_void_p(scope.key)
-        tail = [XPU_CALLBACK, key, NO_GPU_CALLBACK, None, None, SPARSE_CALLBACK, key,
-                in_sp[0], out_sp[0], in_sp[1], out_sp[1], in_sp[2], out_sp[2],
-                in_sp[3], out_sp[3], in_sp[4], out_sp[4],
-                c_void_p(random_states(entry)), None]
-        ok = call(ins, outs, tail)
-    return ok, [o.finish() if isinstance(o, SparseOut) else o for o in outputs]
+    sparse = False
+    for o in outputs:
+        if type(o) is not np.ndarray:
+            sparse = sparse or isinstance(o, SparseOut)
+    slots = [o if isinstance(o, SparseOut) else None for o in outputs] if sparse else ()
+    scope = CallScope(slots).__enter__()
+    try:
+        ins, in_sp = tensor_block(inputs, keep)
+        outs, out_sp = tensor_block(outputs, keep)
+        key = scope.handle
+        ok = fn(*head, *ins, *outs, XPU_CALLBACK, key, NO_GPU_CALLBACK, None, None,
+                SPARSE_CALLBACK, key, in_sp[0], out_sp[0], in_sp[1], out_sp[1], in_sp[2],
+                out_sp[2], in_sp[3], out_sp[3], in_sp[4], out_sp[4],
+                entry._rng_ptr or c_void_p(random_states(entry)), None)
+    finally:
+        scope.__exit__()
+        release(keep)
+    if sparse:
+        outputs = [o.finish() if isinstance(o, SparseOut) else o for o in outputs]
+    return ok, outputs
+
+
+def _thrown(entry: OpEntry, hook: str, node, exc: NativeException) -> ExtensionError:
+    name = node if isinstance(node, str) or node is None else getattr(node, "name", None)
+    where = f" on node {name!r}" if name else ""
+    err = ExtensionError(f"extension library {entry.lib.name!r}: operator {entry.name!r} "
+                         f"{hook} failed{where}: {str(exc).split(': ', 1)[1]}")
+    err.extension, err.function, err.node = entry.lib.name, f"operator {entry.name!r} {hook}", name
+    err.messages, err.original = [], exc
+    return err
 
 
 def compute(entry: OpEntry, fp: int, attrs: Mapping[str, str], inputs: Sequence, outputs: Sequence,
             node=None, backward: bool = False) -> list:
     """Run a forward/backward ``fcomp``; dense outputs are written in place."""
     keys, vals, n = entry.kv(attrs)
-    fn = entry.lib.abi._opCallFCompute
-    ok, outs = _run(entry, lambda i, o, t: fn(fp, keys, vals, n, *i, *o, *t), inputs, outputs,
-                    node)
-    hook = "backward" if backward else "forward"
-    _check(entry, ok, hook, "FCompute", node)
+    try:
+        ok, outs = _run(entry, entry.lib.abi._opCallFCompute, (fp, keys, vals, n), inputs,
+                        outputs)
+    except NativeException as exc:
+        raise _thrown(entry, "backward" if backward else "forward", node, exc) from exc
+    if not ok:
+        _check(entry, ok, "backward" if backward else "forward", "FCompute", node)
     return outs
 
 
@@ -200,25 +236,29 @@ def create_state(entry: OpEntry, attrs: Mapping[str, str], in_shapes: Sequence, 
     abi = entry.lib.abi
     keys, vals, n = entry.kv(attrs)
     state = c_void_p()
-    if abi.version >= 10:
-        nin = len(in_shapes)
-        rows = [(c_uint * max(len(s), 1))(*s) for s in in_shapes]
-        shapes = (POINTER(c_uint) * max(nin, 1))(*[ctypes.cast(r, POINTER(c_uint)) for r in rows])
-        dims = (c_int * max(nin, 1))(*[len(s) for s in in_shapes])
-        types = (c_int * max(nin, 1))(*[dtype_flag(t) for t in in_types])
-        ok = abi._opCallCreateOpState(entry.create_op, keys, vals, n, c_char_p(b"cpu"), 0, shapes,
-                                      dims, nin, types, byref(state))
-    else:
-        ok = abi._opCallCreateOpState(entry.create_op, keys, vals, n, byref(state))
+    with _boundary(entry, "create_op_state", node):
+        if abi.version >= 10:  # v10+: the device and the input shapes/types too
+            nin = len(in_shapes)
+            rows = [(c_uint * max(len(s), 1))(*s) for s in in_shapes]
+            shapes = (POINTER(c_uint) * max(nin, 1))(
+                *[ctypes.cast(r, POINTER(c_uint)) for r in rows])
+            dims = (c_int * max(nin, 1))(*[len(s) for s in in_shapes])
+            types = (c_int * max(nin, 1))(*[dtype_flag(t) for t in in_types])
+            ok = abi._opCallCreateOpState(entry.create_op, keys, vals, n, c_char_p(b"cpu"), 0,
+                                          shapes, dims, nin, types, byref(state))
+        else:
+            ok = abi._opCallCreateOpState(entry.create_op, keys, vals, n, byref(state))
     _check(entry, ok, "create_op_state", "CreateOpState", node)
     return state.value or 0
 
 
 def stateful_compute(entry: OpEntry, state: int, is_forward: bool, inputs: Sequence,
                      outputs: Sequence, node=None) -> list:
-    fn = entry.lib.abi._opCallFStatefulCompute
-    ok, outs = _run(entry, lambda i, o, t: fn(1 if is_forward else 0, c_void_p(state), *i, *o, *t),
-                    inputs, outputs, node)
+    try:
+        ok, outs = _run(entry, entry.lib.abi._opCallFStatefulCompute,
+                        (1 if is_forward else 0, c_void_p(state)), inputs, outputs)
+    except NativeException as exc:
+        raise _thrown(entry, "forward" if is_forward else "backward", node, exc) from exc
     _check(entry, ok, "forward" if is_forward else "backward", "FStatefulCompute", node)
     return outs
 

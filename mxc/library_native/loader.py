@@ -44,7 +44,6 @@ log = logging.getLogger("mxc.library")
 NATIVE_SUFFIXES = (".so", ".dll", ".dylib")
 
 _OPEN: dict[str, NativeLibrary] = {}
-_ENTRIES: dict[str, OpEntry] = {}
 
 
 def is_native_path(path) -> bool:
@@ -159,16 +158,17 @@ def _register_ops(entries: list[OpEntry], record) -> None:
     from ..compiler.custom_op import register_custom_op
     for entry in entries:
         if not (entry.forward or entry.create_op or entry.is_subgraph_op):
-            log.warning("operator %r of %s has no CPU implementation; mxc runs on the host, "
-                        "so it is registered for inference only", entry.name, entry.lib.name)
+            log.warning("operator %r of %s has no CPU forward (contexts: %s); it is registered "
+                        "for graph building, but mxc runs operators on the host, so running "
+                        "it fails", entry.name, entry.lib.name, entry.contexts)
         if not entry.is_subgraph_op and not (entry.parse and entry.infer_shape):
+            missing = "parseAttrs" if not entry.parse else "inferShape"
             raise ExtensionError(f"extension library {entry.lib.name!r}: operator "
-                                 f"{entry.name!r} lacks {'parseAttrs' if not entry.parse else 'inferShape'},"
-                                 f" which every non-subgraph operator must set")
+                                 f"{entry.name!r} lacks {missing}, which every operator that "
+                                 f"is not a subgraph operator must set")
         op = make_custom_op(entry)
         register_custom_op(entry.name, op, override=True)
         op.extension = record.name
-        _ENTRIES[entry.name] = entry
 
 
 def load_native(path, verbose: bool = True, *, mxnet_version: int = MXNET_VERSION,

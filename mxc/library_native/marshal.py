@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import threading
 from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_void_p
 from typing import Any, Sequence
 
@@ -26,16 +25,21 @@ from ..errors import ExtensionError
 from .abi import DTYPE_BY_FLAG, FLAG_BY_DTYPE, FLAG_BY_STYPE, SPARSE_MALLOC, XPU_MALLOC
 from .sparse import CSRArray, RowSparseArray
 
-__all__ = ["CallScope", "tensor_block", "dtype_flag", "as_contiguous", "XPU_CALLBACK",
+__all__ = ["CallScope", "tensor_block", "release", "dtype_flag", "as_contiguous", "XPU_CALLBACK",
            "SPARSE_CALLBACK", "NO_GPU_CALLBACK", "SparseOut"]
 
 _CPU = b"cpu"
 _SCOPES: dict[int, "CallScope"] = {}
 _IDS = itertools.count(1)
-_LOCK = threading.Lock()
+
+
+_FLAG_BY_NP = {np.dtype(k): v for k, v in FLAG_BY_DTYPE.items()}
 
 
 def dtype_flag(dtype: Any) -> int:
+    flag = _FLAG_BY_NP.get(dtype) if isinstance(dtype, np.dtype) else None
+    if flag is not None:
+        return flag
     name = np.dtype(dtype).name
     try:
         return FLAG_BY_DTYPE[name]
@@ -83,19 +87,23 @@ class SparseOut:
 
 
 class CallScope:
-    """What one library call allocated; use as a context manager around the call."""
+    """What one library call allocated; use as a context manager around the call.
 
-    __slots__ = ("key", "workspace", "sparse_outputs")
+    ``handle`` is the ``void*`` the allocator callbacks receive (the scope's key).
+    """
+
+    __slots__ = ("key", "handle", "workspace", "sparse_outputs")
 
     def __init__(self, sparse_outputs: Sequence[SparseOut | None] = ()):
         self.key = 0
+        self.handle = None
         self.workspace: list[np.ndarray] = []
         self.sparse_outputs = list(sparse_outputs)
 
     def __enter__(self) -> "CallScope":
-        with _LOCK:
-            self.key = next(_IDS)
-            _SCOPES[self.key] = self
+        self.key = next(_IDS)  # atomic under the GIL
+        self.handle = c_void_p(self.key)
+        _SCOPES[self.key] = self
         return self
 
     def __exit__(self, *exc) -> None:
@@ -135,51 +143,110 @@ NO_GPU_CALLBACK = XPU_MALLOC(_no_gpu_malloc)
 SPARSE_CALLBACK = SPARSE_MALLOC(_sparse_malloc)
 
 
+class _Block:
+    """The flat ctypes arguments of one list of tensors (see :func:`tensor_block`)."""
+
+    __slots__ = ("dense", "sparse", "data", "shapes")
+
+    def __init__(self, n: int):
+        m = max(n, 1)
+        self.shapes = (POINTER(c_int64) * m)()
+        self.data = (c_void_p * m)()
+        devs = (c_char_p * m)()
+        for i in range(n):
+            devs[i] = _CPU
+        self.dense = [self.shapes, (c_int * m)(), self.data, (c_int * m)(), (c_size_t * m)(),
+                      devs, (c_int * m)(), n]
+        self.sparse = [(c_int * m)(), (c_void_p * m)(), (c_void_p * m)(), (c_int64 * m)(),
+                       (c_int64 * m)()]
+
+    def describe(self, i: int, shape: tuple, dtype, keep: list) -> None:
+        s = (c_int64 * max(len(shape), 1))(*shape)
+        keep.append(s)
+        self.shapes[i] = s
+        self.dense[1][i] = len(shape)
+        self.dense[3][i] = dtype_flag(dtype)
+
+
+#: dense blocks by signature ((shape, dtype), ...), each with the shape arrays it points to;
+#: a block is taken out while a call uses it (calls may nest or run in threads)
+_BLOCKS: dict[tuple, list] = {}
+
+
+class _Lease:
+    """A pooled block lent to one call (returned by :func:`release`)."""
+
+    __slots__ = ("block", "key", "arrays")
+
+    def __init__(self, block: "_Block", key: tuple, arrays: list):
+        self.block, self.key, self.arrays = block, key, arrays
+
+
+def _dense_block(values: Sequence[np.ndarray]) -> _Lease:
+    key = tuple([(v.shape, v.dtype) for v in values])
+    try:
+        block, keep = _BLOCKS[key].pop()
+    except (KeyError, IndexError):
+        block, keep = _Block(len(values)), []
+        for i, v in enumerate(values):
+            block.describe(i, v.shape, v.dtype, keep)
+    data = block.data
+    for i, v in enumerate(values):
+        data[i] = v.ctypes.data
+    return _Lease(block, key, keep)
+
+
+def release(keep: list) -> None:
+    """Give the dense blocks a call's *keep* list holds back for reuse (after the call)."""
+    for item in keep:
+        if type(item) is _Lease:
+            block, key, arrays = item.block, item.key, item.arrays
+            pool = _BLOCKS.get(key)
+            if pool is None:
+                if len(_BLOCKS) >= 1024:
+                    continue
+                pool = _BLOCKS[key] = []
+            if len(pool) < 4:
+                pool.append((block, arrays))
+
+
 def tensor_block(values: Sequence[Any], keep: list) -> tuple[list, list]:
     """Flat ctypes arguments for *values* (dense numpy arrays, sparse arrays or SparseOut).
 
     Returns ``(dense_args, sparse_args)``: the eight arguments lib_api takes
     per tensor list (shapes, ndims, data, dtypes, ids, dev types, dev ids,
     count) and the storage-type/sparse parts (stypes, indices, indptr, their
-    lengths).  Everything that must outlive the call is appended to *keep*.
+    lengths).  Everything that must outlive the call is appended to *keep*;
+    for all-dense lists that includes a lease of a pooled block whose
+    arrays are reused by later calls with the same shapes and dtypes once
+    :func:`release` gives it back (the per-call cost is then the data pointers).
     """
-    n = len(values)
-    shapes = (POINTER(c_int64) * max(n, 1))()
-    dims = (c_int * max(n, 1))()
-    data = (c_void_p * max(n, 1))()
-    dtypes = (c_int * max(n, 1))()
-    ids = (c_size_t * max(n, 1))()
-    devs = (c_char_p * max(n, 1))()
-    dev_ids = (c_int * max(n, 1))()
-    stypes = (c_int * max(n, 1))()
-    idx = (c_void_p * max(n, 1))()
-    ptr = (c_void_p * max(n, 1))()
-    idx_len = (c_int64 * max(n, 1))()
-    ptr_len = (c_int64 * max(n, 1))()
+    for v in values:
+        if type(v) is not np.ndarray:
+            break
+    else:
+        lease = _dense_block(values)
+        keep.append(lease)
+        keep.append(values)
+        return lease.block.dense, lease.block.sparse
+    block = _Block(len(values))
     for i, v in enumerate(values):
-        shape = tuple(v.shape)
-        s = (c_int64 * max(len(shape), 1))(*shape)
-        keep.append(s)
-        shapes[i] = s
-        dims[i] = len(shape)
-        devs[i] = _CPU
+        block.describe(i, tuple(v.shape), v.dtype, keep)
         if isinstance(v, np.ndarray):
-            data[i] = v.ctypes.data
-            dtypes[i] = dtype_flag(v.dtype)
+            block.data[i] = v.ctypes.data
             continue
-        dtypes[i] = dtype_flag(v.dtype)
-        stypes[i] = FLAG_BY_STYPE[v.stype]
+        block.sparse[0][i] = FLAG_BY_STYPE[v.stype]
         if isinstance(v, SparseOut):
             continue
-        data[i] = v.data.ctypes.data
-        idx[i] = v.indices.ctypes.data
-        idx_len[i] = v.indices.size
+        block.data[i] = v.data.ctypes.data
+        block.sparse[1][i] = v.indices.ctypes.data
+        block.sparse[3][i] = v.indices.size
         if isinstance(v, CSRArray):
-            ptr[i] = v.indptr.ctypes.data
-            ptr_len[i] = v.indptr.size
+            block.sparse[2][i] = v.indptr.ctypes.data
+            block.sparse[4][i] = v.indptr.size
+    keep.append(block)
     keep.extend(values)
-    return [shapes, dims, data, dtypes, ids, devs, dev_ids, n], [stypes, idx, ptr, idx_len,
-                                                                 ptr_len]
+    return block.dense, block.sparse
 
 
 def dtype_name(flag: int) -> str | None:

@@ -72,6 +72,29 @@ def _split(entry: OpEntry, attrs, extra) -> tuple[dict, Any]:
     return library_attrs(attrs, p, subgraph), getattr(p, "node", None)
 
 
+def _host_values(inputs: Sequence) -> list:
+    """Inputs as the library reads them: sparse arrays as they are, dense ones contiguous."""
+    return [x if isinstance(x, SparseArray) else as_contiguous(np.asarray(x)) for x in inputs]
+
+
+def with_storage(entry: OpEntry, attrs: Mapping[str, str], inputs: Sequence, outputs: list,
+                 node=None) -> list:
+    """*outputs* with a :class:`SparseOut` wherever the library's ``inferSType`` wants sparse
+    storage for the actual input storage types (MXNet's dispatch, done at call time because
+    mxc's shape inference does not know storage types).  An operator without
+    ``inferSType`` takes dense inputs only."""
+    in_stypes = [stype_of(x) for x in inputs]
+    if not entry.infer_stype:
+        if any(st != "default" for st in in_stypes):
+            raise ExtensionError(f"extension library {entry.lib.name!r}: operator "
+                                 f"{entry.name!r} has no inferSType, so it takes dense inputs "
+                                 f"only; got {', '.join(in_stypes)}")
+        return outputs
+    _, out_stypes = calls.infer_storage_type(entry, attrs, in_stypes, len(outputs), node)
+    return [o if st == "default" or o is None else SparseOut(st, o.shape, o.dtype)
+            for o, st in zip(outputs, out_stypes)]
+
+
 class NativeState:
     """The host handle of one ``CustomStatefulOp`` inside the library.
 
@@ -101,9 +124,10 @@ class NativeState:
         return self.ptr
 
     def forward(self, inputs: Sequence, outputs: Sequence) -> list:
-        ptr = self._ensure(inputs)
-        ins = [as_contiguous(x) if isinstance(x, np.ndarray) else x for x in inputs]
-        return calls.stateful_compute(self.entry, ptr, True, ins, outputs, self.node)
+        ins = _host_values(inputs)
+        outs = with_storage(self.entry, self.attrs, ins, list(outputs), self.node)
+        ptr = self._ensure(ins)
+        return calls.stateful_compute(self.entry, ptr, True, ins, outs, self.node)
 
     def backward(self, out_grads: Sequence, inputs: Sequence, outputs: Sequence) -> list:
         ptr = self._ensure(inputs)
@@ -144,12 +168,8 @@ def make_custom_op(entry: OpEntry):
             full, node = _split(entry, attrs, extra)
             return calls.infer_type(entry, full, in_types, _num_outputs(self, attrs, extra), node)
         body["infer_type"] = infer_type
-    if entry.infer_stype:
-        def infer_storage_type(self, attrs, in_stypes, *extra):
-            full, node = _split(entry, attrs, extra)
-            return calls.infer_storage_type(entry, full, in_stypes,
-                                            _num_outputs(self, attrs, extra), node)
-        body["infer_storage_type"] = infer_storage_type
+    # inferSType is not a graph-time hook here: mxc's inference does not know storage
+    # types, so it runs when the operator is called (with_storage)
     if entry.create_op:
         def create_op_state(self, attrs, *extra):
             full, node = _split(entry, attrs, extra)
@@ -159,8 +179,9 @@ def make_custom_op(entry: OpEntry):
         def forward(self, attrs, inputs, outputs, *extra):
             full, node = _split(entry, attrs, extra)
             _require_outputs(entry, outputs, node)
-            ins = [as_contiguous(np.asarray(x)) for x in inputs]
-            return calls.compute(entry, entry.forward, full, ins, outputs, node)
+            ins = _host_values(inputs)
+            outs = with_storage(entry, full, ins, list(outputs), node)
+            return calls.compute(entry, entry.forward, full, ins, outs, node)
         body["forward"] = forward
         if entry.backward:
             def backward(self, attrs, out_grads, inputs, outputs, *extra):
@@ -171,6 +192,13 @@ def make_custom_op(entry: OpEntry):
                 return calls.compute(entry, entry.backward, full, ins, grads, node,
                                      backward=True)
             body["backward"] = backward
+    elif not entry.is_subgraph_op:  # e.g. a GPU-only operator: loadable, not runnable
+        def forward(self, attrs, inputs, outputs, *extra):
+            raise ExtensionError(f"extension library {entry.lib.name!r}: operator "
+                                 f"{entry.name!r} has no CPU implementation (its forward is "
+                                 f"registered for {entry.contexts.get('forward') or 'no device'})"
+                                 f"; mxc runs library operators on the host")
+        body["forward"] = forward
     cls = type(f"NativeOp_{entry.name}", (CustomOp,), body)
     return cls()
 
@@ -198,7 +226,7 @@ def _prepare(entry: OpEntry, inputs: Sequence, attrs: Mapping[str, Any]):
         raise ExtensionError(f"operator {entry.name!r} of {entry.lib.name!r} is a subgraph "
                              f"operator; it runs as part of a partitioned graph")
     attrs = {str(k): str(v) for k, v in attrs.items()}
-    values = [x if isinstance(x, SparseArray) else as_contiguous(np.asarray(x)) for x in inputs]
+    values = _host_values(inputs)
     n_in, n_out = calls.parse_attrs(entry, attrs) if entry.parse else (len(values), 1)
     if len(values) != n_in:
         raise ExtensionError(f"Operator {entry.name} expects {n_in} inputs, but got "
@@ -214,19 +242,7 @@ def _allocate(entry, attrs, values, n_out):
         _, out_types = calls.infer_type(entry, attrs, in_types, n_out)
     else:
         out_types = [in_types[0] if in_types else "float32"] * n_out
-    in_stypes = [stype_of(v) for v in values]
-    if entry.infer_stype:
-        _, out_stypes = calls.infer_storage_type(entry, attrs, in_stypes, n_out)
-    else:
-        if any(s != "default" for s in in_stypes):
-            raise ExtensionError(f"operator {entry.name!r} of {entry.lib.name!r} has no "
-                                 f"inferSType, so it takes dense inputs only")
-        out_stypes = ["default"] * n_out
-    outs = []
-    for shape, t, st in zip(out_shapes, out_types, out_stypes):
-        t = t or "float32"
-        outs.append(np.zeros(shape, t) if st == "default" else SparseOut(st, shape, t))
-    return outs
+    return [np.zeros(shape, t or "float32") for shape, t in zip(out_shapes, out_types)]
 
 
 def invoke(entry: OpEntry, inputs: Sequence, attrs: Mapping[str, Any] | None = None, *,
@@ -245,6 +261,7 @@ def invoke(entry: OpEntry, inputs: Sequence, attrs: Mapping[str, Any] | None = N
     if not entry.forward:
         raise ExtensionError(f"operator {entry.name!r} of {entry.lib.name!r} has no CPU "
                              f"forward")
+    outs = with_storage(entry, attrs, values, outs)
     return calls.compute(entry, entry.forward, attrs, values, outs)
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from ctypes import POINTER, byref, c_char_p, c_int64, c_void_p
-from typing import Any
+from ctypes import byref, c_char_p, c_void_p
 
 import numpy as np
 

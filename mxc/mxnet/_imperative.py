@@ -21,13 +21,18 @@ from . import autograd
 from .base import MXNetError, mxnet_error
 from .ndarray import NDArray
 
-__all__ = ["invoke", "resolve", "op_function", "run_node", "wrap_output", "raw_value"]
+__all__ = ["invoke", "resolve", "op_function", "run_node", "wrap_output", "raw_value",
+           "storage_attrs"]
 
 
 def resolve(name: str) -> str | None:
-    """*name* if it is a registered operator (library ops included), else None."""
+    """*name* if it is a registered operator (library ops included), else None.
+
+    Subgraph operators are not functions (they run as nodes of a partitioned
+    graph), as in MXNet.
+    """
     try:
-        return name if has_op(name) else None
+        return name if has_op(name) and not get_op(name).is_subgraph_op else None
     except MxcError:  # pragma: no cover - a broken registry entry
         return None
 
@@ -47,6 +52,13 @@ def raw_value(x: Any):
     if isinstance(x, NDArray):
         return x.kernel_value() if x.stype != "default" else x._data
     return np.asarray(x)
+
+
+def storage_attrs(array) -> dict[str, str]:
+    """MXNet's ``__storage_type__`` attribute for a variable bound to a sparse array
+    (how storage-type inference learns an input is CSR or row-sparse)."""
+    stype = getattr(array, "stype", "default")
+    return {} if stype == "default" else {"__storage_type__": stype}
 
 
 def wrap_output(value: Any, ctx=None) -> NDArray:
@@ -117,7 +129,8 @@ def invoke(op_name: str, args: list, kwargs: dict):
             raise MXNetError(f"Check failed: num_inputs == infered_num_inputs ({len(arrays)} vs. "
                              f"{expected}) : Operator {op_name} expects {expected} inputs, but "
                              f"got {len(arrays)} instead.")
-        node.inputs = [Entry(Node(None, f"{node.name}_in{i}")) for i in range(len(arrays))]
+        node.inputs = [Entry(Node(None, f"{node.name}_in{i}", storage_attrs(a)))
+                       for i, a in enumerate(arrays)]
         values = [raw_value(a) for a in arrays]
         in_shapes = [tuple(a.shape) for a in arrays]
         in_dtypes = [np.dtype(a.dtype).name for a in arrays]

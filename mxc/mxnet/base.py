@@ -16,12 +16,44 @@ their tests compare these texts.
 from __future__ import annotations
 
 import logging
+import os
 
 from ..errors import ExtensionError, MxcError
 
-__all__ = ["MXNetError", "mxnet_error", "NotSupportedError"]
+__all__ = ["MXNetError", "mxnet_error", "NotSupportedError", "RELEASES", "emulate", "emulated",
+           "version_number"]
 
 log = logging.getLogger("mxc.mxnet")
+
+
+#: MXNet release -> (its version number, the lib_api version its library loader accepts)
+RELEASES = {"1.9.1": (10901, 11), "1.8.0": (10800, 10), "1.7.0": (10700, 7)}
+_emulated: list[str | None] = [None]
+
+
+def emulate(release: str | None) -> None:
+    """Behave as MXNet *release* (``"1.9.1"``, ``"1.8.0"``, ``"1.7.0"``) where releases differ:
+    which extension libraries load, the version ``initialize`` and ``tojson`` report.
+    None restores the default (MXNet 1.9.1's number; every supported lib_api version loads).
+    The environment variable ``MXC_MXNET_EMULATE`` sets the same."""
+    if release is not None and release not in RELEASES:
+        raise MXNetError(f"cannot emulate MXNet {release!r}; releases: {', '.join(RELEASES)}")
+    _emulated[0] = release
+
+
+def emulated() -> str | None:
+    """The MXNet release being emulated (None: mxc.mxnet's default)."""
+    release = _emulated[0] or os.environ.get("MXC_MXNET_EMULATE") or None
+    if release is not None and release not in RELEASES:
+        raise MXNetError(f"MXC_MXNET_EMULATE={release!r} is not a release mxc.mxnet can "
+                         f"emulate ({', '.join(RELEASES)})")
+    return release
+
+
+def version_number() -> int:
+    """MXNet's integer version (``MXGetVersion``) of the emulated release: 10901 by default."""
+    release = emulated()
+    return RELEASES[release][0] if release else RELEASES["1.9.1"][0]
 
 
 class MXNetError(MxcError):
@@ -82,6 +114,18 @@ def extension_message(exc: ExtensionError) -> str | None:
     return text
 
 
+def _library_text(exc: BaseException) -> str | None:
+    """MXNet's text for an error a compiled library's hook reported (``mxnet_message``)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = getattr(exc, "mxnet_message", None)
+        if text:
+            return f"Check failed: retval: {text}" if text.startswith("Error calling ") else text
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def mxnet_error(exc: BaseException, *, node: str | None = None,
                 message: str | None = None) -> MXNetError:
     """The :class:`MXNetError` to raise for *exc* (kept as ``__cause__``).
@@ -92,6 +136,8 @@ def mxnet_error(exc: BaseException, *, node: str | None = None,
     if isinstance(exc, MXNetError) and message is None and node is None:
         return exc
     text = message
+    if text is None:
+        text = _library_text(exc)
     if text is None and isinstance(exc, ExtensionError):
         text = extension_message(exc)
     if text is None:

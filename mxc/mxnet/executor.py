@@ -18,7 +18,7 @@ import numpy as np
 from ..compiler.infer import infer_shapes, infer_types
 from ..errors import MxcError
 from ._gradients import node_gradients
-from ._imperative import raw_value, run_node, wrap_output
+from ._imperative import raw_value, run_node, storage_attrs, wrap_output
 from .base import MXNetError, mxnet_error
 from .ndarray import NDArray
 
@@ -46,6 +46,10 @@ class Executor:
         self._grad_req = dict(grad_req)
         self.outputs: list[NDArray] = []
         self._values: dict | None = None
+        for node in self._graph.topo_order():
+            bound = self.arg_dict.get(node.name, self.aux_dict.get(node.name))
+            if node.op is None and bound is not None:
+                node.attrs.update(storage_attrs(bound))
 
     # -- MXNet's list views ------------------------------------------------------------
     @property

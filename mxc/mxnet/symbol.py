@@ -25,7 +25,7 @@ import numpy as np
 
 from ..compiler import symbol as _base
 from ..errors import MxcError
-from .base import MXNetError, mxnet_error
+from .base import MXNetError, mxnet_error, version_number
 from .context import check_cpu
 from .executor import Executor, infer_error
 from .ndarray import NDArray, zeros as _nd_zeros
@@ -81,32 +81,65 @@ class Symbol(_base.Symbol):
     def __copy__(self):
         return Symbol(self._outputs, self._graph)
 
+    # -- serialization: the running (emulated) MXNet's version, as MXNet writes it ------------
+    def _versioned_graph(self):
+        from ..compiler.ir import Graph
+        g = self.graph
+        attrs = {**g.attrs, "mxnet_version": ["int", version_number()]}
+        return Graph(g.nodes, g.outputs, attrs)
+
+    def tojson(self) -> str:
+        from ..frontend.symbol_json import dump_json
+        return dump_json(self._versioned_graph())
+
+    def save(self, fname, remove_amp_cast: bool = True) -> None:
+        from ..frontend.symbol_json import dump_json
+        from ..utils import atomic_write_text
+        atomic_write_text(fname, dump_json(self._versioned_graph()))
+
     # -- inference (MXNet's errors) ------------------------------------------------------
-    def infer_shape(self, *args, **kwargs):
+    def _infer(self, method, what: str, args, kwargs, report: bool = True):
+        """Run a base inference *method*; on failure print MXNet's argument report."""
         try:
-            return super().infer_shape(*args, **kwargs)
-        except MXNetError:
-            raise
+            return method(self, *args, **kwargs)
         except MxcError as exc:
-            raise infer_error(exc) from exc
+            if report:
+                print(f"{what} error. Arguments:")
+                for i, arg in enumerate(args):
+                    print(f"  #{i}: {arg}")
+                for key, value in kwargs.items():
+                    print(f"  {key}: {value}")
+            raise exc if isinstance(exc, MXNetError) else infer_error(exc) from exc
+
+    def infer_shape(self, *args, **kwargs):
+        return self._infer(_base.Symbol.infer_shape, "infer_shape", args, kwargs)
 
     def infer_shape_partial(self, *args, **kwargs):
-        try:
-            return super().infer_shape_partial(*args, **kwargs)
-        except MXNetError:
-            raise
-        except MxcError as exc:
-            raise infer_error(exc) from exc
+        # no argument report here: infer_shape calls this and reports once itself
+        return self._infer(_base.Symbol.infer_shape_partial, "infer_shape", args, kwargs,
+                           report=False)
+
+    @staticmethod
+    def _dtype_names(args, kwargs):
+        return (tuple(None if a is None else np.dtype(a).name for a in args),
+                {k: None if v is None else np.dtype(v).name for k, v in kwargs.items()})
 
     def infer_type(self, *args, **kwargs):
-        args = tuple(None if a is None else np.dtype(a).name for a in args)
-        kwargs = {k: None if v is None else np.dtype(v).name for k, v in kwargs.items()}
+        names, kw = self._dtype_names(args, kwargs)
         try:
-            return super().infer_type(*args, **kwargs)
+            return self._infer(_base.Symbol.infer_type, "infer_type", names, kw, report=False)
         except MXNetError:
+            print("infer_type error. Arguments:")
+            for i, arg in enumerate(args):
+                print(f"  #{i}: {arg}")
+            for key, value in kwargs.items():
+                print(f"  {key}: {value}")
             raise
-        except MxcError as exc:
-            raise infer_error(exc) from exc
+
+    def infer_type_partial(self, *args, **kwargs):
+        names, kw = self._dtype_names(args, kwargs)
+        return self._infer(_base.Symbol.infer_type_partial, "infer_type", names, kw,
+                           report=False)
 
     # -- binding -------------------------------------------------------------------------
     def bind(self, ctx=None, args=None, args_grad=None, grad_req="write", aux_states=None,
@@ -142,15 +175,18 @@ class Symbol(_base.Symbol):
                     shared_buffer=None, **kwargs) -> Executor:
         """Allocate the arguments (zeros), gradients and aux states from shapes, and bind."""
         try:
-            arg_shapes, _, aux_shapes = self.infer_shape(**kwargs)
+            arg_shapes, _, aux_shapes = self._infer(_base.Symbol.infer_shape, "", (), kwargs,
+                                                    report=False)
             if arg_shapes is None:
-                partial = self.infer_shape_partial(**kwargs)[0]
+                partial = self._infer(_base.Symbol.infer_shape_partial, "", (), kwargs,
+                                      report=False)[0]
                 unknown = [n for n, s in zip(self.list_arguments(), partial)
                            if s is None or None in s]
                 raise MXNetError(f"simple_bind: cannot infer the shape of "
                                  f"{', '.join(unknown)}")
-            arg_types, _, aux_types = self.infer_type_partial(
-                **{k: np.dtype(v).name for k, v in (type_dict or {}).items()})
+            arg_types, _, aux_types = self._infer(
+                _base.Symbol.infer_type_partial, "", (),
+                {k: np.dtype(v).name for k, v in (type_dict or {}).items()}, report=False)
         except MXNetError as exc:
             given = "".join(f"{k}: {tuple(v)}\n" for k, v in kwargs.items())
             raise RuntimeError(f"simple_bind error. Arguments:\n{given}{exc}") from exc
@@ -177,6 +213,10 @@ class Symbol(_base.Symbol):
             _log.error("Error optimizing for backend '%s' cannot be found", backend)
             return self
         np_args, np_aux = _to_numpy(args), _to_numpy(aux)
+        if has_pass(backend):
+            # MXNet runs a pass given no dicts too; what it allocates then is dropped
+            np_args = {} if np_args is None else np_args
+            np_aux = {} if np_aux is None else np_aux
         try:
             result = super().optimize_for(backend, np_args, np_aux, clear=False, **kwargs)
         except MXNetError:

@@ -90,7 +90,7 @@ class HostKernel:
     """
 
     __slots__ = ("name", "op", "node", "opdef", "params", "ctx", "out_dtypes", "nout",
-                 "bodies", "body_call")
+                 "bodies", "body_call", "runners")
 
     def __init__(self, spec: dict, body_call=None):
         from ..compiler.ir import Node
@@ -116,6 +116,7 @@ class HostKernel:
             raise ArtifactError(f"host node {name!r} ({op}): {exc}") from None
         self.bodies = list(spec.get("bodies") or ())
         self.body_call = body_call
+        self.runners: dict = {}
         self.out_dtypes = list(spec.get("out_dtypes", ()))
         self.ctx = ForwardContext(node=node, out_shapes=_shapes(spec, "out_shapes"),
                                   out_dtypes=self.out_dtypes, in_shapes=_shapes(spec, "in_shapes"),
@@ -145,12 +146,14 @@ class HostKernel:
             result.append(v)
         return result
 
-
     def _call_body(self, k: int, inputs):
         spec = self.bodies[k] if k < len(self.bodies) else None
-        if spec is None:
-            from ..compiler.ops.subgraph import run_nested
-            return run_nested(self.node.subgraphs[k], list(inputs))
+        if spec is None:  # not compiled: the reference kernels (types inferred once)
+            runner = self.runners.get(k)
+            if runner is None:
+                from ..compiler.ops.control_flow import BodyRunner
+                runner = self.runners[k] = BodyRunner(self.node.subgraphs[k])
+            return runner(inputs)
         return self.body_call(spec, [inputs[i] for i in spec["inputs"]])
 
 

@@ -22,7 +22,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -484,8 +484,8 @@ class Session:
         return buf[0]
 
 
-def load(path: str | os.PathLike, *, verify_key: Any = None,
-         threads: int | None = None) -> Session:
+def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None = None, *,
+         verify_key: Any = None, threads: int | None = None) -> Session:
     """Load an ``.mxc`` artifact and return a :class:`Session` to run it.
 
     **Loading runs the native code in the artifact's library** (its ELF
@@ -498,11 +498,18 @@ def load(path: str | os.PathLike, *, verify_key: Any = None,
 
     The file is verified (format version, fields, sizes and checksums of every
     member, a target this machine can run) before its library is loaded; a
-    library already loaded by this process (same sha256) is reused.  Raises
+    library already loaded by this process (same sha256) is reused.  A model
+    with operators of compiled extension libraries runs only with the same
+    library files given in *libraries* (checked by sha256, see
+    :mod:`mxc.runtime.libraries`).  *threads* limits the CPU threads of its
+    compiled code (default: every core this process may use).  Raises
     :class:`~mxc.errors.ArtifactError`.
     """
     from .artifact import read_artifact
     art = read_artifact(path, verify_key=verify_key)
+    if art.manifest.get("libraries") or libraries:  # imported only when there is one
+        from .libraries import attach_libraries
+        attach_libraries(art.manifest, libraries, str(path))
     return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path),
                               threads=threads)
 

@@ -140,14 +140,15 @@ def test_default_target_is_the_detected_host_cpu():
 
 
 def test_converter_modules_mirror_op_families():
-    """Each converter lives in ops/<family>.py named after the op's definition file."""
+    """Each converter lives in ops/<family>.py named after the op's definition file
+    (``ops/numpy/elemwise.py`` for the ``numpy.elemwise`` family)."""
     ops = registered_ops()
     wrong = []
     for name, conv in registered_converters().items():
         opdef = ops.get(name)
         if opdef is None:
             continue
-        module = conv.module.rsplit(".", 1)[-1]
+        module = conv.module.split(".ops.", 1)[-1]
         if module != opdef.family:
             wrong.append(f"{name}: converter in {module}.py, op defined in {opdef.family}.py")
     assert not wrong, "\n".join(wrong)

@@ -193,7 +193,7 @@ def test_cached_op_regions_stay_on_the_host():
 # passes, params, inputs
 # ---------------------------------------------------------------------------
 def test_default_pipeline_folds_batchnorm_and_removes_dropout():
-    assert default_pipeline() == "remove-dropout,simplify,fold-batchnorm,dce"
+    assert default_pipeline() == "remove-dropout,inline-fused,simplify,fold-batchnorm,dce"
     sym = _cnn()
     shapes = {"data": (2, 3, 8, 8)}
     params = _weights(sym.graph, shapes)

@@ -98,3 +98,33 @@ def test_tvm_numpy_op_case(case_id):
     for i, got in enumerate(outs):
         assert_close(np.asarray(got), data[f"out__{i}"], case["rtol"], case["atol"],
                      f"{case_id} output {i}")
+
+
+def test_numpy_graph_compiles_with_host_steps_and_0d_outputs(tmp_path):
+    """Promotion, a 0-d reduction and a host-only decomposition in one compiled artifact;
+    NumPy computes the expected values."""
+    import json
+
+    import mxc
+    import mxc.runtime
+
+    doc = {"nodes": [
+        {"op": "null", "name": "x", "inputs": []},
+        {"op": "null", "name": "k", "inputs": []},
+        {"op": "_npi_multiply", "name": "scaled", "inputs": [[0, 0, 0], [1, 0, 0]]},
+        {"op": "_np_sum", "name": "total", "inputs": [[2, 0, 0]]},
+        {"op": "_npi_svd", "name": "svd", "inputs": [[2, 0, 0]]},
+        {"op": "_npi_exp", "name": "e", "inputs": [[4, 1, 0]]},
+    ], "arg_nodes": [0, 1], "heads": [[3, 0, 0], [5, 0, 0]],
+        "attrs": {"mxnet_version": ["int", 10901], "is_np_shape": ["int", 1]}}
+    sym = mxc.sym.load_json(json.dumps(doc))
+    model = mxc.compile(sym, ({}, {}), shapes={"x": (2, 3), "k": (3,)},
+                        dtypes={"x": "int32", "k": "float32"})
+    sess = mxc.runtime.load(model.save(str(tmp_path / "np.mxc")))
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    k = np.array([1.0, 0.5, 2.0], dtype=np.float32)
+    total, e = sess.run({"x": x, "k": k})
+    prod = x.astype(np.float64) * k
+    assert total.shape == () and total.dtype == np.float32
+    np.testing.assert_allclose(total, prod.sum(), rtol=1e-6)
+    np.testing.assert_allclose(e, np.exp(np.linalg.svd(prod, compute_uv=False)), rtol=1e-5)

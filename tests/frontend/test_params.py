@@ -479,3 +479,19 @@ def test_resnet18_loads_fast():
     elapsed = time.perf_counter() - start
     assert len(params) == 102
     assert elapsed < 1.0, f"loading resnet18_v1 took {elapsed:.3f}s"
+
+
+@pytest.mark.parametrize("name", ["amp_bf16_cnn", "amp_bf16_cnn_noskip"])
+def test_mxnet_bfloat16_params_round_trip_byte_for_byte(name):
+    """MXNet 1.9.1's AMP params (dtype flag 12): bits as the README defines, rewritten identically."""
+    if BF16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    path = require_corpus("wave2/models") / name / "model.params"
+    raw = path.read_bytes()
+    arrays = load_params(raw)
+    bf16 = {k: v for k, v in arrays.items() if v.dtype == BF16}
+    assert bf16, "the AMP model stores bfloat16 parameters"
+    for v in bf16.values():  # float32 = (uint32(bits) << 16).view(float32)
+        bits = v.view(np.uint16).astype(np.uint32) << 16
+        np.testing.assert_array_equal(v.astype(np.float32), bits.view(np.float32))
+    assert dumps_params(arrays) == raw

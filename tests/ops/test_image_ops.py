@@ -43,7 +43,14 @@ def test_adjust_lighting_saturates_uint8():
     np.testing.assert_array_equal(got, np.array([[[255, 37, 160]]], np.uint8))
 
 
-def test_resize_rejects_non_bilinear_interpolation():
+def test_resize_rejects_interpolations_other_than_nearest_and_bilinear():
     from mxc.errors import AttributeInvalidError
     with pytest.raises(AttributeInvalidError, match="interp"):
-        S._image_resize(S.var("x"), size=(4, 4), interp=2).infer_shape(x=(8, 8, 3))
+        S._image_resize(S.var("x"), size=(4, 4), interp=3).infer_shape(x=(8, 8, 3))
+
+
+def test_resize_nearest_picks_floor_of_the_scaled_position():
+    x = np.arange(4 * 6, dtype=np.uint8).reshape(4, 6, 1)
+    got = _run("_image_resize", x, size=(4, 3), interp=0)        # w=4, h=3
+    rows, cols = [0, 1, 2], [0, 1, 3, 4]                          # floor(o * 4/3), floor(o * 6/4)
+    np.testing.assert_array_equal(got, x[rows][:, cols])

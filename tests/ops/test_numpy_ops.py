@@ -168,3 +168,70 @@ def test_scalar_params_round_trip_in_numpy_records(tmp_path):
     back = mxc.nd.load(str(path))
     assert back["arg:s"].shape == () and back["arg:s"] == np.float32(2.5)
     assert back["arg:w"].shape == (2, 0)
+
+
+def test_true_divide_scalar_of_integers_is_float32_whatever_the_scalar():
+    g = _one_op("_npi_true_divide_scalar", scalar=0.5, is_int=False)
+    assert infer_types(g, {"x0": "int32"})[g.outputs[0].key] == "float32"
+    out = run_graph(g, {"x0": np.array([3], dtype=np.int32)})[0]
+    assert out.dtype == np.float32 and out.tolist() == [6.0]
+
+
+@pytest.mark.parametrize("ord_,axis,flag,want", [
+    ("2", "None", "1", lambda x: np.linalg.norm(x)),
+    ("1", "(1,)", "-1", lambda x: np.linalg.norm(x, 1, axis=1)),
+    ("inf", "(0, 1)", "3", lambda x: np.linalg.norm(x, np.inf, axis=(0, 1))),
+    ("2", "(0, 1)", "2", lambda x: np.linalg.norm(x, "nuc")),
+    ("3", "(0,)", "-1", lambda x: np.sum(np.abs(x) ** 3, axis=0) ** (1 / 3)),
+])
+def test_norm_orders_and_flags(ord_, axis, flag, want):
+    g = _one_op("_npi_norm", ord=ord_, axis=axis, flag=flag)
+    x = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, 0.5]], dtype=np.float32)
+    out = run_graph(g, {"x0": x})[0]
+    np.testing.assert_allclose(out, want(x.astype(np.float64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs,a,b,fn", [
+    ("_npi_matmul", {}, (4,), (4, 3), np.matmul),
+    ("_npi_matmul", {}, (2, 1, 3, 4), (5, 4, 2), np.matmul),
+    ("_npi_matmul", {}, (2, 3, 4), (4,), np.matmul),
+    ("_np_dot", {}, (2, 3, 4), (5, 4, 6), np.dot),
+    ("_np_dot", {}, (3,), (3,), np.dot),
+    ("_npi_tensordot", {"a_axes_summed": "(0, 2)", "b_axes_summed": "(2, 1)"}, (3, 4, 5), (2, 5, 3),
+     lambda x, y: np.tensordot(x, y, axes=((0, 2), (2, 1)))),
+    ("_npi_tensordot_int_axes", {"axes": 1}, (3, 4), (4, 2), lambda x, y: np.tensordot(x, y, 1)),
+    ("_npi_einsum", {"num_args": 2, "subscripts": "bij,bjk->bki"}, (2, 3, 4), (2, 4, 5),
+     lambda x, y: np.einsum("bij,bjk->bki", x, y)),
+])
+def test_product_shapes_are_numpys(op, attrs, a, b, fn):
+    """Products infer their shapes analytically; NumPy on real arrays is the oracle."""
+    g = _one_op(op, 2, **attrs)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(a).astype(np.float32), rng.standard_normal(b).astype(np.float32)
+    want = fn(x.astype(np.float64), y.astype(np.float64))
+    assert infer_shapes(g, {"x0": a, "x1": b})[g.outputs[0].key] == np.shape(want)
+    np.testing.assert_allclose(run_graph(g, {"x0": x, "x1": y})[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_matmul_with_mismatched_inner_extents_is_a_shape_error():
+    g = _one_op("_npi_matmul", 2)
+    with pytest.raises(ShapeError, match="inner extents"):
+        infer_shapes(g, {"x0": (2, 3), "x1": (4, 5)})
+
+
+@pytest.mark.parametrize("op,n", [("_npi_bitwise_and", 2), ("_npi_lcm", 2), ("_npi_bitwise_not", 1),
+                                  ("_npi_bitwise_or_scalar", 1)])
+def test_integer_only_ops_reject_floats_with_a_typed_error(op, n):
+    g = _one_op(op, n, **({"scalar": 3} if op.endswith("_scalar") else {}))
+    with pytest.raises(mxc.errors.DTypeError, match="integer"):
+        infer_types(g, {f"x{i}": "float32" for i in range(n)})
+    assert infer_types(g, {f"x{i}": "int32" for i in range(n)})[g.outputs[0].key] == "int32"
+
+
+def test_eigvals_of_a_rotation_is_rejected_not_truncated():
+    g = _one_op("_npi_eigvals")
+    rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
+    with pytest.raises(mxc.errors.MxcError, match="complex eigenvalues"):
+        run_graph(g, {"x0": rotation})
+    sym = np.array([[2.0, 1.0], [1.0, 2.0]])
+    np.testing.assert_allclose(np.sort(run_graph(g, {"x0": sym})[0]), [1.0, 3.0])

@@ -77,7 +77,7 @@ def test_layout_and_manifest(mlp):
     assert man["outputs"] == [{"name": "softmax_output", "shape": [4, 10], "dtype": "float32",
                                "data_dependent_shape": False}]
     assert [r["function"] for r in man["regions"]] == ["region0"] and man["host_nodes"] == []
-    assert man["pipeline"] == "remove-dropout,simplify,fold-batchnorm,dce"
+    assert man["pipeline"] == "remove-dropout,inline-fused,simplify,fold-batchnorm,dce"
     assert graph["steps"][0]["kind"] == "region" and graph["ignored_inputs"] == ["softmax_label"]
     assert rt.is_artifact(path) and not rt.is_artifact(MLP / "mlp-symbol.json")
     assert rt.read_manifest(path)["members"] == man["members"]

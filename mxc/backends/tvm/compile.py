@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 __all__ = ["compile", "CompiledModel", "DEFAULT_PASSES", "default_pipeline", "Progress"]
 
 #: the default pass pipeline (only the registered ones run)
-DEFAULT_PASSES = ("remove-dropout", "simplify", "fold-batchnorm", "dce")
+DEFAULT_PASSES = ("remove-dropout", "inline-fused", "simplify", "fold-batchnorm", "dce")
 
 
 def default_pipeline() -> str:
@@ -549,7 +549,7 @@ def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: Progress,
         info = mb.add(fname, nested, shapes=r_shapes, dtypes=r_dtypes, params=r_params,
                       bind_params=bind_params)
         functions[node.name] = (info, [outer[n] for n in info.input_names])
-    functions["__bodies__"] = lower_bodies(mb, host, shapes, dtypes)
+    functions["__bodies__"] = lower_bodies(mb, host, shapes, dtypes, params, bind_params)
     has_bodies = any(f is not None for b in functions["__bodies__"].values() for f in b)
     functions["__module__"] = mb.finalize() if regions or has_bodies else None
     return functions
@@ -792,6 +792,11 @@ def _arch_of(triple: str) -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
 
 
+def _libraries(ops) -> list[dict]:
+    from ...runtime.libraries import manifest_entries
+    return manifest_entries(ops)
+
+
 def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_params, name,
               shapes, pg, tuning: _TunedKernels | None = None) -> dict:
     import tvm
@@ -819,6 +824,7 @@ def _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline, bind_pa
                            if s.get("bodies") else {})}
                        for s in rt_graph["steps"] if s["kind"] == "host"],
         "num_params_stored": len(rt_graph["params"]),
+        "libraries": _libraries(s["op"] for s in rt_graph["steps"] if s["kind"] == "host"),
         # None: default schedules only; else the database and the kernels taken from it
         "tuning_db": tuning.as_manifest() if tuning is not None else None,
     }

@@ -52,7 +52,14 @@ except ImportError as _exc:  # pragma: no cover
 Key = tuple[int, int]
 SupportsFn = Callable[[Node, Mapping, Mapping], "bool | str | None"]
 
-#: dtypes the backend lowers (bfloat16 and others stay on the host)
+#: operators whose converters are checked on bfloat16 (AMP graphs): they compute through
+#: float32 and round once to bfloat16 (nearest even), as MXNet's oneDNN kernels do; any
+#: other operator on bfloat16 tensors stays on the host
+BF16_OPS = frozenset({"Convolution", "FullyConnected", "Pooling", "Activation", "relu",
+                      "elemwise_add", "broadcast_add", "Flatten", "Reshape", "Cast", "amp_cast",
+                      "amp_multicast", "BatchNorm"})
+
+#: dtypes the backend lowers (bfloat16 only for :data:`BF16_OPS`)
 SUPPORTED_DTYPES = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64",
                               "uint8", "bool"})
 
@@ -68,6 +75,7 @@ class Converter:
     fn: Callable[[Lowering], Any]
     supports: SupportsFn | None = None
     module: str = "?"   # the module that registered it (ops/<family>.py)
+    nested: bool = False  # lowers a node with nested subgraphs as a whole
 
 
 _CONVERTERS: dict[str, Converter] = {}
@@ -75,22 +83,28 @@ _LOADED = False
 
 
 def register_converter(*ops: str, supports: SupportsFn | None = None,
-                       override: bool = False) -> Callable:
+                       override: bool = False, nested: bool = False,
+                       module: str | None = None) -> Callable:
     """Function decorator: register the converter of MXNet operator(s) *ops*.
 
     Register under the op's canonical registry name; aliases (``_plus`` for
-    ``elemwise_add`` ...) are resolved through the op registry.
+    ``elemwise_add`` ...) are resolved through the op registry.  ``nested=True``
+    says the converter lowers a node that carries nested subgraphs (a fused
+    oneDNN node) from the facts its OpDef reads off them; other subgraph nodes
+    stay on the host.  *module* names the family module the converter belongs
+    to (default: the caller's), for helpers that register converters on a
+    family's behalf.
     """
     if not ops:
         raise ValueError("register_converter needs at least one operator name")
-    module = sys._getframe(1).f_globals.get("__name__", "?")
+    module = module or sys._getframe(1).f_globals.get("__name__", "?")
 
     def deco(fn):
         for op in ops:
             if op in _CONVERTERS and not override:
                 raise ValueError(f"a TVM converter for {op!r} is already registered "
                                  f"(in {_CONVERTERS[op].module})")
-            _CONVERTERS[op] = Converter(op, fn, supports, module)
+            _CONVERTERS[op] = Converter(op, fn, supports, module, nested)
         return fn
     return deco
 
@@ -177,11 +191,11 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
     """
     if node.op is None:
         return None
-    if node.subgraphs:
+    conv = get_converter(node.op)
+    if node.subgraphs and (conv is None or not conv.nested):
         why = _HOST_ONLY.get(node.op)
         return f"{node.op}: {why}" if why else \
             f"{node.op} carries nested subgraphs, which the TVM backend does not lower"
-    conv = get_converter(node.op)
     if conv is None:
         try:
             canonical = node.opdef.name
@@ -201,6 +215,8 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
         for i, t in enumerate(items):
             if t is None:
                 return f"{what} {i} has no known dtype"
+            if t == "bfloat16" and _canonical(node) in BF16_OPS:
+                continue
             if t not in SUPPORTED_DTYPES:
                 return f"{what} {i} has dtype {t}, which the TVM backend does not handle"
     if conv.supports is not None:
@@ -213,6 +229,13 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
         if verdict is False:
             return f"the TVM converter of {node.op} does not handle these attributes"
     return None
+
+
+def _canonical(node: Node) -> str:
+    try:
+        return node.opdef.name
+    except MxcError:
+        return node.op
 
 
 def is_supported(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, Any]) -> bool:

@@ -147,5 +147,6 @@ class LegacySchema:
         if unknown:
             raise AttributeInvalidError(
                 f"operator {self.name} (node {getattr(node, 'name', '?')!r}): unknown "
-                f"attribute {unknown[0]!r}; known attributes: {', '.join(sorted(self.legacy_attrs))}")
+                f"attribute {unknown[0]!r}; known attributes: "
+                f"{', '.join(sorted(self.legacy_attrs))}")
         return super().parse_attrs(raw, node)

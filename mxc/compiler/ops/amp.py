@@ -12,7 +12,6 @@ and oneDNN do), so ``"bfloat16"`` is an ordinary dtype name everywhere in mxc.
 from __future__ import annotations
 
 import ml_dtypes  # noqa: F401  (registers numpy's "bfloat16" dtype)
-import numpy as np
 
 from ...errors import AttributeInvalidError
 from .common import merge_all

@@ -148,6 +148,11 @@ class ControlFlowOp(OpDef):
             raise type(exc)(f"operator {self.name} (node {p.node_name!r}), subgraph {k}: "
                             f"{exc}") from None
 
+    def invariant_inputs(self, p: Params, k: int) -> set[int]:
+        """Positions of body *k*'s inputs that get the same value on every call
+        (a compiler may bind them as constants when the node input is a parameter)."""
+        return set(range(len(self.body_feeds(p)[k])))
+
     def body_args(self, p: Params, k: int, kind: str, ins: list) -> list:
         """The shapes/dtypes (*kind*) body *k*'s inputs get from the node's inputs *ins*."""
         return [ins[i] for i in self.body_feeds(p)[k]]
@@ -168,10 +173,29 @@ class ControlFlowOp(OpDef):
         raise NotImplementedError
 
     def forward(self, p, inputs, ctx):
-        from .subgraph import run_nested
-        bodies = self.bodies(p)
-        return self.run(p, inputs, lambda k, xs: run_nested(bodies[k], list(xs)),
-                        ctx.out_shapes, ctx.out_dtypes)
+        runners = [BodyRunner(body) for body in self.bodies(p)]
+        return self.run(p, inputs, lambda k, xs: runners[k](xs), ctx.out_shapes, ctx.out_dtypes)
+
+
+class BodyRunner:
+    """Runs one body on numpy arrays (reference kernels), inferring its shapes and
+    dtypes once per input signature rather than at every step of a loop."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self._types: dict[tuple, tuple[dict, dict]] = {}
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        from .subgraph import evaluate_nested, infer_nested_values
+        inputs = [np.asarray(x) for x in inputs]
+        n = len(self.graph.input_nodes())
+        if len(inputs) != n:
+            raise OpError(f"a body with {n} inputs was called with {len(inputs)}")
+        sig = tuple((x.shape, x.dtype.name) for x in inputs)
+        types = self._types.get(sig)
+        if types is None:
+            types = self._types[sig] = infer_nested_values(self.graph, inputs)
+        return evaluate_nested(self.graph, inputs, *types)
 
 
 def _locs_attrs(*names: str) -> dict:
@@ -196,6 +220,9 @@ class Foreach(ControlFlowOp):
         for i, loc in enumerate(locs):
             feeds[loc] = i
         return [feeds]
+
+    def invariant_inputs(self, p, k):
+        return set(p.remain_locs)
 
     def body_args(self, p, k, kind, ins):
         nd = len(p.in_data_locs)
@@ -273,6 +300,10 @@ class WhileLoop(ControlFlowOp):
 
     def body_feeds(self, p):
         return [list(p.cond_input_locs), list(p.func_input_locs)]
+
+    def invariant_inputs(self, p, k):
+        carried = set(self.var_inputs(p))
+        return {loc for loc, i in enumerate(self.body_feeds(p)[k]) if i not in carried}
 
     def var_inputs(self, p) -> list[int]:
         """The node input holding each loop variable (loop-variable order)."""

@@ -26,7 +26,10 @@ _TARGET = "__custom_target__"
 
 @register_op("Custom")
 class Custom(OpDef):
-    """Dispatch to the custom operator named by the ``op_type`` attribute."""
+    """Dispatch to the custom operator named by the ``op_type`` attribute.
+
+    Arity, names, inference and forward are the target's (:func:`_delegated`).
+    """
 
     arguments = ()
 
@@ -56,44 +59,17 @@ class Custom(OpDef):
             raise err
         return get_op(op_type)
 
-    @staticmethod
-    def _inner(p: Params):
-        return p[_TARGET]
 
-    # -- arity --------------------------------------------------------------------
-    def input_names(self, p):
-        target, inner = self._inner(p)
-        return target.input_names(inner)
+def _delegated(hook: str):
+    """An OpDef method that calls the target custom op's *hook* with its own parameters."""
+    def method(self, p, *args):
+        target, inner = p[_TARGET]
+        return getattr(target, hook)(inner, *args)
+    method.__name__ = method.__qualname__ = hook
+    method.__doc__ = f"The target custom operator's ``{hook}``."
+    return method
 
-    def num_inputs(self, p):
-        target, inner = self._inner(p)
-        return target.num_inputs(inner)
 
-    def mutable_inputs(self, p):
-        target, inner = self._inner(p)
-        return target.mutable_inputs(inner)
-
-    def num_outputs(self, p):
-        target, inner = self._inner(p)
-        return target.num_outputs(inner)
-
-    def num_visible_outputs(self, p):
-        target, inner = self._inner(p)
-        return target.num_visible_outputs(inner)
-
-    def output_names(self, p):
-        target, inner = self._inner(p)
-        return target.output_names(inner)
-
-    # -- inference and semantics ----------------------------------------------------
-    def infer_shape(self, p, in_shapes, out_shapes):
-        target, inner = self._inner(p)
-        return target.infer_shape(inner, in_shapes, out_shapes)
-
-    def infer_type(self, p, in_types, out_types):
-        target, inner = self._inner(p)
-        return target.infer_type(inner, in_types, out_types)
-
-    def forward(self, p, inputs, ctx):
-        target, inner = self._inner(p)
-        return target.forward(inner, inputs, ctx)
+for _hook in ("input_names", "num_inputs", "mutable_inputs", "num_outputs",
+              "num_visible_outputs", "output_names", "infer_shape", "infer_type", "forward"):
+    setattr(Custom, _hook, _delegated(_hook))

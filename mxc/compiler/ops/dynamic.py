@@ -17,7 +17,7 @@ from .registry import Attr, OpDef, register_op, shape_error, to_int
 from .shape_manip import check_axis
 
 
-@register_op("_contrib_boolean_mask")
+@register_op("_contrib_boolean_mask", aliases=("_npi_boolean_mask",))
 class BooleanMask(OpDef):
     """``data`` rows (along ``axis``) where the 1-D ``index`` is non-zero, in order."""
 

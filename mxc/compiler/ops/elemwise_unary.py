@@ -43,6 +43,14 @@ class MathUnaryOp(UnaryOp):
     """
 
     grad = None
+    #: computed in float64 and rounded: the result of a correctly rounded libm (glibc's
+    #: ``expf``/``logf``, which MXNet's float32 kernels call), not numpy's faster float32 loops
+    rounded_from_double = False
+
+    def work_dtype(self, dtype) -> np.dtype:
+        if self.rounded_from_double and np.dtype(dtype) == np.float32:
+            return np.dtype(np.float64)
+        return math_dtype(dtype)
 
     def has_backward(self) -> bool:
         return type(self).grad is not None
@@ -53,9 +61,6 @@ class MathUnaryOp(UnaryOp):
         x, y, dy = inputs[0], outputs[0], out_grads[0]
         with np.errstate(all="ignore"):
             return [np.asarray(type(self).grad(x, y, dy)).astype(x.dtype, copy=False)]
-
-    def work_dtype(self, dtype) -> np.dtype:
-        return math_dtype(dtype)
 
     def forward(self, p, inputs, ctx):
         x = np.asarray(inputs[0])
@@ -231,6 +236,7 @@ class Rcbrt(MathUnaryOp):
 @register_op("exp")
 class Exp(MathUnaryOp):
     fn = staticmethod(np.exp)
+    rounded_from_double = True
     grad = staticmethod(lambda x, y, dy: dy * y)
 
 
@@ -242,6 +248,7 @@ class Expm1(MathUnaryOp):
 @register_op("log")
 class Log(MathUnaryOp):
     fn = staticmethod(np.log)
+    rounded_from_double = True
     grad = staticmethod(lambda x, y, dy: dy / x)
 
 

@@ -31,6 +31,7 @@ _FUSED_FLAGS = ("with_bn", "with_act", "with_sum", "with_postsum_act", "with_elt
 class _FusedOp(SubgraphOp):
     """Shared schema and arity of the quantizable fused ops."""
 
+    is_region = False  # a fused pattern, not a partitioned region
     attrs = {**{k: Attr(to_bool, False) for k in _FUSED_FLAGS},
              "min_calib_range": Attr(optional(to_float), None),
              "max_calib_range": Attr(optional(to_float), None)}
@@ -54,6 +55,40 @@ class _FusedOp(SubgraphOp):
 
     def range_names(self, p) -> list[str]:
         return ["data_min", "data_max"]
+
+    def input_position(self, p, entry) -> int:
+        """Index among the node's inputs of the nested variable *entry* reads."""
+        return self.nested(p).input_nodes().index(entry.node)
+
+    def post_ops(self, p, anchor) -> list[str]:
+        """What the pattern does after *anchor* (the accumulating node), in order.
+
+        Each item is ``"relu"`` (the only activation oneDNN fuses into int8
+        here) or ``"sum"`` (the residual add); BatchNorm is folded, so skipped.
+        """
+        g = self.nested(p)
+        chain, node = [], g.outputs[0].node
+        while node is not anchor and node.op is not None:
+            chain.append(node)
+            producers = [e.node for e in node.inputs if e.node.op is not None]
+            if not producers:
+                break
+            node = _towards(producers, anchor)
+        kinds = []
+        for n in reversed(chain):
+            if n.op == "BatchNorm":
+                continue
+            if n.op in ("elemwise_add", "_plus", "_Plus", "broadcast_add"):
+                kinds.append("sum")
+            elif n.op == "relu" or (n.op in ("Activation", "LeakyReLU")
+                                    and n.attrs.get("act_type", "relu") == "relu"):
+                kinds.append("relu")
+            else:
+                from ...errors import UnsupportedOpError
+                act = n.attrs.get("act_type", n.op)
+                raise UnsupportedOpError({f"{self.name} with fused {act!r} (quantized)": 1},
+                                         where=f"node {p.node_name!r}")
+        return kinds
 
     def n_base(self, p) -> int:
         return len(self.nested(p).input_nodes()) + self.extra_inputs(p)
@@ -127,6 +162,20 @@ class _FusedOp(SubgraphOp):
         return [0]
 
 
+def _towards(candidates, target):
+    """The candidate whose ancestry reaches *target* (the main path of a residual sum)."""
+    for c in candidates:
+        stack, seen = [c], set()
+        while stack:
+            n = stack.pop()
+            if n is target:
+                return c
+            if id(n) not in seen:
+                seen.add(id(n))
+                stack.extend(e.node for e in n.inputs)
+    return candidates[0]
+
+
 @register_op("_sg_mkldnn_conv")
 class FusedConv(_FusedOp):
     """Convolution with folded BatchNorm, activation and residual sum (``with_*`` flags)."""
@@ -151,6 +200,23 @@ class FusedConv(_FusedOp):
     def quantized_inputs(self, p):
         idx = self.sum_index(p)
         return [0] if idx is None else [0, idx]
+
+    def stored_dtype(self, p, sum_dtype: str | None) -> str:
+        """The code type a quantized node's result is saturated to (MXNet 1.9.1).
+
+        With ``with_sum`` MXNet runs the convolution in place on the residual
+        operand's buffer, so oneDNN writes a calibrated node's codes in the
+        residual's type, whatever the declared output type; MXNet then reads
+        those bytes as the declared type.  After a relu over an int8 residual
+        the uint8-scaled codes therefore saturate at 127, not 255 (the
+        int8 downsample branches of a quantized ResNet).  Otherwise this is
+        :meth:`quantized_out_dtype`.
+        """
+        out_dt = self.quantized_out_dtype(p)
+        if (p.with_sum and self.calibrated(p) and not self.float_output(p)
+                and str(sum_dtype) in ("int8", "uint8")):
+            return str(sum_dtype)
+        return out_dt
 
     def forward(self, p, inputs, ctx):
         if not self.quantized(p):
@@ -197,26 +263,46 @@ class FusedFullyConnected(_FusedOp):
 
 
 class _SelfAttention(_FusedOp):
-    """Interleaved self-attention matmul (``heads``); float only here."""
+    """Interleaved self-attention matmul of ``heads`` heads (float or quantized).
+
+    Quantized, the interleaved ``(L, B, 3E)`` int8 codes are multiplied as
+    they are (int32 accumulation) and one output scale is applied: the
+    calibrated int8 requantize, the float dequantize (``enable_float_output``)
+    or none (int32).
+    """
 
     attrs = {**_FusedOp.attrs, "heads": Attr(to_int, 1)}
 
-    def validate_quantized(self, p):
-        if self.quantized(p):
-            from ...errors import UnsupportedOpError
-            raise UnsupportedOpError({f"{self.name} (quantized=True)": 1},
-                                     where=f"node {p.node_name!r}")
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        self.validate_quantized(p)
-        return super().infer_shape(p, in_shapes, out_shapes)
+    def forward(self, p, inputs, ctx):
+        if not self.quantized(p):
+            return super().forward(p, inputs, ctx)
+        from .fused_mkldnn_kernels import quantized_selfatt_forward
+        return quantized_selfatt_forward(self, p, inputs, ctx)
 
 
 @register_op("_sg_mkldnn_selfatt_qk")
 class FusedSelfAttQK(_SelfAttention):
-    """``interleaved_matmul_selfatt_qk`` fused: scaled Q.K^T per head."""
+    """``interleaved_matmul_selfatt_qk`` fused: Q.K^T / sqrt(head_dim) per head.
+
+    Quantized (int8 ``queries_keys_values`` + ``min_qkv``/``max_qkv``): the
+    ``1/sqrt(head_dim)`` factor is part of the output scale, also for the
+    int32 form, whose codes are ``round(Q.K^T / sqrt(head_dim))``.
+    """
+
+    def range_names(self, p):
+        return ["min_qkv", "max_qkv"]
 
 
 @register_op("_sg_mkldnn_selfatt_valatt")
 class FusedSelfAttValAtt(_SelfAttention):
-    """``interleaved_matmul_selfatt_valatt`` fused: attention-weighted values per head."""
+    """``interleaved_matmul_selfatt_valatt`` fused: attention-weighted values per head.
+
+    Quantized: int8 ``queries_keys_values`` and uint8 ``attention`` codes
+    with ``min_qkv, max_qkv, min_attention, max_attention``.
+    """
+
+    def range_names(self, p):
+        return ["min_qkv", "max_qkv", "min_attention", "max_attention"]
+
+    def quantized_inputs(self, p):
+        return [0, 1]

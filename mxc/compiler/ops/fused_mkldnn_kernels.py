@@ -20,7 +20,10 @@ convolution
      ``+-(R(w) / 127) * (R(data) / (127 or 255)) * 2**31``;
   5. post-ops in pattern order: activation, ``+ sum_scale * residual codes``
      (``sum_scale = output_scale / (L(residual) / R(sum_min, sum_max))``),
-     activation after the sum.
+     activation after the sum;
+  6. with a sum, the result is written in place into the residual's buffer:
+     the codes saturate to the residual's type and are read back as the
+     declared output type (``FusedConv.stored_dtype``).
 
 fully connected
   weight and bias arrive as int8 codes with their ranges; the bias is moved
@@ -33,7 +36,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
 from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _max_abs, _product_range,
                            _range_out, _saturate_round, _scalar)
 from .registry import ForwardContext, get_op
@@ -44,61 +46,35 @@ def _levels(dtype) -> np.float32:
     return K_UINT8_RANGE if np.dtype(dtype) == np.uint8 else K_INT8_RANGE
 
 
-def _round_away(x: np.ndarray) -> np.ndarray:
+def round_away(x: np.ndarray) -> np.ndarray:
     """``std::round``: half away from zero."""
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
-def _post_ops(op, p, conv_like):
-    """The nested nodes after the accumulating op, in order (activation/sum/activation)."""
-    g = op.nested(p)
-    chain, node = [], g.outputs[0].node
-    while node is not conv_like:
-        chain.append(node)
-        data_in = [e.node for e in node.inputs if e.node.op is not None]
-        if not data_in:
-            break
-        node = data_in[0] if node.op != "elemwise_add" else _towards(data_in, conv_like)
-    chain.reverse()
-    return [n for n in chain if n.op not in ("BatchNorm",)]
+def fold_batchnorm(op, p, weight, bias, value):
+    """Float weight and bias with the nested BatchNorm folded in (as MXNet, in float32).
 
-
-def _towards(candidates, target):
-    """The candidate whose ancestry reaches *target* (the main path of a residual sum)."""
-    for c in candidates:
-        stack = [c]
-        while stack:
-            n = stack.pop()
-            if n is target:
-                return c
-            stack.extend(e.node for e in n.inputs)
-    return candidates[0]
-
-
-def _activation(node, y):
-    act = node.attrs.get("act_type", "relu") if node.op in ("Activation", "LeakyReLU") else node.op
-    if act != "relu":
-        raise UnsupportedOpError({f"quantized fused activation {act!r}": 1},
-                                 where=f"node {node.name!r}")
-    return np.maximum(y, 0)
-
-
-def _fold_bn(op, p, weight, bias, inputs_by_node):
+    *value(entry)* gives the array of a nested variable entry.
+    """
     bn = op.nested_node(p, "BatchNorm")
     if bn is None:
         return weight.astype(_F), None if bias is None else bias.astype(_F)
-    gamma, beta, mean, var = (inputs_by_node(e).astype(_F) for e in bn.inputs[1:5])
+    gamma, beta, mean, var = (np.asarray(value(e)).astype(_F) for e in bn.inputs[1:5])
     bp = bn.params
     g = np.ones_like(gamma) if bp.fix_gamma else gamma
-    alpha = (g / np.sqrt(var + _F(bp.eps))).astype(_F)
+    # float + double eps: MXNet's alpha is computed in double, then stored as float
+    alpha = (g.astype(np.float64) / np.sqrt(var.astype(np.float64) + bp.eps)).astype(_F)
     shape = (-1,) + (1,) * (weight.ndim - 1)
     w = (weight.astype(_F) * alpha.reshape(shape)).astype(_F)
     b = beta - alpha * mean if bias is None else beta + alpha * (bias.astype(_F) - mean)
     return w, b.astype(_F)
 
 
-def _weight_codes(w: np.ndarray, channelwise: bool):
-    """int8 weight codes and their scale(s) (``127.5 / R`` per channel or per tensor)."""
+def weight_codes(w: np.ndarray, channelwise: bool):
+    """int8 weight codes and their per-output-channel scales ``127.5 / R``.
+
+    Per channel when *channelwise*, else one scale (repeated) for the tensor.
+    """
     flat = w.reshape(w.shape[0], -1)
     if channelwise:
         rng = np.maximum(np.abs(flat.min(axis=1)), np.abs(flat.max(axis=1))).astype(_F)
@@ -107,56 +83,58 @@ def _weight_codes(w: np.ndarray, channelwise: bool):
     scales = (K_INT8_RANGE / rng).astype(_F)
     # oneDNN's scaled reorder: round half to even, saturate (127.5 -> 127)
     codes = np.clip(np.rint(flat * scales[:, None]), -128, 127).reshape(w.shape)
-    return codes.astype(np.int64), scales
+    return codes.astype(np.int8), scales
+
+
+def conv_weights(op, p, value):
+    """``(int8 weight codes, per-channel scales, folded float bias or None)`` of a conv node."""
+    conv = op.nested_node(p, "Convolution")
+    bias = None if conv.params.no_bias else value(conv.inputs[2])
+    weight, bias = fold_batchnorm(op, p, np.asarray(value(conv.inputs[1])), bias, value)
+    codes, scales = weight_codes(weight, op.calibrated(p))
+    return codes, scales, bias, weight
 
 
 def quantized_conv_forward(op, p, inputs, ctx):
-    g = op.nested(p)
     nb = op.n_base(p)
     base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
-    position = {id(n): i for i, n in enumerate(g.input_nodes())}
+    conv = op.nested_node(p, "Convolution")
 
     def value(entry):
-        return base[position[id(entry.node)]]
+        return base[op.input_position(p, entry)]
 
-    conv = op.nested_node(p, "Convolution")
-    cp = conv.params
     data = value(conv.inputs[0])
-    bias = None if cp.no_bias else value(conv.inputs[2])
-    weight, bias = _fold_bn(op, p, value(conv.inputs[1]), bias, value)
+    wcodes, wscales, bias, weight = conv_weights(op, p, value)
     data_scale = _F(_levels(data.dtype) / _max_abs(ranges[0], ranges[1]))
-    wcodes, wscales = _weight_codes(weight, op.calibrated(p))
-    acc = _integer_conv(cp, data, wcodes, conv)
+    acc = _integer_conv(data, wcodes, conv)
+    channel = (1, -1) + (1,) * (acc.ndim - 2)
     if bias is not None:
-        bcodes = np.rint((bias * (wscales * data_scale).astype(_F)).astype(_F))
-        acc = acc + bcodes.reshape(1, -1, *([1] * (acc.ndim - 2)))
+        acc = acc + np.rint((bias * (wscales * data_scale).astype(_F)).astype(_F)).reshape(channel)
     if op.calibrated(p):
         out_dt = np.dtype(op.quantized_out_dtype(p))
         out_scale = _F(_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
-        req = (out_scale / data_scale / wscales).astype(_F)
-        y = acc.astype(_F) * req.reshape(1, -1, *([1] * (acc.ndim - 2)))
+        y = acc.astype(_F) * (out_scale / data_scale / wscales).astype(_F).reshape(channel)
     else:
-        out_dt = np.dtype(np.int32)
         out_scale = _F(data_scale * wscales[0])
         y = acc.astype(np.float64)
-    anchor = op.nested_node(p, "BatchNorm") or conv
-    for node in _post_ops(op, p, anchor):
-        if node.op in ("Activation", "LeakyReLU", "relu"):
-            y = _activation(node, y)
-        else:  # the residual sum
+    for kind in op.post_ops(p, op.nested_node(p, "BatchNorm") or conv):
+        if kind == "relu":
+            y = np.maximum(y, 0)
+        else:
             s = base[op.sum_index(p)]
             sum_scale = _F(out_scale / _F(_levels(s.dtype) / _max_abs(ranges[2], ranges[3])))
             y = y + s.astype(_F) * sum_scale
     if op.calibrated(p):
-        return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
-                _range_out(_F(p.max_calib_range))]
-    w_lo, w_hi = _F(weight.min()), _F(weight.max())
-    lo, hi = _product_range(w_lo, w_hi, ranges[0], ranges[1], 127,
+        idx = op.sum_index(p)
+        stored = np.dtype(op.stored_dtype(p, None if idx is None else str(base[idx].dtype)))
+        codes = _saturate_round(y, stored).view(out_dt)
+        return [codes, _range_out(_F(p.min_calib_range)), _range_out(_F(p.max_calib_range))]
+    lo, hi = _product_range(_F(weight.min()), _F(weight.max()), ranges[0], ranges[1], 127,
                             127 if data.dtype == np.int8 else 255)
     return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
 
 
-def _integer_conv(cp, data, wcodes, node) -> np.ndarray:
+def _integer_conv(data, wcodes, node) -> np.ndarray:
     """The float Convolution kernel on integer codes, in float64 (exact for int8 sums)."""
     conv = get_op("Convolution")
     ctx = ForwardContext(node=node, out_dtypes=["float64"])
@@ -168,7 +146,6 @@ def _integer_conv(cp, data, wcodes, node) -> np.ndarray:
 
 
 def quantized_fc_forward(op, p, inputs, ctx):
-    g = op.nested(p)
     fc = op.nested_node(p, "FullyConnected")
     fp = fc.params
     nb = op.n_base(p)
@@ -182,34 +159,73 @@ def quantized_fc_forward(op, p, inputs, ctx):
     if op.has_bias(p):
         rescale = _F(_F(_F(data_scale * weight_scale) * _max_abs(ranges[4], ranges[5]))
                      / K_INT8_RANGE)
-        acc = acc + _round_away(base[2].astype(_F) * rescale).astype(np.int64)[None, :]
+        acc = acc + round_away(base[2].astype(_F) * rescale).astype(np.int64)[None, :]
     shape = (data.shape[0], fp.num_hidden) if fp.flatten else data.shape[:-1] + (fp.num_hidden,)
     acc = acc.reshape(shape)
-    post = _post_ops(op, p, fc)
+    post = op.post_ops(p, fc)
     if op.float_output(p):
         y = (acc.astype(_F) * _F(_F(1) / _F(data_scale * weight_scale))).astype(_F)
-        for node in post:
-            y = _float_post(node, y)
+        for _ in post:
+            y = np.maximum(y, 0)
         return [y]
     if op.calibrated(p):
         out_dt = np.dtype(op.quantized_out_dtype(p))
         scale = _F(_F(_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
                    / _F(data_scale * weight_scale))
         y = acc.astype(_F) * scale
-        for node in post:
-            y = _activation(node, y)
+        for _ in post:
+            y = np.maximum(y, 0)
         return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
                 _range_out(_F(p.max_calib_range))]
     y = acc.astype(np.float64)
-    for node in post:
-        y = _activation(node, y)
+    for _ in post:
+        y = np.maximum(y, 0)
     levels = 127 if data.dtype == np.int8 else 255
     lo, hi = _product_range(d_lo, d_hi, w_lo, w_hi, 127, levels)
     return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
 
 
-def _float_post(node, y):
-    """A float post-op (enable_float_output): run the nested op's own kernel."""
-    ctx = ForwardContext(node=node, out_dtypes=["float32"])
-    return node.opdef.forward(node.params, [y], ctx)[0].astype(_F)
 
+def quantized_selfatt_forward(op, p, inputs, ctx):
+    """``_sg_mkldnn_selfatt_qk``/``_valatt`` on int8 (and uint8 attention) codes.
+
+    qk: ``acc = Q.K^T`` per (batch, head); valatt: ``acc = att.V``.  The
+    scale is ``L(out) / R(calib) / (s_a * s_b)`` (calibrated, int8 output),
+    ``1 / (s_a * s_b)`` (``enable_float_output``) or 1 (int32), times
+    ``1/sqrt(head_dim)`` for qk, applied in float32 and rounded half to even.
+    """
+    from .attention import _merge_heads, _split_heads
+    nb = op.n_base(p)
+    base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
+    qkv = base[0]
+    q, k, v = _split_heads(qkv.astype(np.int64), p.heads, 3)
+    s_qkv = _F(_levels(qkv.dtype) / _max_abs(ranges[0], ranges[1]))
+    if op.name == "_sg_mkldnn_selfatt_qk":
+        acc = np.matmul(q, k.transpose(0, 2, 1))
+        s_b = s_qkv
+        extra = _F(np.sqrt(_F(q.shape[-1])))
+    else:
+        att = base[1]
+        acc = np.matmul(att.astype(np.int64), v)
+        s_b = _F(_levels(att.dtype) / _max_abs(ranges[2], ranges[3]))
+        extra = _F(1)
+    if op.float_output(p):
+        scale = _F(_F(_F(1) / _F(s_qkv * s_b)) / extra)
+        y = (acc.astype(_F) * scale).astype(_F)
+    elif op.calibrated(p):
+        out_scale = _F(K_INT8_RANGE / _max_abs(p.min_calib_range, p.max_calib_range))
+        scale = _F(_F(out_scale / _F(s_qkv * s_b)) / extra)
+        y = _saturate_round(acc.astype(_F) * scale, np.int8)
+    else:
+        y = _saturate_round(acc.astype(_F) * _F(_F(1) / extra), np.int32)
+    if op.name != "_sg_mkldnn_selfatt_qk":
+        y = _merge_heads(y, qkv.shape[1], p.heads)
+    if op.float_output(p):
+        return [y]
+    if op.calibrated(p):
+        return [y, _range_out(_F(p.min_calib_range)), _range_out(_F(p.max_calib_range))]
+    if op.name == "_sg_mkldnn_selfatt_qk":
+        lo, hi = _product_range(ranges[0], ranges[1], ranges[0], ranges[1], 127, 127)
+    else:
+        lo, hi = _product_range(ranges[0], ranges[1], ranges[2], ranges[3], 127, 255)
+    return [y, _range_out(lo), _range_out(hi)]

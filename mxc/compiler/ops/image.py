@@ -275,16 +275,29 @@ def resize_bilinear(x: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
     return _saturate(out, x.dtype)
 
 
+def nearest_taps(n_in: int, n_out: int) -> np.ndarray:
+    """OpenCV's INTER_NEAREST source index per output position: ``floor(o * n_in / n_out)``."""
+    scale = n_in / n_out
+    return np.minimum(np.floor(np.arange(n_out) * scale).astype(np.int64), n_in - 1)
+
+
+def resize_nearest(x: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    """``cv::resize(..., INTER_NEAREST)`` of HWC/NHWC *x*."""
+    rows = nearest_taps(x.shape[-3], out_h)
+    cols = nearest_taps(x.shape[-2], out_w)
+    return np.ascontiguousarray(x[..., rows, :, :][..., cols, :])
+
+
 class _ResizeBase(_ImageOp):
-    """Shared resize semantics: bilinear (``interp`` 1) in OpenCV's arithmetic."""
+    """Shared resize semantics in OpenCV's arithmetic: nearest (``interp`` 0) or bilinear (1)."""
 
     def out_size(self, p, h: int | None, w: int | None) -> tuple[int | None, int | None]:
         raise NotImplementedError
 
     def validate(self, p):
-        if p.interp != 1:
-            raise attr_error(p, "interp", f"only bilinear interpolation (1) is supported, got "
-                                          f"{p.interp}")
+        if p.interp not in (0, 1):
+            raise attr_error(p, "interp", f"only nearest (0) and bilinear (1) interpolation are "
+                                          f"supported, got {p.interp}")
 
     def infer_shape(self, p, in_shapes, out_shapes):
         d = in_shapes[0]
@@ -297,6 +310,8 @@ class _ResizeBase(_ImageOp):
     def forward(self, p, inputs, ctx):
         x = inputs[0]
         oh, ow = self.out_size(p, x.shape[-3], x.shape[-2])
+        if p.interp == 0:
+            return [resize_nearest(x, oh, ow)]
         return [resize_bilinear(x, oh, ow)]
 
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import DTypeError
+# the float twins must be registered before the classes below copy their schemas
+from . import indexing, join_split, nn_activation, nn_norm, nn_pool, shape_manip  # noqa: F401
 from .common import merge_all
-from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _calib_attrs, _max_abs,
-                           _product_range, _range_out, _saturate_round, _scalar)
+from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _max_abs, _product_range,
+                           _range_out, _saturate_round, _scalar)
 from .registry import (Attr, OpDef, Params, enum, get_op, optional, register_op, to_bool,
                        to_float, to_int)
 

@@ -54,6 +54,10 @@ class SubgraphOp(OpDef):
 
     is_subgraph_op = True
     arguments = ()
+    #: False for ops whose nested graph records a fused pattern (oneDNN's
+    #: ``_sg_mkldnn_*``) rather than a partitioned region: partitioning never
+    #: inlines (clears) or freezes them, and a backend may take them whole
+    is_region = True
 
     # -- attributes ---------------------------------------------------------------
     def parse_attrs(self, raw: Mapping[str, str], node=None) -> Params:
@@ -187,14 +191,30 @@ def run_nested_seeded(graph, inputs: Sequence[np.ndarray], out_shapes: list,
                       out_dtypes: list) -> list[np.ndarray]:
     """Run *graph* with inference seeded by the outer node's output shapes/dtypes too."""
     inputs = [np.asarray(x) for x in inputs]
-    shapes = infer_nested(graph, "shape", [x.shape for x in inputs], out_shapes, full=True)
-    dtypes = infer_nested(graph, "dtype", [x.dtype.name for x in inputs], out_dtypes, full=True)
+    shapes, dtypes = infer_nested_values(graph, inputs, out_shapes, out_dtypes)
+    return evaluate_nested(graph, inputs, shapes, dtypes)
+
+
+def infer_nested_values(graph, inputs: Sequence[np.ndarray], out_shapes: list | None = None,
+                        out_dtypes: list | None = None) -> tuple[dict, dict]:
+    """Every entry's shape and dtype in *graph* for *inputs* (and known output values)."""
+    n_out = len(graph.outputs)
+    shapes = infer_nested(graph, "shape", [np.shape(x) for x in inputs],
+                          list(out_shapes or [None] * n_out), full=True)
+    dtypes = infer_nested(graph, "dtype", [np.asarray(x).dtype.name for x in inputs],
+                          list(out_dtypes or [None] * n_out), full=True)
+    return shapes, dtypes
+
+
+def evaluate_nested(graph, inputs: Sequence[np.ndarray], shapes: dict,
+                    dtypes: dict) -> list[np.ndarray]:
+    """Run *graph* node by node with already inferred *shapes*/*dtypes* (keyed by entry);
+    *inputs* are given in ``list_inputs()`` order."""
     from .registry import ForwardContext
-    order = graph.topo_order()
     values: dict[tuple[int, int], np.ndarray] = {}
-    for node, x in zip([n for n in order if n.op is None], inputs):
-        values[(id(node), 0)] = x
-    for node in order:
+    for node, x in zip(graph.input_nodes(), inputs):
+        values[(id(node), 0)] = np.asarray(x)
+    for node in graph.topo_order():
         if node.op is None:
             continue
         ins = [values[e.key] for e in node.inputs]

@@ -114,9 +114,9 @@ def optimize_graph(graph: Graph, backend: str, *, options: Mapping[str, str] | N
         and never join a new region (their nested nodes are not touched).
 
     params:
-        The ``args``/``aux`` arrays given to ``optimize_for`` (name -> array),
-        handed to partitioners that review subgraphs with their parameter
-        tensors (MXNet's ``reviewSubgraph``).
+        The arrays given to ``optimize_for``, ``{"args": {name: array}, "aux":
+        {...}}``, handed to partitioners that review subgraphs with the
+        parameter tensors (MXNet's ``reviewSubgraph``).
 
     Returns a new graph; raises :class:`~mxc.errors.PartitionError` for an
     unknown backend (listing the registered ones).
@@ -152,7 +152,7 @@ def _is_subgraph_node(node: Node) -> bool:
     if node.op is None or not node.subgraphs:
         return False
     try:
-        return bool(node.opdef.is_subgraph_op)
+        return bool(node.opdef.is_subgraph_op) and getattr(node.opdef, "is_region", True)
     except Exception:  # noqa: BLE001 - an unknown op with a nested graph
         return False
 

@@ -328,18 +328,15 @@ class CustomSubgraphProperty(SubgraphProperty):
 
 
 def _subgraph_params(subgraph: Graph, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{"args": {...}, "aux": {...}}``: the given arrays of the region's parameter inputs.
+    """``{"args": {...}, "aux": {...}}``: the parameter arrays given to ``optimize_for``.
 
-    A review function that sets ``wants_params = True`` receives them (MXNet
-    hands ``reviewSubgraph`` the tensors of the arguments the subgraph reads).
+    A review function that sets ``wants_params = True`` receives them; as in
+    MXNet, every given array is handed over, not only those the region reads.
+    *params* is ``{"args": ..., "aux": ...}`` (a flat dict counts as args).
     """
-    out: dict[str, dict[str, Any]] = {"args": {}, "aux": {}}
-    for var in subgraph.input_nodes():
-        name = var.attrs.get("argName")
-        if var.attrs.get("isArg") == "True" and name in params:
-            kind = "aux" if var.attrs.get("isAux") == "True" else "args"
-            out[kind][name] = params[name]
-    return out
+    if set(params) <= {"args", "aux"}:
+        return {"args": dict(params.get("args", {})), "aux": dict(params.get("aux", {}))}
+    return {"args": dict(params), "aux": {}}
 
 
 def annotate_ext_attrs(nodes, shapes: dict | None, dtypes: dict | None) -> None:

@@ -49,7 +49,7 @@ class PartitionContext:
         ``id()`` of nodes that must not join any region (existing subgraph
         nodes when earlier partitioning is kept: ``clear=False``).
     params:
-        The parameter arrays given to ``optimize_for`` (name -> array).
+        The arrays given to ``optimize_for``: ``{"args": {name: array}, "aux": {...}}``.
     """
 
     backend: str = ""

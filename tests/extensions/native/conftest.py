@@ -73,6 +73,16 @@ def value(encoded: dict):
     return np.array(encoded["value"], dtype=encoded["dtype"]).reshape(encoded["shape"])
 
 
+def example_graphs():
+    """test_subgraph.py's two graphs: ``log(exp(a + b))`` and ``log(exp(a))``, MXNet's names."""
+    import mxc
+    a, b = mxc.sym.var("a"), mxc.sym.var("b")
+    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
+                      name="log0")
+    sym2 = mxc.sym.log(mxc.sym.exp(a, name="exp1"), name="log1")
+    return sym, sym2
+
+
 @pytest.fixture(scope="session")
 def v11_libs() -> Path:
     return build_extensions("v11")
@@ -81,3 +91,17 @@ def v11_libs() -> Path:
 @pytest.fixture(scope="session")
 def v7_libs() -> Path:
     return build_extensions("v7")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _unload_native_libraries():
+    """Leave the registries as the module found them (compiled libraries register names --
+    ``my_gemm`` -- that other tests' Python extensions use too)."""
+    import mxc
+    before = {id(r) for r in mxc.library.loaded()}
+    yield
+    import gc
+    gc.collect()
+    for rec in reversed(mxc.library.loaded()):
+        if id(rec) not in before and rec.native is not None:
+            mxc.library.unload(rec)

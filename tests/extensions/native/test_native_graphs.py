@@ -17,15 +17,11 @@ import numpy as np
 import pytest
 
 import mxc
-from tests.extensions.native.conftest import build_extensions, flow, golden, value
+from tests.extensions.native.conftest import (build_extensions, example_graphs, flow, golden,
+                                              value)
 
 
-def model():
-    a, b = mxc.sym.var("a"), mxc.sym.var("b")
-    sym = mxc.sym.log(mxc.sym.exp(mxc.sym.elemwise_add(a, b, name="_plus0"), name="exp0"),
-                      name="log0")
-    sym2 = mxc.sym.log(mxc.sym.exp(a, name="exp1"), name="log1")
-    return sym, sym2
+model = example_graphs
 
 
 def ones():
@@ -148,3 +144,25 @@ def test_library_passes_update_args_as_mxnet(capfd, version, passname):
                 np.testing.assert_array_equal(got[name], value(meta))
     np.testing.assert_array_equal(out[0], value(exp["forward"][0]))
     assert lines(printed) == lines(exp["stdout"])
+
+
+def test_v7_review_gets_every_given_parameter_tensor(capfd):
+    """MXNet 1.7's example prints each arg reviewSubgraph receives: all arrays given to
+    optimize_for, not only those the region reads."""
+    libs = build_extensions("v7")
+    g = golden("v7", "subgraph_lib")
+    rec = mxc.library.load(libs / "libsubgraph_lib.so", verbose=False,
+                           mxnet_version=g["mxnet_version_int"])
+    try:
+        exp = flow(g, "myProp/partition_with_args")["expected"]
+        sym, _ = model()
+        args = ones()
+        (part, out), printed = _run(capfd, lambda: (
+            (p := sym.optimize_for("myProp", args)), p.bind(args=args).forward()))
+        same_graph(part, exp["partitioned"])
+        np.testing.assert_array_equal(out[0], value(exp["forward"][0]))
+        assert lines(printed) == lines(exp["stdout"])
+        assert "arg: a ==> (3,2,) [1, 1, 1, 1, 1, 1, ]" in printed
+    finally:
+        gc.collect()
+        mxc.library.unload(rec)

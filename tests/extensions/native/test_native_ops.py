@@ -178,3 +178,31 @@ def test_v7_library_prints_its_errors_and_computes_the_same(v7_libs, capfd):
         invoke(op_entry("my_gemm"), [np.ones((2, 3), np.float32), np.ones((4, 1), np.float32)])
     assert info.value.messages == []          # v7 has no message channel: it prints
     assert capfd.readouterr().out == exp["stdout"]
+
+
+def test_cpu_random_states_are_seeded_mt19937_states(gemm11):
+    """MXNet hands library ops an array of std::mt19937; libstdc++'s layout is 624 words and
+    the position.  numpy's legacy RandomState(seed) runs the same init_genrand."""
+    from mxc.library_native.calls import random_states
+    from mxc.library_native.calls import OpEntry
+    entry = OpEntry(op_entry("my_gemm").lib, "probe", False)
+    random_states(entry, seed=7)
+    words = entry._rng
+    assert words.shape == (1024, 625) and words.dtype == np.uint64
+    for i in (0, 1, 1023):
+        key = np.random.RandomState(7 + i).get_state()[1]
+        np.testing.assert_array_equal(words[i, :624], key.astype(np.uint64))
+        assert words[i, 624] == 624
+
+
+def test_contiguous_arrays_cross_without_copies(gemm11):
+    from mxc.library_native import calls
+    e = op_entry("my_gemm")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)
+    out = np.zeros((2, 2), np.float32)
+    result = calls.compute(e, e.forward, {}, [a, b], [out])
+    assert result[0] is out                       # the library wrote into our buffer
+    np.testing.assert_array_equal(out, a @ b)
+    bt = np.asfortranarray(b)                     # not C-contiguous: copied, still right
+    np.testing.assert_array_equal(invoke(e, [a, bt])[0], a @ b)

@@ -19,7 +19,7 @@ from ..converter import Lowering
 
 R = relax.op
 
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def is_float(dtype: str) -> bool:
@@ -36,13 +36,14 @@ def math_dtype(dtype: str) -> str:
 
 
 def compute_dtype(dtype: str) -> str:
-    return "float32" if dtype == "float16" else dtype
+    """float16/bfloat16 arithmetic goes through float32 (one rounding at the end)."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def scalar_as(value: float, dtype: str):
     """A double converted to *dtype* as mshadow does (half via float, ints truncate)."""
     v = np.asarray(value, dtype=np.float64)
-    if dtype == "float16":
+    if dtype in ("float16", "bfloat16"):
         v = v.astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         return v.astype(dtype)
@@ -51,6 +52,17 @@ def scalar_as(value: float, dtype: str):
 def const(value, dtype: str) -> relax.Expr:
     """A scalar (0-d) Relax constant of *dtype*."""
     return relax.const(np.asarray(value, dtype=dtype), dtype)
+
+
+def exact_product(ctx: Lowering, x: relax.Expr, scale: relax.Expr) -> relax.Expr:
+    """``float32(x * scale)`` rounded once and never contracted into an FMA with a later add.
+
+    For float32 (or int8/int16) operands the product is exact in float64, so
+    the cast back is the single rounding numpy and MXNet's kernels make; LLVM
+    cannot fuse a multiply across the cast into a following addition.
+    """
+    wide = ctx.emit(relax.op.multiply(ctx.astype(x, "float64"), ctx.astype(scale, "float64")))
+    return ctx.astype(wide, "float32")
 
 
 def pos_axis(axis: int, ndim: int) -> int:

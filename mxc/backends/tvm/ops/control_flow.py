@@ -35,8 +35,13 @@ register_host_only("_foreach", "_while_loop", "_cond",
                           "bodies, each compiled into the library when it lowers")
 
 
-def lower_bodies(mb, host_nodes, shapes, dtypes) -> dict[str, list]:
+def lower_bodies(mb, host_nodes, shapes, dtypes, params=None,
+                 bind_params: bool = True) -> dict[str, list]:
     """Lower the bodies of control-flow *host_nodes* into *mb*.
+
+    Body inputs that are the same on every call (:meth:`invariant_inputs`)
+    and come from a model parameter are bound as constants (weights of an
+    RNN cell), so TVM folds their layout changes out of the loop.
 
     Returns ``{node name: [body spec or None per body]}``; a spec is
     ``{"function": name, "inputs": [body input position per function parameter]}``.
@@ -51,13 +56,20 @@ def lower_bodies(mb, host_nodes, shapes, dtypes) -> dict[str, list]:
         in_dtypes = [dtypes.get(e.key) for e in node.inputs]
         specs = []
         for k, body in enumerate(opdef.bodies(p)):
+            bound = {}
+            if bind_params:
+                feeds = opdef.body_feeds(p)[k]
+                for loc in opdef.invariant_inputs(p, k):
+                    src = node.inputs[feeds[loc]].node
+                    if src.op is None and src.name in (params or {}):
+                        bound[body.input_nodes()[loc].name] = params[src.name]
             specs.append(_lower_body(mb, f"body{n}_{k}", node, opdef, p, k, body, in_shapes,
-                                     in_dtypes))
+                                     in_dtypes, bound))
         out[node.name] = specs
     return out
 
 
-def _lower_body(mb, fname, node, opdef, p, k, body, in_shapes, in_dtypes):
+def _lower_body(mb, fname, node, opdef, p, k, body, in_shapes, in_dtypes, bound):
     b_shapes, b_dtypes = opdef.body_signature(p, k, in_shapes, in_dtypes)
     names = [v.name for v in body.input_nodes()]
     why = None
@@ -73,5 +85,5 @@ def _lower_body(mb, fname, node, opdef, p, k, body, in_shapes, in_dtypes):
         log.info("control flow %s body %d runs on the host: %s", node.name, k, why)
         return None
     info = mb.add(fname, body, shapes=dict(zip(names, b_shapes)),
-                  dtypes=dict(zip(names, b_dtypes)), params={})
+                  dtypes=dict(zip(names, b_dtypes)), params=bound)
     return {"function": fname, "inputs": [names.index(x) for x in info.input_names]}

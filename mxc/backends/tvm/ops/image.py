@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....compiler.ops.image import bilinear_taps, fixed_weights
+from ....compiler.ops.image import bilinear_taps, fixed_weights, nearest_taps
 from ..converter import Lowering, register_converter
 from ._common import R, const
 
@@ -72,6 +72,10 @@ def resize(ctx: Lowering):
     shape = ctx.in_shapes[0]
     nd = len(shape)
     out_h, out_w = ctx.out_shape[-3], ctx.out_shape[-2]
+    if ctx.p.interp == 0:
+        rows = ctx.emit(R.take(ctx.inputs[0], ctx.const(nearest_taps(shape[-3], out_h)),
+                               axis=nd - 3))
+        return [ctx.emit(R.take(rows, ctx.const(nearest_taps(shape[-2], out_w)), axis=nd - 2))]
     yi0, yi1, yw = bilinear_taps(shape[-3], out_h)
     xi0, xi1, xw = bilinear_taps(shape[-2], out_w)
     hax, wax = nd - 3, nd - 2

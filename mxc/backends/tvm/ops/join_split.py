@@ -24,7 +24,7 @@ def stack(ctx: Lowering):
     return R.stack(list(ctx.inputs), axis=pos_axis(ctx.p.axis, ndim))
 
 
-def _split(ctx: Lowering, axis: int, bounds: list[int]):
+def split_pieces(ctx: Lowering, axis: int, bounds: list[int]):
     """Pieces ``[bounds[i], bounds[i+1])`` along *axis*, reshaped to the output shapes
     (which drop the axis under ``squeeze_axis``)."""
     x = ctx.inputs[0]
@@ -45,7 +45,7 @@ def slice_channel(ctx: Lowering):
     axis = pos_axis(ctx.p.axis, ndim)
     n = ctx.p.num_outputs
     step = ctx.in_shapes[0][axis] // n
-    return _split(ctx, axis, [i * step for i in range(n + 1)])
+    return split_pieces(ctx, axis, [i * step for i in range(n + 1)])
 
 
 @register_converter("_split_v2")
@@ -58,7 +58,7 @@ def split_v2(ctx: Lowering):
         bounds = [i * step for i in range(ctx.p.sections + 1)]
     else:
         bounds = list(ctx.p.indices) + [size]
-    return _split(ctx, axis, bounds)
+    return split_pieces(ctx, axis, bounds)
 
 
 @register_converter("tile")

@@ -17,7 +17,7 @@ _CHANNELS_FIRST = ("NCW", "NCHW", "NCDHW")
 
 def _float_only(node, shapes, dtypes):
     dt = dtypes.get(node.inputs[0].key)
-    if dt not in ("float16", "float32", "float64"):
+    if dt not in ("float16", "bfloat16", "float32", "float64"):
         return f"{node.op} on {dt} data is not lowered (float data only)"
     return True
 

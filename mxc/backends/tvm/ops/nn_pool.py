@@ -28,7 +28,7 @@ def _pool_supported(node, shapes, dtypes):
         return f"Pooling layout {p.layout} is not lowered (channels-first layouts only)"
     if p.pooling_convention == "same":
         return "Pooling pooling_convention='same' is not lowered"
-    if dtypes.get(node.inputs[0].key) not in ("float16", "float32", "float64"):
+    if dtypes.get(node.inputs[0].key) not in ("float16", "bfloat16", "float32", "float64"):
         return "Pooling is lowered for float data only"
     return True
 

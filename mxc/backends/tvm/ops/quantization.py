@@ -4,15 +4,16 @@ MXNet's int8 conventions: ranges are symmetric ``R = max(|min|, |max|)``;
 codes are ``saturate(rint(x * scale))`` (round half to even, as oneDNN)
 with ``scale = 127.5 / R`` (int8) or ``255.5 / R`` (uint8) for quantize_v2
 and ``in_range / 2**31 * 127 (255) / R`` for requantize.  Uncalibrated
-ranges are computed from the data at run time.  The quantized conv/FC
-kernels stay on the host.
+ranges are computed from the data at run time.  The classic quantized
+conv/FC accumulate uint8/int8 x int8 in int32 with MXNet's bias handling
+and S8S8/S8U8 output ranges.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..converter import Lowering, register_converter, register_host_only
+from ..converter import Lowering, register_converter
 from ._common import R, const
 
 K_INT8_RANGE = 127.5
@@ -110,7 +111,47 @@ def requantize(ctx: Lowering):
     return [q, ctx.emit(R.negative(real)), real]
 
 
-register_host_only(
-    "_contrib_quantized_conv", "_contrib_quantized_fully_connected",
-    reason="oneDNN's int8 kernels (uint8/int8 operands, raw int8 bias codes, int32 "
-           "accumulation) are not lowered yet; they run on the host")
+def _product_range(ctx: Lowering, a_lo, a_hi, b_lo, b_hi, b_levels: float):
+    """MXNet's S8S8/S8U8 range: ``(R_a / 127) * (R_b / b_levels) * 2**31``, symmetric."""
+    la = ctx.emit(R.divide(_max_abs(ctx, a_lo, a_hi), const(127.0, F)))
+    lb = ctx.emit(R.divide(_max_abs(ctx, b_lo, b_hi), const(b_levels, F)))
+    hi = ctx.emit(R.multiply(R.multiply(la, lb), const(INT32_RANGE, F)))
+    return ctx.emit(R.negative(hi)), hi
+
+
+@register_converter("_contrib_quantized_conv")
+def quantized_conv(ctx: Lowering):
+    """uint8/int8 data x int8 weight -> int32; the int8 bias is added as raw codes."""
+    p = ctx.p
+    nw = 2 if p.no_bias else 3
+    d_lo, d_hi, w_lo, w_hi = ctx.inputs[nw:nw + 4]
+    acc = ctx.emit(R.nn.conv2d(ctx.inputs[0], ctx.inputs[1], strides=p.stride or (1, 1),
+                               padding=p.pad or (0, 0), out_dtype="int32"))
+    if not p.no_bias:
+        acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(ctx.inputs[2], "int32"), (1, -1, 1, 1))))
+    lo, hi = _product_range(ctx, d_lo, d_hi, w_lo, w_hi, 127.0)
+    return [acc, lo, hi]
+
+
+@register_converter("_contrib_quantized_fully_connected")
+def quantized_fully_connected(ctx: Lowering):
+    """int8/uint8 data x int8 weight -> int32; the bias moved into the accumulator's scale."""
+    p = ctx.p
+    nw = 2 if p.no_bias else 3
+    d_lo, d_hi, w_lo, w_hi = ctx.inputs[nw:nw + 4]
+    shape = ctx.in_shapes[0]
+    rows = shape[0] if p.flatten else int(np.prod(shape[:-1]))
+    x = ctx.reshape(ctx.inputs[0], (rows, int(np.prod(shape)) // rows))
+    acc = ctx.emit(R.matmul(x, R.permute_dims(ctx.inputs[1], [1, 0]), out_dtype="int32"))
+    uint8 = ctx.in_dtypes[0] == "uint8"
+    if not p.no_bias:
+        d_scale = ctx.emit(R.divide(const(K_UINT8_RANGE if uint8 else K_INT8_RANGE, F),
+                                    _max_abs(ctx, d_lo, d_hi)))
+        w_scale = ctx.emit(R.divide(const(K_INT8_RANGE, F), _max_abs(ctx, w_lo, w_hi)))
+        b_range = _max_abs(ctx, *ctx.inputs[nw + 4:nw + 6])
+        rescale = ctx.emit(R.divide(R.multiply(R.multiply(d_scale, w_scale), b_range),
+                                    const(K_INT8_RANGE, F)))
+        bias = ctx.emit(R.trunc(R.multiply(ctx.astype(ctx.inputs[2], F), rescale)))
+        acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(bias, "int32"), (1, -1))))
+    lo, hi = _product_range(ctx, d_lo, d_hi, w_lo, w_hi, 255.0 if uint8 else 127.0)
+    return [ctx.reshape(acc, ctx.out_shapes[0]), lo, hi]

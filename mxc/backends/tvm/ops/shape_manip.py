@@ -18,7 +18,7 @@ def reshape(ctx: Lowering):
     return ctx.reshape(ctx.inputs[0], ctx.out_shape)
 
 
-@register_converter("Cast", "amp_cast")
+@register_converter("Cast")
 def cast(ctx: Lowering):
     """C cast to the inferred output dtype (floats truncate to integers)."""
     return ctx.astype(ctx.inputs[0], ctx.out_dtype)

@@ -3,7 +3,8 @@
 MXNet 1.9.1's promotion for mixed binary operands (``NumpyBinaryMixedPrecisionType``)
 is not NumPy's: an integer (or bool) tensor meeting a float tensor takes the
 *float's* type (``int32 + float32 -> float32``, never float64), two floats of
-different width take the wider, and two integers the wider.  True division of
+different width take the wider, and two integers the wider (``uint8`` with
+``int8`` gives int32).  True division of
 two integer tensors gives float32 (MXNet's default float), and comparisons
 give ``bool``.
 """
@@ -33,10 +34,15 @@ def promote(a: str | None, b: str | None) -> str | None:
         return a
     if fb and not fa:
         return b
+    if {a, b} == {"uint8", "int8"}:
+        return "int32"
     if da.kind == "b":
         return b
     if db.kind == "b":
         return a
+    for wide in ("int64", "int32"):   # MXNet's get_more_precise_type order
+        if wide in (a, b):
+            return wide
     return np.promote_types(da, db).name
 
 

@@ -12,18 +12,25 @@ the ``is*`` predicates give ``bool``.  Ops with no legacy twin
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import broadcast as _bc
 from .. import elemwise_scalar as _sc
 from .. import elemwise_unary as _un
-from ..common import BroadcastOp, ElemwiseShapeMixin, UnaryOp, cast_to
-from ..elemwise_binary import KERNELS, in_dtype, scalar_as, swapped, via_float
-from ..elemwise_scalar import SCALAR_ATTRS, ScalarOp
-from ..registry import Attr, OpDef, definitions_in, optional, register_op, to_bool, to_float, to_int
+from ..common import BroadcastOp, UnaryOp, cast_to
+from ..elemwise_binary import KERNELS, scalar_as, swapped, via_float
+from ..elemwise_scalar import ScalarOp
+from ..registry import Attr, definitions_in, optional, register_op, to_bool, to_float, to_int
+from ....errors import DTypeError
 from ._common import NumpyOpMixin, float_result, promote
+
+
+def require_integers(op, p, dtypes) -> None:
+    """Bitwise ops and ``lcm`` are defined on integer (and bool) tensors only."""
+    for t in dtypes:
+        if t is not None and np.dtype(t).kind not in "iub":
+            raise DTypeError(f"operator {op.name} (node {p.node_name!r}): needs integer or bool "
+                             f"inputs, got {t}")
 
 FAMILY = "numpy.elemwise"
 
@@ -32,11 +39,15 @@ def _class_name(op: str) -> str:
     return "".join(w.capitalize() for w in op.strip("_").split("_"))
 
 
+#: other names MXNet 1.9.1 registers for these ops (``add_alias``)
+_ALIASES = {"_npi_absolute": ("_npi_abs",)}
+
+
 def _numpy_twin(op: str, base: type, twin: str | None, doc: str, **body) -> type:
     """Register *op* as a subclass of the legacy class *base*, naming its twin."""
     cls = type(_class_name(op), (NumpyOpMixin, base),
                {"twin": twin, "__doc__": doc, "__module__": __name__, **body})
-    return register_op(op, family=FAMILY)(cls)
+    return register_op(op, family=FAMILY, aliases=_ALIASES.get(op, ()))(cls)
 
 
 # ---------------------------------------------------------------------------
@@ -107,6 +118,10 @@ class BitwiseNot(NumpyOpMixin, UnaryOp):
 
     arguments = ("x",)
 
+    def infer_type(self, p, in_types, out_types):
+        require_integers(self, p, in_types)
+        return super().infer_type(p, in_types, out_types)
+
     def forward(self, p, inputs, ctx):
         return [np.invert(np.asarray(inputs[0]))]
 
@@ -120,8 +135,6 @@ class Around(NumpyOpMixin, UnaryOp):
 
     def forward(self, p, inputs, ctx):
         x = np.asarray(inputs[0])
-        if x.dtype.kind != "f":
-            return [np.around(x, p.decimals).astype(x.dtype)]
         return [np.around(x, p.decimals).astype(x.dtype)]
 
 
@@ -182,7 +195,8 @@ _BINARY = {
     "_npi_equal": ("broadcast_equal", "bool"), "_npi_not_equal": ("broadcast_not_equal", "bool"),
     "_npi_greater": ("broadcast_greater", "bool"),
     "_npi_greater_equal": ("broadcast_greater_equal", "bool"),
-    "_npi_less": ("broadcast_lesser", "bool"), "_npi_less_equal": ("broadcast_lesser_equal", "bool"),
+    "_npi_less": ("broadcast_lesser", "bool"),
+    "_npi_less_equal": ("broadcast_lesser_equal", "bool"),
     "_npi_logical_and": ("broadcast_logical_and", "bool"),
     "_npi_logical_or": ("broadcast_logical_or", "bool"),
     "_npi_logical_xor": ("broadcast_logical_xor", "bool"),
@@ -209,6 +223,9 @@ def _lcm(a, b):
     return np.lcm(a, b)
 
 
+#: kernels defined on integer tensors only
+INTEGER_KERNELS = frozenset({"lcm", "bitwise_and", "bitwise_or", "bitwise_xor"})
+
 #: kernels of binary ops that have no legacy twin (same contract as ``KERNELS``)
 NUMPY_KERNELS = {
     "arctan2": via_float(np.arctan2),
@@ -225,6 +242,12 @@ class _NumpyKernelBinary(NumpyBinaryMixin, BroadcastOp):
     """A broadcasting binary whose kernel lives in :data:`NUMPY_KERNELS`."""
 
     kernel = ""
+    integer_only = False
+
+    def infer_type(self, p, in_types, out_types):
+        if self.integer_only:
+            require_integers(self, p, in_types)
+        return super().infer_type(p, in_types, out_types)
 
     def forward(self, p, inputs, ctx):
         work = self.twin_dtype(p, [np.asarray(x).dtype.name for x in inputs], [])
@@ -240,7 +263,8 @@ for _op, _kernel in (("_npi_arctan2", "arctan2"), ("_npi_copysign", "copysign"),
                      ("_npi_bitwise_xor", "bitwise_xor")):
     register_op(_op, family=FAMILY)(type(
         _class_name(_op), (_NumpyKernelBinary,),
-        {"kernel": _kernel, "__module__": __name__, "__doc__": f"NumPy ``{_kernel}``."}))
+        {"kernel": _kernel, "integer_only": _kernel in INTEGER_KERNELS,
+         "__module__": __name__, "__doc__": f"NumPy ``{_kernel}``."}))
 
 
 # ---------------------------------------------------------------------------
@@ -263,19 +287,21 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
     """A tensor-scalar op with a NumPy-mode result dtype (``result``: same/bool/float)."""
 
     result = "same"
+    integer_only = False
 
     def twin_dtype(self, p, in_dtypes, out_dtypes):
         return None if in_dtypes[0] is None else self._dtypes(p, in_dtypes[0])[0]
 
     def _dtypes(self, p, t_in):
+        if self.result == "float":   # MXNet's TrueDivideType: integers divide in float32
+            work = float_result(t_in)
+            return work, work
         work = _sc.scalar_op_dtype(t_in, p.is_int)
-        if self.result == "bool":
-            return work, "bool"
-        if self.result == "float":
-            work = float_result(work)
-        return work, work
+        return work, "bool" if self.result == "bool" else work
 
     def infer_type(self, p, in_types, out_types):
+        if self.integer_only:
+            require_integers(self, p, in_types)
         if in_types[0] is None:
             return super().infer_type(p, in_types, out_types) if self.result == "same" \
                 else (list(in_types), list(out_types))
@@ -290,9 +316,11 @@ class _NumpyScalarOp(NumpyOpMixin, ScalarOp):
         return [cast_to(y, ctx.out_dtypes[0] or out)]
 
 
-def _np_scalar(op: str, kernel, result: str = "same", twin: str | None = None) -> type:
+def _np_scalar(op: str, kernel, result: str = "same", twin: str | None = None,
+               integer_only: bool = False) -> type:
     cls = type(_class_name(op), (_NumpyScalarOp,),
                {"kernel": staticmethod(kernel), "result": result, "twin": twin,
+                "integer_only": integer_only,
                 "__module__": __name__, "__doc__": f"NumPy tensor-scalar op ``{op}``."})
     return register_op(op, family=FAMILY)(cls)
 
@@ -308,6 +336,6 @@ for _op, _k in (("arctan2", "arctan2"), ("copysign", "copysign"), ("ldexp", "lde
     _np_scalar(f"_npi_{_op}_scalar", NUMPY_KERNELS[_k])
     _np_scalar(f"_npi_r{_op}_scalar", swapped(NUMPY_KERNELS[_k]))
 for _op in ("bitwise_and", "bitwise_or", "bitwise_xor", "lcm"):
-    _np_scalar(f"_npi_{_op}_scalar", NUMPY_KERNELS[_op])
+    _np_scalar(f"_npi_{_op}_scalar", NUMPY_KERNELS[_op], integer_only=True)
 
 __all__ = ["NUMPY_KERNELS", "NumpyBinaryMixin", "definitions_in"]

@@ -15,15 +15,14 @@ import numpy as np
 
 from ....errors import MxcError
 from ..common import broadcast_shapes
-from ..registry import (Attr, OpDef, optional, register_op, to_bool, to_float, to_int, to_shape,
-                        to_str)
+from ..registry import Attr, OpDef, optional, register_op, to_bool, to_float, to_int, to_str
 from ._common import NumpyFunctionOp, NumpyOpMixin, promote
 
 FAMILY = "numpy.indexing"
 
 
-def _register(op: str):
-    return register_op(op, family=FAMILY)
+def _register(op: str, aliases=()):
+    return register_op(op, family=FAMILY, aliases=aliases)
 
 
 # ---------------------------------------------------------------------------
@@ -225,7 +224,7 @@ class _Dynamic(NumpyOpMixin, OpDef):
         return list(in_shapes), list(out_shapes)
 
 
-@_register("_npx_nonzero")
+@_register("_npx_nonzero", aliases=("_npi_nonzero",))
 class NpxNonzero(_Dynamic):
     """``(N, ndim)`` int64 coordinates of the non-zero elements (``transpose(nonzero(x))``)."""
 
@@ -317,4 +316,4 @@ class NpxConstraintCheck(NumpyOpMixin, OpDef):
         return [np.asarray(True)]
 
 
-__all__ = ["ConstraintViolated", "to_shape"]
+__all__ = ["ConstraintViolated"]

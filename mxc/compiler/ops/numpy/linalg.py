@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import Attr, enum, optional, register_op, to_bool, to_float, to_int, to_shape, \
+from ..registry import Attr, enum, register_op, shape_error, to_bool, to_float, to_int, to_shape, \
     to_str
+from ....errors import ExecutionError
 from ._common import NumpyFunctionOp, to_opt_axes
 
 FAMILY = "numpy.linalg"
@@ -55,39 +56,93 @@ class _Linalg(NumpyFunctionOp):
 # ---------------------------------------------------------------------------
 # products
 # ---------------------------------------------------------------------------
-@_register("_np_dot")
-class NpDot(_Linalg):
+class _Product(_Linalg):
+    """Products: the output shape follows from the operand shapes without running the
+    product on stand-ins (which would cost a full matmul at inference time)."""
+
     arguments = ("a", "b")
+
+    def product_shape(self, p, a: tuple, b: tuple) -> tuple:
+        raise NotImplementedError
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        a, b = in_shapes
+        if a is None or b is None or None in a or None in b:
+            return list(in_shapes), list(out_shapes)
+        return list(in_shapes), [self.product_shape(p, tuple(a), tuple(b))]
+
+
+def _matmul_shape(p, a: tuple, b: tuple) -> tuple:
+    if not a or not b:
+        raise shape_error(p, "matmul does not take 0-d operands")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise shape_error(p, f"matmul: inner extents differ ({a} @ {b})")
+    batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    out = tuple(batch) + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+@_register("_np_dot")
+class NpDot(_Product):
     twin = "dot"
+
+    def product_shape(self, p, a, b):
+        if not a or not b:
+            return a or b
+        if a[-1] != (b[-2] if len(b) > 1 else b[0]):
+            raise shape_error(p, f"dot: inner extents differ ({a} . {b})")
+        return a[:-1] + (b[:-2] + b[-1:] if len(b) > 1 else ())
 
     def compute(self, p, arrays):
         return [np.dot(arrays[0], arrays[1])]
 
 
 @_register("_npi_matmul")
-class NpMatmul(_Linalg):
-    arguments = ("a", "b")
-
+class NpMatmul(_Product):
     def output_names(self, p):
         return ["out"]
+
+    def product_shape(self, p, a, b):
+        return _matmul_shape(p, a, b)
 
     def compute(self, p, arrays):
         return [np.matmul(arrays[0], arrays[1])]
 
 
+def _tensordot_shape(p, a: tuple, b: tuple, a_axes, b_axes) -> tuple:
+    a_axes = [x % len(a) for x in a_axes] if a else []
+    b_axes = [x % len(b) for x in b_axes] if b else []
+    if [a[i] for i in a_axes] != [b[j] for j in b_axes]:
+        raise shape_error(p, f"tensordot: summed extents differ ({a} over {a_axes}, "
+                             f"{b} over {b_axes})")
+    return tuple(d for i, d in enumerate(a) if i not in a_axes) + \
+        tuple(d for j, d in enumerate(b) if j not in b_axes)
+
+
 @_register("_npi_tensordot")
-class NpTensordot(_Linalg):
-    arguments = ("a", "b")
+class NpTensordot(_Product):
     attrs = {"a_axes_summed": Attr(to_shape), "b_axes_summed": Attr(to_shape)}
+
+    def product_shape(self, p, a, b):
+        return _tensordot_shape(p, a, b, p.a_axes_summed, p.b_axes_summed)
 
     def compute(self, p, arrays):
         return [np.tensordot(arrays[0], arrays[1], axes=(p.a_axes_summed, p.b_axes_summed))]
 
 
 @_register("_npi_tensordot_int_axes")
-class NpTensordotIntAxes(_Linalg):
-    arguments = ("a", "b")
+class NpTensordotIntAxes(_Product):
     attrs = {"axes": Attr(to_int)}
+
+    def product_shape(self, p, a, b):
+        k = p.axes
+        return _tensordot_shape(p, a, b, list(range(len(a) - k, len(a))), list(range(k)))
 
     def compute(self, p, arrays):
         return [np.tensordot(arrays[0], arrays[1], axes=p.axes)]
@@ -102,6 +157,22 @@ class NpEinsum(_Linalg):
 
     def input_names(self, p):
         return [f"data{i}" for i in range(p.num_args)]
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        spec = p.subscripts.strip("'\"").replace(" ", "")
+        if "..." in spec or "->" not in spec or \
+                any(s is None or None in s for s in in_shapes):
+            return super().infer_shape(p, in_shapes, out_shapes)
+        ins, out = spec.split("->")
+        extent: dict = {}
+        for letters, shape in zip(ins.split(","), in_shapes):
+            if len(letters) != len(shape):
+                raise shape_error(p, f"einsum: {letters!r} does not match shape {shape}")
+            for c, d in zip(letters, shape):
+                if extent.setdefault(c, d) != d and 1 not in (d, extent[c]):
+                    raise shape_error(p, f"einsum: index {c!r} has extents {extent[c]} and {d}")
+                extent[c] = max(extent[c], d)
+        return list(in_shapes), [tuple(extent[c] for c in out)]
 
     def compute(self, p, arrays):
         return [np.einsum(p.subscripts.strip("'\""), *arrays)]
@@ -137,11 +208,11 @@ def _largest_positive(vectors: np.ndarray, axis: int) -> np.ndarray:
 @_register("_npi_cholesky")
 class NpCholesky(_Linalg):
     arguments = ("A",)
-    attrs = {"upper": Attr(to_bool, False)}
+    attrs = {"lower": Attr(to_bool, True)}
 
     def compute(self, p, arrays):
         low = np.linalg.cholesky(arrays[0])
-        return [np.swapaxes(low, -1, -2) if p.upper else low]
+        return [low if p.lower else np.swapaxes(low, -1, -2)]
 
 
 @_register("_npi_solve")
@@ -192,6 +263,14 @@ class NpEigvalsh(_Linalg):
         return [np.linalg.eigvalsh(arrays[0], UPLO=p.UPLO)]
 
 
+def _require_real(p, eigenvalues: np.ndarray) -> None:
+    """MXNet's ``eig``/``eigvals`` return real arrays and reject complex spectra."""
+    if np.iscomplexobj(eigenvalues) and np.any(np.imag(eigenvalues) != 0):
+        raise ExecutionError(f"operator {p.node.op if p.node else 'eig'} (node "
+                             f"{p.node_name!r}): the input has complex eigenvalues, which "
+                             f"MXNet's real-valued eig/eigvals do not represent")
+
+
 @_register("_npi_eig")
 class NpEig(_Linalg):
     arguments = ("A",)
@@ -201,6 +280,7 @@ class NpEig(_Linalg):
 
     def compute(self, p, arrays):
         w, v = np.linalg.eig(arrays[0])
+        _require_real(p, w)
         return [np.real(w), np.real(v)]
 
 
@@ -209,7 +289,9 @@ class NpEigvals(_Linalg):
     arguments = ("A",)
 
     def compute(self, p, arrays):
-        return [np.real(np.linalg.eigvals(arrays[0]))]
+        w = np.linalg.eigvals(arrays[0])
+        _require_real(p, w)
+        return [np.real(w)]
 
 
 @_register("_npi_pinv")
@@ -280,6 +362,3 @@ class NpSlogdet(_Linalg):
     def compute(self, p, arrays):
         sign, logdet = np.linalg.slogdet(arrays[0])
         return [sign, logdet]
-
-
-__all__ = ["optional"]

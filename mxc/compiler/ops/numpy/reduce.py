@@ -99,7 +99,7 @@ class NpSum(NumpyReduce):
         return y + p.initial if p.initial is not None else y
 
 
-@register_op("_np_prod", family=FAMILY)
+@register_op("_np_prod", family=FAMILY, aliases=("_np_product",))
 class NpProd(NumpyReduce):
     twin = "prod"
     result = "bool_int64"
@@ -141,13 +141,13 @@ class _NpMinMax(NumpyReduce):
         return type(self).fn(x.astype(compute_dtype(x.dtype), copy=False), axis=axes, **kw)
 
 
-@register_op("_np_max", family=FAMILY)
+@register_op("_np_max", family=FAMILY, aliases=("_np_amax",))
 class NpMax(_NpMinMax):
     twin = "max"
     fn = staticmethod(np.max)
 
 
-@register_op("_np_min", family=FAMILY)
+@register_op("_np_min", family=FAMILY, aliases=("_np_amin",))
 class NpMin(_NpMinMax):
     twin = "min"
     fn = staticmethod(np.min)
@@ -192,7 +192,7 @@ class NpAll(_NpLogical):
     fn = staticmethod(np.all)
 
 
-@register_op("_np_any", family=FAMILY)
+@register_op("_np_any", family=FAMILY, aliases=("_np_sometrue",))
 class NpAny(_NpLogical):
     fn = staticmethod(np.any)
 
@@ -234,12 +234,12 @@ class NpArgmin(_NpArgReduce):
 
 @register_op("_npi_norm", family=FAMILY)
 class NpNorm(NumpyReduce):
-    """Vector or matrix norm (``ord``; ``flag`` records how the front end called it).
+    """Vector or matrix norm.
 
-    ``axis=None`` on a 2-D input with ``flag`` >= 0 is the Frobenius/2-norm of
-    every element, which equals the flattened vector 2-norm for ``ord=2`` only
-    with ``flag`` marking ``ord`` as given; MXNet's front end sets ``flag`` so
-    that ``ord=2, axis=None`` is the flattened 2-norm.
+    ``flag`` is how MXNet's front end encodes the string orders: 1 ``'fro'``
+    (and -2 the flattened 2-norm): square root of the sum of squares over the
+    axes; 2 ``'nuc'``; 3/4 ``+-inf``; otherwise ``ord`` is numeric (a vector
+    norm over one axis, a matrix norm over two).
     """
 
     arguments = ("x",)
@@ -267,27 +267,24 @@ class NpNorm(NumpyReduce):
 
     def _reduce(self, p, x, axes):
         x = x.astype(np.float64)
-        if len(axes) == 2 and p.flag not in (-1, 1):
-            return np.linalg.norm(x, ord=_matrix_ord(p), axis=axes)
-        if p.axis is None or len(axes) != 1:
-            axes_t = axes
-            if p.ord == 2:
-                return np.sqrt(np.sum(x * x, axis=axes_t))
-            if p.ord == 1:
-                return np.sum(np.abs(x), axis=axes_t)
-            if np.isinf(p.ord):
-                return np.max(np.abs(x), axis=axes_t) if p.ord > 0 else \
-                    np.min(np.abs(x), axis=axes_t)
-            return np.sum(np.abs(x) ** p.ord, axis=axes_t) ** (1.0 / p.ord)
-        return np.linalg.norm(x, ord=p.ord, axis=axes[0])
-
-
-def _matrix_ord(p):
-    if p.flag == 2:
-        return "fro"
-    if p.flag == 3:
-        return "nuc"
-    return p.ord
+        if p.flag in (1, -2):          # Frobenius / flattened 2-norm over the axes
+            return np.sqrt(np.sum(x * x, axis=axes))
+        if len(axes) == 2 and x.ndim >= 2:   # matrix norms
+            order = {2: "nuc", 3: np.inf, 4: -np.inf}.get(p.flag, p.ord)
+            return np.linalg.norm(x, ord=order, axis=axes)
+        order = {3: np.inf, 4: -np.inf}.get(p.flag, p.ord)
+        a = np.abs(x)
+        if order == np.inf:
+            return np.max(a, axis=axes)
+        if order == -np.inf:
+            return np.min(a, axis=axes)
+        if order == 0:
+            return np.sum(a != 0, axis=axes).astype(np.float64)
+        if order == 1:
+            return np.sum(a, axis=axes)
+        if order == 2:
+            return np.sqrt(np.sum(a * a, axis=axes))
+        return np.sum(a ** order, axis=axes) ** (1.0 / order)
 
 
 @register_op("_npi_average", family=FAMILY)

@@ -14,15 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import (Attr, Params, enum, optional, register_op, shape_error, to_bool,
-                        to_float, to_int, to_shape, to_str)
+                        to_float, to_int, to_shape)
 from ..shape_manip import Squeeze, Transpose, fill_one_unknown, merge_into, prod
 from ._common import NumpyFunctionOp, NumpyOpMixin, to_nested_ints, to_opt_axes
 
 FAMILY = "numpy.shape"
 
 
-def _register(op: str):
-    return register_op(op, family=FAMILY)
+def _register(op: str, aliases=()):
+    return register_op(op, family=FAMILY, aliases=aliases)
 
 
 # ---------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class NpReshape(_ReshapeBase, NumpyFunctionOp):
         return _fill_minus_one(p, list(p.newshape), prod(dshape))
 
 
-@_register("_npx_reshape")
+@_register("_npx_reshape", aliases=("_npi_reshape",))
 class NpxReshape(_ReshapeBase, NumpyFunctionOp):
     """``npx.reshape`` with its special codes (see the module docstring)."""
 
@@ -127,23 +127,10 @@ class NpxReshape(_ReshapeBase, NumpyFunctionOp):
              "order": Attr(enum("C", "F", "A"), "C")}
 
     def out_shape(self, p, dshape):
-        if p.reverse:
-            out = npx_reshape_shape(p, _reverse_codes(p.newshape), tuple(reversed(dshape)))
+        if p.reverse:   # MXNet reverses the codes and the input shape as plain lists
+            out = npx_reshape_shape(p, tuple(reversed(p.newshape)), tuple(reversed(dshape)))
             return tuple(reversed(out))
         return npx_reshape_shape(p, p.newshape, tuple(dshape))
-
-
-def _reverse_codes(codes) -> list:
-    """Codes read right to left, keeping each ``-6 a b`` group's order intact."""
-    groups, i, codes = [], 0, list(codes)
-    while i < len(codes):
-        if codes[i] == -6:
-            groups.append([-6, codes[i + 2], codes[i + 1]])
-            i += 3
-        else:
-            groups.append([codes[i]])
-            i += 1
-    return [c for g in reversed(groups) for c in g]
 
 
 @_register("_np_transpose")
@@ -215,6 +202,9 @@ for _name, _fn in (("_npi_vstack", np.vstack), ("_npi_hstack", np.hstack),
         "compute": (lambda fn: lambda self, p, arrays: [fn(arrays)])(_fn),
         "output_names": (lambda out: lambda self, p: [out])(
             "out" if _name in ("_npi_hstack", "_npi_dstack") else "output"),
+        # hstack/dstack parse MXNet's ConcatParam (an unused ``dim`` comes with it)
+        "attrs": {"num_args": Attr(to_int), "dim": Attr(to_int, 1)}
+        if _name in ("_npi_hstack", "_npi_dstack") else _VarArgs.attrs,
         "__module__": __name__, "__doc__": f"NumPy ``{_fn.__name__}``."}))
 
 
@@ -371,7 +361,8 @@ class NpPad(NumpyFunctionOp):
     """``pad`` with MXNet's modes; ``constant_value`` fills in constant mode."""
 
     attrs = {"pad_width": Attr(to_nested_ints), "mode": Attr(enum(*_PAD_MODES), "constant"),
-             "constant_value": Attr(to_float, 0.0), "reset": Attr(to_bool, True)}
+             "constant_value": Attr(to_float, 0.0),
+             "reflect_type": Attr(enum("even", "odd"), "even")}
 
     def compute(self, p, arrays):
         x = arrays[0]
@@ -380,7 +371,9 @@ class NpPad(NumpyFunctionOp):
             width = width * x.ndim
         if p.mode == "constant":
             return [np.pad(x, width, mode="constant", constant_values=p.constant_value)]
+        if p.mode in ("reflect", "symmetric"):
+            return [np.pad(x, width, mode=p.mode, reflect_type=p.reflect_type)]
         return [np.pad(x, width, mode=p.mode)]
 
 
-__all__ = ["npx_reshape_shape", "to_str"]
+__all__ = ["npx_reshape_shape"]

@@ -34,13 +34,15 @@ from ..registry import register_pass
 from ..rewrite import RewritePattern, rewrite
 from ._common import entry_uses
 
-LAYERS = ("Convolution", "FullyConnected", "Deconvolution")
+LAYERS = ("Convolution", "FullyConnected", "Deconvolution", "Convolution_v1")
+#: inference BatchNorms: the legacy and cross-device ones share BatchNorm's arithmetic
+BATCH_NORMS = ("BatchNorm", "BatchNorm_v1", "_contrib_SyncBatchNorm")
 
 
 def foldable_pattern():
     """``BatchNorm(<single-use Conv/FC/Deconv>(x, var, ...), var, var, var, var)``."""
     layer = is_op(*LAYERS)(wildcard(), is_var(), ...).one_use().named("layer")
-    return is_op("BatchNorm")(layer, is_var(), is_var(), is_var(), is_var()).named("bn")
+    return is_op(*BATCH_NORMS)(layer, is_var(), is_var(), is_var(), is_var()).named("bn")
 
 
 @register_pass("fold-batchnorm", extra_options=False)

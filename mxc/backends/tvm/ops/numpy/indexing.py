@@ -10,6 +10,7 @@ import numpy as np
 
 from ...converter import Lowering, register_converter, register_host_only
 from .._common import R, const
+from ._twins import register_twins
 
 
 def truth(ctx: Lowering, x, dtype: str):
@@ -46,3 +47,6 @@ register_host_only(
            "the host")
 register_host_only("_npx_constraint_check",
                    reason="a run-time assertion that must raise on the host")
+
+
+register_twins(__name__)

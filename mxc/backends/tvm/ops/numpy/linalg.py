@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...converter import Lowering, register_converter, register_host_only
 from .._common import R
+from ._twins import register_twins
 
 
 def _dot_is_matmul(node, shapes, dtypes):
@@ -65,3 +66,6 @@ register_host_only(
     "_npi_tensorsolve", "_npi_det", "_npi_slogdet", "_npi_polyval",
     reason="dense decompositions run once per call on small matrices: LAPACK on the host "
            "(double precision, MXNet's sign conventions) is faster than a generated kernel")
+
+
+register_twins(__name__)

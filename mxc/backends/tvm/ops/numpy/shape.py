@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ...converter import Lowering, register_converter, register_host_only
 from .._common import R, pos_axis
+from ..join_split import split_pieces
+from ._twins import register_twins
 
 
 @register_converter("_npi_concatenate")
@@ -92,8 +94,30 @@ def flip(ctx: Lowering):
     return x
 
 
+@register_converter("_npi_tril", "_npi_triu")
+def triangle(ctx: Lowering):
+    fn = R.tril if ctx.op == "_npi_tril" else R.triu
+    return fn(ctx.inputs[0], ctx.p.k)
+
+
+@register_converter("_npi_hsplit", "_npi_vsplit", "_npi_dsplit")
+def split(ctx: Lowering):
+    """Pieces along the split axis, each reshaped to its inferred output shape."""
+    shape = ctx.in_shapes[0]
+    axis = {"_npi_vsplit": 0, "_npi_dsplit": 2}.get(ctx.op, 1 if len(shape) > 1 else 0)
+    p = ctx.p
+    if p.sections > 0:
+        step = shape[axis] // p.sections
+        bounds = [i * step for i in range(p.sections)] + [shape[axis]]
+    else:
+        bounds = [min(i, shape[axis]) for i in p.indices] + [shape[axis]]
+    return split_pieces(ctx, axis, bounds)
+
+
 register_host_only(
-    "_np_roll", "_npi_rot90", "_np_diag", "_np_diagflat", "_np_diagonal", "_npi_tril",
-    "_npi_triu", "_npi_pad", "_npi_hsplit", "_npi_vsplit", "_npi_dsplit",
+    "_np_roll", "_npi_rot90", "_np_diag", "_np_diagflat", "_np_diagonal", "_npi_pad",
     reason="index-reordering NumPy functions seen in pre/post-processing, not in model "
            "bodies; the host kernel is NumPy's own")
+
+
+register_twins(__name__)

@@ -77,11 +77,14 @@ def _via_twin(op: str):
     return convert
 
 
-def _register_all() -> None:
+def register_twins(module: str) -> None:
+    """Register the twin-based converters of the family converter module *module*.
+
+    Each ``ops/numpy/<family>.py`` calls this with its ``__name__``, so the
+    converters are recorded in the module that mirrors their op's family.
+    """
+    family = module.split(".ops.", 1)[-1]
     for name, opdef in registered_ops().items():
         if isinstance(opdef, NumpyOpMixin) and opdef.twin and name == opdef.name \
-                and name not in _OWN_CONVERTER:
-            register_converter(name, supports=_supports(name))(_via_twin(name))
-
-
-_register_all()
+                and opdef.family == family and name not in _OWN_CONVERTER:
+            register_converter(name, supports=_supports(name), module=module)(_via_twin(name))

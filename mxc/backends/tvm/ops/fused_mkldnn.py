@@ -1,0 +1,210 @@
+"""Quantized oneDNN-fused nodes (``mxc/compiler/ops/fused_mkldnn.py``) as int8 Relax kernels.
+
+Float ``_sg_mkldnn_*`` nodes never reach the backend: the default pipeline's
+``inline-fused`` pass replaces them by their nested pattern, which the
+ordinary converters lower and TVM fuses.  A quantized node is lowered as a
+whole (``nested=True``), following the OpDef's facts step for step
+(:mod:`mxc.compiler.ops.fused_mkldnn_kernels` is the reference):
+
+* convolution: the BatchNorm is folded and the float weight quantized to int8
+  **at compile time** (the weight and BatchNorm inputs must be bound
+  constants); the bias codes need the data range, so they are computed at run
+  time from the ``data_min``/``data_max`` inputs; ``conv2d`` of uint8/int8
+  data with int8 weights accumulates in int32; requantize, relu and the
+  residual sum run in float32 and round half to even with saturation (to
+  the residual's type when there is a sum: ``FusedConv.stored_dtype``);
+* fully connected: int8 weight codes are inputs; an int8 x int8 (or uint8)
+  ``matmul`` into int32, the bias rescaled at run time (rounded half away
+  from zero, as ``std::round``), then float output, requantize or int32.
+
+The uncalibrated int32 forms keep the accumulator exact (float64 where a
+scale applies) and report MXNet's S8S8/S8U8 product range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....compiler.ops.fused_mkldnn_kernels import conv_weights
+from ....compiler.ops.quantization import K_INT8_RANGE, K_UINT8_RANGE
+from ..converter import Lowering, register_converter, register_host_only
+from ._common import R, const, exact_product
+
+F = "float32"
+INT32_RANGE = float(np.float32(2147483647))
+
+
+def _levels(dtype: str) -> float:
+    return float(K_UINT8_RANGE if dtype == "uint8" else K_INT8_RANGE)
+
+
+def _vec(ctx: Lowering, value: float):
+    return ctx.const(np.full((1,), value, dtype=np.float32))
+
+
+def _max_abs(ctx: Lowering, lo, hi):
+    return ctx.emit(R.maximum(R.abs(ctx.astype(lo, F)), R.abs(ctx.astype(hi, F))))
+
+
+def _scale(ctx: Lowering, levels: float, lo, hi):
+    """``levels / max(|lo|, |hi|)`` as a (1,) float32 tensor."""
+    return ctx.emit(R.divide(const(levels, F), _max_abs(ctx, lo, hi)))
+
+
+def _saturate(ctx: Lowering, y, dtype: str):
+    info = np.iinfo(dtype)
+    y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
+    return ctx.astype(y, dtype)
+
+
+def _saturate_as(ctx: Lowering, y, stored: str, dtype: str):
+    """Saturate *y* to the 8-bit type *stored*, then read its bytes as *dtype*.
+
+    Relax has no bit cast, so the two's-complement wrap is done on the float
+    codes: an int8 code below 0 read as uint8 is ``code + 256``, a uint8 code
+    above 127 read as int8 is ``code - 256``.
+    """
+    if stored == dtype:
+        return _saturate(ctx, y, dtype)
+    info = np.iinfo(stored)
+    y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
+    zero = const(0, ctx.dtype_of(y))
+    if stored == "int8":
+        wrap = ctx.emit(R.where(R.less(y, zero), const(256, ctx.dtype_of(y)), zero))
+        y = ctx.emit(R.add(y, wrap))
+    else:
+        wrap = ctx.emit(R.where(R.greater(y, const(127, ctx.dtype_of(y))),
+                                const(256, ctx.dtype_of(y)), zero))
+        y = ctx.emit(R.subtract(y, wrap))
+    return ctx.astype(y, dtype)
+
+
+def _product_range(ctx: Lowering, w_range: float, d_lo, d_hi, d_levels: float):
+    """MXNet's S8S8/S8U8 range: ``(R_w / 127) * (R_d / levels) * 2**31``, symmetric."""
+    la = np.float32(np.float32(w_range) / np.float32(127))
+    lb = ctx.emit(R.divide(_max_abs(ctx, d_lo, d_hi), const(d_levels, F)))
+    hi = ctx.emit(R.multiply(R.multiply(lb, const(la, F)), const(INT32_RANGE, F)))
+    return ctx.emit(R.negative(hi)), hi
+
+
+def _quantized_only(node, shapes, dtypes):
+    if not node.params.get("quantized"):
+        return "float fused nodes are inlined by the inline-fused pass, not lowered whole"
+    return True
+
+
+def _post_ops(ctx: Lowering, kinds, y, sum_term=None):
+    for kind in kinds:
+        if kind == "relu":
+            y = ctx.emit(R.maximum(y, const(0, ctx.dtype_of(y))))
+        else:
+            y = ctx.emit(R.add(y, sum_term(ctx.dtype_of(y))))
+    return y
+
+
+@register_converter("_sg_mkldnn_conv", supports=_quantized_only, nested=True)
+def quantized_conv(ctx: Lowering):
+    op, p = ctx.node.opdef, ctx.p
+    conv = op.nested_node(p, "Convolution")
+    nb = op.n_base(p)
+
+    def value(entry):
+        arr = ctx.const_value(op.input_position(p, entry))
+        if arr is None:
+            raise ctx.error(f"input {entry.node.name!r} must be a bound parameter: the int8 "
+                            f"weights are quantized at compile time")
+        return arr
+
+    codes, wscales, bias, weight = conv_weights(op, p, value)
+    data_pos = op.input_position(p, conv.inputs[0])
+    data, d_lo, d_hi = ctx.inputs[data_pos], ctx.inputs[nb], ctx.inputs[nb + 1]
+    data_scale = _scale(ctx, _levels(ctx.in_dtypes[data_pos]), d_lo, d_hi)
+    kernel, stride, dilate, pad, _ = conv.opdef.geometry(conv.params)
+    acc = ctx.emit(R.nn.conv2d(data, ctx.const(codes), strides=stride, padding=pad,
+                               dilation=dilate, groups=conv.params.num_group,
+                               out_dtype="int32"))
+    channel = (1, -1, 1, 1)
+    if bias is not None:
+        bscale = ctx.emit(R.multiply(ctx.const(wscales), data_scale))
+        bcodes = ctx.emit(R.round(R.multiply(ctx.const(bias), bscale)))
+        acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(bcodes, "int32"), channel)))
+    if op.calibrated(p):
+        out_dt = op.quantized_out_dtype(p)
+        out_scale = np.float32(_levels(out_dt)) / np.float32(
+            max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
+        req = ctx.emit(R.divide(R.divide(const(out_scale, F), data_scale), ctx.const(wscales)))
+        y = exact_product(ctx, ctx.astype(acc, F), ctx.emit(R.reshape(req, channel)))
+        out_scale_t = const(out_scale, F)
+    else:
+        out_dt = "int32"
+        y = ctx.astype(acc, "float64")
+        out_scale_t = ctx.emit(R.multiply(data_scale, const(wscales[0], F)))
+
+    def sum_term(dt):
+        idx = op.sum_index(p)
+        s_scale = _scale(ctx, _levels(ctx.in_dtypes[idx]), ctx.inputs[nb + 2], ctx.inputs[nb + 3])
+        factor = ctx.emit(R.divide(out_scale_t, s_scale))
+        return ctx.astype(exact_product(ctx, ctx.inputs[idx], factor), dt)
+
+    y = _post_ops(ctx, op.post_ops(p, op.nested_node(p, "BatchNorm") or conv), y, sum_term)
+    if op.calibrated(p):
+        idx = op.sum_index(p)
+        stored = op.stored_dtype(p, None if idx is None else ctx.in_dtypes[idx])
+        out = _saturate_as(ctx, y, stored, out_dt)
+        return [out, _vec(ctx, float(np.float32(p.min_calib_range))),
+                _vec(ctx, float(np.float32(p.max_calib_range)))]
+    out = _saturate(ctx, y, out_dt)
+    w_range = max(abs(float(weight.min())), abs(float(weight.max())))
+    lo, hi = _product_range(ctx, w_range, d_lo, d_hi,
+                            127.0 if ctx.in_dtypes[data_pos] == "int8" else 255.0)
+    return [out, lo, hi]
+
+
+@register_converter("_sg_mkldnn_fully_connected", supports=_quantized_only, nested=True)
+def quantized_fully_connected(ctx: Lowering):
+    op, p = ctx.node.opdef, ctx.p
+    fc = op.nested_node(p, "FullyConnected")
+    fp = fc.params
+    nb = op.n_base(p)
+    data, weight = ctx.inputs[0], ctx.inputs[1]
+    d_lo, d_hi, w_lo, w_hi = ctx.inputs[nb:nb + 4]
+    d_dt = ctx.in_dtypes[0]
+    dshape = ctx.in_shapes[0]
+    rows = dshape[0] if fp.flatten else int(np.prod(dshape[:-1]))
+    x = ctx.reshape(data, (rows, int(np.prod(dshape)) // rows))
+    acc = ctx.emit(R.matmul(x, R.permute_dims(weight, [1, 0]), out_dtype="int32"))
+    data_scale = _scale(ctx, _levels(d_dt), d_lo, d_hi)
+    weight_scale = _scale(ctx, float(K_INT8_RANGE), w_lo, w_hi)
+    ds_ws = ctx.emit(R.multiply(data_scale, weight_scale))
+    if op.has_bias(p):
+        b_range = _max_abs(ctx, ctx.inputs[nb + 4], ctx.inputs[nb + 5])
+        rescale = ctx.emit(R.divide(R.multiply(ds_ws, b_range), const(float(K_INT8_RANGE), F)))
+        b = ctx.emit(R.multiply(ctx.astype(ctx.inputs[2], F), rescale))
+        b = ctx.emit(R.multiply(R.sign(b), R.floor(R.add(R.abs(b), const(0.5, F)))))
+        acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(b, "int32"), (1, -1))))
+    acc = ctx.reshape(acc, ctx.out_shapes[0])
+    kinds = op.post_ops(p, fc)
+    if op.float_output(p):
+        inv = ctx.emit(R.divide(const(1.0, F), ds_ws))
+        return [_post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), inv)))]
+    if op.calibrated(p):
+        out_dt = op.quantized_out_dtype(p)
+        levels = np.float32(_levels(out_dt)) / np.float32(
+            max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
+        scale = ctx.emit(R.divide(const(levels, F), ds_ws))
+        y = _post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), scale)))
+        return [_saturate(ctx, y, out_dt), _vec(ctx, float(np.float32(p.min_calib_range))),
+                _vec(ctx, float(np.float32(p.max_calib_range)))]
+    y = _post_ops(ctx, kinds, ctx.astype(acc, "float64"))
+    # MXNet passes (data, weight) to its S8S8/S8U8 helper: data per 127, weight per 127/255
+    la = ctx.emit(R.divide(_max_abs(ctx, d_lo, d_hi), const(127.0, F)))
+    lb = ctx.emit(R.divide(_max_abs(ctx, w_lo, w_hi),
+                           const(127.0 if d_dt == "int8" else 255.0, F)))
+    hi = ctx.emit(R.multiply(R.multiply(la, lb), const(INT32_RANGE, F)))
+    return [_saturate(ctx, y, "int32"), ctx.emit(R.negative(hi)), hi]
+
+
+register_host_only(
+    "_sg_mkldnn_selfatt_qk", "_sg_mkldnn_selfatt_valatt",
+    reason="quantized self-attention runs on the host (no MXNet case to check a lowering "
+           "against); float self-attention nodes are inlined by inline-fused and lowered")

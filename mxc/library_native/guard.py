@@ -1,0 +1,162 @@
+"""C++ exceptions thrown inside a library become errors, not ``std::terminate``.
+
+lib_api's trampolines are C++ functions with C linkage: an exception thrown
+by the library's code (``std::stoi`` on a bad attribute, ``.at()`` on a
+missing key) unwinds through them into the caller.  MXNet catches it in C++;
+a ctypes caller cannot, and the process aborts.  So, when a C++ compiler is
+available, every entry point is called through a small generated shim::
+
+    extern "C" int mxcg_<name>_<sig>(char* err, int errlen, void* fn, <args>) {
+      try { return fn(<args>); } catch (const std::exception& e) { <copy e.what()> } ...
+    }
+
+compiled once per machine into ``$MXC_CACHE_DIR`` (default
+``~/.cache/mxc``).  Both the shim and the library use the system's
+libstdc++, so the exception is caught where it belongs.  Without a compiler
+the entry points are called directly (a throwing library then aborts, as it
+would in any C host); :func:`available` says which.  Crashes (a segfault in
+the library) cannot be guarded in-process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from ctypes import c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import ExtensionError
+
+__all__ = ["available", "guarded", "NativeException"]
+
+log = logging.getLogger("mxc.library")
+
+
+class NativeException(ExtensionError):
+    """A C++ exception escaped from a library entry point (caught by the guard shim)."""
+
+
+_C_TYPES = {c_int: "int", c_uint: "unsigned", c_int64: "long long", c_size_t: "size_t"}
+
+
+def _ctype(t: Any) -> str:
+    return _C_TYPES.get(t, "void*")  # pointers, strings, callbacks: all pointer-sized
+
+
+def _symbol(name: str, restype: Any, argtypes: tuple) -> str:
+    sig = _ctype(restype) if restype is not None else "void"
+    sig += "(" + ",".join(_ctype(a) for a in argtypes) + ")"
+    return f"mxcg_{name}_{hashlib.sha1(sig.encode()).hexdigest()[:8]}"
+
+
+def _wrapper(name: str, restype: Any, argtypes: tuple) -> str:
+    params = ", ".join(f"{_ctype(t)} a{i}" for i, t in enumerate(argtypes))
+    args = ", ".join(f"a{i}" for i in range(len(argtypes)))
+    ret = _ctype(restype) if restype is not None else "void"
+    fn_t = f"{ret} (*)({', '.join(_ctype(t) for t in argtypes)})"
+    call = f"return (int)(({fn_t})fn)({args});" if restype is not None else \
+        f"(({fn_t})fn)({args}); return 0;"
+    sep = ", " if params else ""
+    return (f'extern "C" int {_symbol(name, restype, argtypes)}(char* err, int errlen, '
+            f'void* fn{sep}{params}) {{\n'
+            f'  try {{ {call} }}\n'
+            f'  catch (const std::exception& e) {{ std::snprintf(err, errlen, "%s: %s", '
+            f'typeid(e).name(), e.what()); }}\n'
+            f'  catch (...) {{ std::snprintf(err, errlen, "a C++ exception that is not a '
+            f'std::exception"); }}\n'
+            f'  return 0;\n}}\n')
+
+
+def _source() -> str:
+    from .abi import SIGNATURES
+    seen, parts = set(), ["#include <cstdio>\n#include <exception>\n#include <typeinfo>\n"
+                          "#include <cstddef>\n"]
+    for table in SIGNATURES.values():
+        for name, sig in table.items():
+            sym = _symbol(name, sig.restype, sig.argtypes)
+            if sym not in seen:
+                seen.add(sym)
+                parts.append(_wrapper(name, sig.restype, sig.argtypes))
+    return "\n".join(parts)
+
+
+_LOCK = threading.Lock()
+_SHIM: Any = None
+_TRIED = False
+
+
+def _build() -> Any:
+    compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+    if compiler is None or os.environ.get("MXC_NO_GUARD"):
+        log.info("no C++ compiler: library entry points are called without the exception "
+                 "guard")
+        return None
+    src = _source()
+    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("MXC_CACHE_DIR") or Path.home() / ".cache" / "mxc")
+    target = cache / f"libmxc_libapi_guard_{digest}.so"
+    if not target.exists():
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache) as tmp:
+                cc = Path(tmp) / "guard.cc"
+                cc.write_text(src)
+                out = Path(tmp) / target.name
+                subprocess.run([compiler, "-shared", "-fPIC", "-O2", str(cc), "-o", str(out)],
+                               check=True, capture_output=True, timeout=300)
+                os.replace(out, target)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("could not build the C++ exception guard (%s); library entry points "
+                        "are called directly", exc)
+            return None
+    return ctypes.CDLL(str(target))
+
+
+def _shim() -> Any:
+    global _SHIM, _TRIED
+    if not _TRIED:
+        with _LOCK:
+            if not _TRIED:
+                _SHIM = _build()
+                _TRIED = True
+    return _SHIM
+
+
+def available() -> bool:
+    """True when entry points are called through the exception guard."""
+    return _shim() is not None
+
+
+_ERR = threading.local()
+
+
+def guarded(name: str, fn: Any, restype: Any, argtypes: tuple, where: str) -> Callable:
+    """*fn* (a typed ctypes function) wrapped so a C++ exception raises :class:`NativeException`."""
+    shim = _shim()
+    if shim is None:
+        return fn
+    g = getattr(shim, _symbol(name, restype, argtypes))
+    g.restype = c_int
+    g.argtypes = [c_char_p, c_int, c_void_p, *argtypes]
+    target = ctypes.cast(fn, c_void_p)
+
+    def call(*args):
+        buf = getattr(_ERR, "buf", None)
+        if buf is None:
+            buf = _ERR.buf = ctypes.create_string_buffer(1024)
+        buf[0] = b"\0"
+        result = g(buf, 1024, target, *args)
+        if buf[0] != b"\0":
+            raise NativeException(f"{where}: {name} threw a C++ exception: "
+                                  f"{buf.value.decode('utf-8', 'replace')}")
+        return result
+
+    call.__name__ = name
+    return call
