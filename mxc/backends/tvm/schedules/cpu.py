@@ -260,12 +260,19 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
             while pow2 * 2 <= lanes and cext % (pow2 * 2) == 0:
                 pow2 *= 2
             shapes = [pow2]
+        if streaming and any(cand >= 2 * lanes for cand in shapes):
+            # a vector per FMA from the input (depthwise, pooling): one-vector tiles
+            # measured 3-7x slower than two-or-more-vector ones on Zen 4 (AVX-512 and
+            # AVX2 alike: mobilenetv2's 3x3 depthwise layers), whatever the port model says
+            shapes = [cand for cand in shapes if cand >= 2 * lanes]
     best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
     for cand in shapes:
         v = -(-cand // lanes)
         for rw in range(1, max(rext, 1) + 1):
             acc = rw * v
-            if acc + v + 3 > regs:
+            # operands: the v weight vectors, plus (broadcasting) the input scalar
+            # and spares; a streamed input vector is an FMA's memory operand instead
+            if acc + v + (0 if streaming else 3) > regs:
                 break
             loads = (acc if streaming else rw) + v
             cycles = max(info.fma_latency, acc / info.fma_ports, loads / info.load_ports)
