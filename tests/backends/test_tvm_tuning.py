@@ -169,16 +169,21 @@ def _records(db: Path) -> int:
         if path.exists() else 0
 
 
+def _tuned(tmp_path_factory, graph, shapes, name, **kwargs):
+    """(module, graph, params, database, report): *graph* tuned to 2 trials per kernel
+    (random search: quick)."""
+    from mxc.backends.tvm.tune import tune
+    params = _params(graph, shapes)
+    mod = lower_graph(graph, shapes=shapes, params=params)
+    db = tmp_path_factory.mktemp("tuning") / name
+    report = tune(mod, "llvm", 2, db, search="random", progress=False, **kwargs)
+    return mod, graph, params, db, report
+
+
 @pytest.fixture(scope="module")
 def tuned_db(tmp_path_factory):
-    """A database with the tiny conv tuned to 2 trials (random search: quick)."""
-    from mxc.backends.tvm.tune import tune
-    graph = _tiny_conv()
-    params = _params(graph, TINY_SHAPE)
-    mod = lower_graph(graph, shapes=TINY_SHAPE, params=params)
-    db = tmp_path_factory.mktemp("tuning") / "db"
-    report = tune(mod, "llvm", 2, db, search="random", progress=False)
-    return mod, graph, params, db, report
+    """A database with the tiny conv tuned."""
+    return _tuned(tmp_path_factory, _tiny_conv(), TINY_SHAPE, "db")
 
 
 def test_tune_fills_the_database(tuned_db):
@@ -198,14 +203,8 @@ CNN_SHAPE = {"data": (1, 3, 16, 16)}
 
 @pytest.fixture(scope="module")
 def tuned_cnn(tmp_path_factory):
-    """The small CNN (five reduction kernels) tuned to 2 trials each."""
-    from mxc.backends.tvm.tune import tune
-    graph = _cnn()
-    params = _params(graph, CNN_SHAPE)
-    mod = lower_graph(graph, shapes=CNN_SHAPE, params=params)
-    db = tmp_path_factory.mktemp("tuning") / "cnn"
-    report = tune(mod, "llvm", 2, db, search="random", progress=False, seed=3)
-    return mod, graph, params, db, report
+    """The small CNN (five reduction kernels) tuned."""
+    return _tuned(tmp_path_factory, _cnn(), CNN_SHAPE, "cnn", seed=3)
 
 
 def test_every_kernel_is_tuned_no_worse_than_its_default_schedule(tuned_cnn):
