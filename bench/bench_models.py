@@ -104,7 +104,31 @@ def _parse_shapes(items: list[str]) -> dict[str, tuple]:
 
 
 def resolve_model(name: str, args) -> ModelSpec:
-    """A corpus model name, a corpus-format directory, or a checkpoint prefix."""
+    """A corpus model name, a corpus-format directory, or a checkpoint prefix
+    (``--batch N``: its batch-1 inputs repeated N times)."""
+    spec = _resolve_batch1(name, args)
+    batch = getattr(args, "batch", 1) or 1
+    return spec if batch == 1 else batched(spec, batch)
+
+
+def batched(spec: ModelSpec, n: int) -> ModelSpec:
+    """*spec* at batch *n*: every batch-1 input and reference output repeated *n* times
+    along axis 0 (the samples are independent in inference, so the reference holds)."""
+    import numpy as np
+    if any(v.ndim == 0 or v.shape[0] != 1 for v in spec.inputs.values()):
+        raise SystemExit(f"--batch {n}: {spec.name}'s inputs are not batch 1")
+    ref = spec.reference
+    if ref is not None:
+        if any(r.ndim == 0 or r.shape[0] != 1 for r in ref):
+            raise SystemExit(f"--batch {n}: {spec.name}'s outputs are not batch 1")
+        ref = [np.repeat(r, n, axis=0) for r in ref]
+    return ModelSpec(f"{spec.name}-b{n}", spec.symbol, spec.params,
+                     {k: np.repeat(v, n, axis=0) for k, v in spec.inputs.items()}, ref,
+                     spec.rtol, spec.atol, spec.reference_source + f", repeated to batch {n}",
+                     list(spec.notes))
+
+
+def _resolve_batch1(name: str, args) -> ModelSpec:
     root = corpus_root(args.corpus) / "models"
     cand = [root / name, Path(name)]
     for d in cand:
@@ -839,6 +863,8 @@ def parse_args(argv=None):
                     help=f"corpus model names or checkpoint prefixes (default: "
                          f"{' '.join(DEFAULT_MODELS)}); commas also separate")
     ap.add_argument("--runs", type=int, default=30, help="timed calls per engine (default 30)")
+    ap.add_argument("--batch", type=int, default=1, metavar="N",
+                    help="run every model at batch N (its inputs and reference repeated)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every engine's measurement; report each engine's best round")

@@ -98,7 +98,12 @@ def main() -> None:
     with np.load(args.inputs) as npz:
         inputs = {k: npz[k] for k in npz.files}
     t0 = time.perf_counter()
-    exe = sym.simple_bind(ctx=mx.cpu(), grad_req="null",
+    # parameters that are not float32 (a quantized model's int8 weights) bind as stored
+    types = {k: v.dtype for k, v in {**arg_params, **aux_params}.items()
+             if v.dtype != np.float32}
+    if types:       # then MXNet infers from these alone: name the inputs' types too
+        types.update({k: v.dtype for k, v in inputs.items()})
+    exe = sym.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types or None,
                           **{k: v.shape for k, v in inputs.items()})
     exe.copy_params_from(arg_params, aux_params, allow_extra_params=True)
     report["bind_s"] = time.perf_counter() - t0

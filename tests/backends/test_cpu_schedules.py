@@ -23,8 +23,23 @@ from mxc.backends.reference import run_graph
 from mxc.backends.tvm.build import build_module
 from mxc.backends.tvm.converter import lower_graph
 from mxc.backends.tvm.schedules.cpu import CpuInfo, tile_shape
+from mxc.backends.tvm.schedules.microarch import MICROARCHS
+from mxc.backends.tvm.targets import missing_on_host
 
 AVX2 = CpuInfo(lanes=8, registers=16, threads=2)
+
+#: one target per vector width the schedules choose from (16 lanes / 32 registers,
+#: 8 lanes / 16 registers); run where this CPU can execute the code
+TARGETS = {"avx2": "llvm -mcpu=znver3", "avx512": "llvm -mcpu=skylake-avx512"}
+
+
+def _target(kind: str) -> str:
+    from mxc.backends.tvm.build import resolve_target
+    text = TARGETS[kind]
+    missing = missing_on_host(resolve_target(text))
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} for {text}")
+    return text
 
 
 def _params(sym, shapes, seed=0):
@@ -40,14 +55,14 @@ def _params(sym, shapes, seed=0):
     return out
 
 
-def _check(sym, shapes, rtol=1e-4, atol=1e-4, scaled_atol=0.0):
+def _check(sym, shapes, rtol=1e-4, atol=1e-4, scaled_atol=0.0, target="llvm"):
     """Compiled vs reference.  *scaled_atol*: an absolute tolerance relative to the
     output's largest magnitude -- Winograd's float32 rounding error is bounded by
     the magnitudes summed into a tile, not by each output element."""
     params = _params(sym, shapes)
     rng = np.random.RandomState(1)
     feeds = {k: rng.randn(*v).astype(np.float32) for k, v in shapes.items()}
-    model = mxc.compile(sym, params, shapes)
+    model = mxc.compile(sym, params, shapes, target=target)
     got = model.run(feeds)
     want = run_graph(sym.graph, {**params, **feeds})
     for g, w in zip(got, want):
@@ -80,12 +95,13 @@ CONV_CASES = {
 }
 
 
+@pytest.mark.parametrize("isa", sorted(TARGETS))
 @pytest.mark.parametrize("case", sorted(CONV_CASES))
-def test_convolution_schedules_match_the_reference(case):
+def test_convolution_schedules_match_the_reference(case, isa):
     cin, cout, size, kernel, stride, groups = CONV_CASES[case]
     x = S.var("data")
     y = _conv_block(x, cout, kernel, stride, groups, act="relu6" if groups > 1 else "relu")
-    _check(y, {"data": (1, cin, size, size)})
+    _check(y, {"data": (1, cin, size, size)}, target=_target(isa))
 
 
 def test_residual_add_epilogue_and_pooling():
@@ -110,11 +126,11 @@ def test_channel_concatenation(split):
     _check(y, {"data": (1, 4, 11, 11)})
 
 
-def _kernel_rules(sym, shapes):
+def _kernel_rules(sym, shapes, target="llvm"):
     params = _params(sym, shapes)
     mod = lower_graph(sym.graph, shapes=shapes, params=params)
     stats: dict = {}
-    build_module(mod, "llvm", stats=stats)
+    build_module(mod, target, stats=stats)
     return stats
 
 
@@ -144,8 +160,11 @@ def test_tile_shape_invariants(cext, rext, streaming):
         assert nc % AVX2.lanes == 0, "whole vectors when the channels allow"
     vectors = -(-nc // AVX2.lanes)
     assert 1 <= rw <= max(rext, 1)
-    assert rw * vectors + vectors + 3 <= AVX2.registers or rw == 1, \
+    operands = vectors + (0 if streaming else 3)    # streamed inputs: memory operands
+    assert rw * vectors + operands <= AVX2.registers or rw == 1, \
         "accumulators and operands fit the register file"
+    if streaming and cext % (2 * AVX2.lanes) == 0:
+        assert nc >= 2 * AVX2.lanes, "streaming tiles of at least two vectors"
 
 
 def test_tile_shape_prefers_block_lengths_that_divide_the_pixels():
@@ -156,6 +175,40 @@ def test_tile_shape_prefers_block_lengths_that_divide_the_pixels():
     assert 196 % rw == 0
     # 49 pixels: 7 (dividing) keeps 7 accumulators, 2x5 keeps 10 -- 5 is taken
     assert tile_shape(1280, 49, AVX2) == (16, 5)
+
+
+@pytest.mark.parametrize("arch", sorted(MICROARCHS))
+@pytest.mark.parametrize("cext,rext,streaming", [(64, 3136, False), (512, 49, False),
+                                                 (1000, 169, False), (144, 3136, True),
+                                                 (24, 12544, False)])
+def test_tile_shape_fits_every_microarchitecture(arch, cext, rext, streaming):
+    """Every row of the cost-model table gives a tile of whole (sub-)vectors that
+    fits its own register file."""
+    info = MICROARCHS[arch]
+    nc, rw = tile_shape(cext, rext, info, streaming=streaming)
+    assert cext % nc == 0
+    unit = info.lanes if nc % info.lanes == 0 else nc
+    vectors = nc // unit
+    if cext % info.lanes == 0:
+        assert nc % info.lanes == 0, "whole vectors when the channels allow"
+    assert rw * vectors + vectors + (0 if streaming else 3) <= info.registers or rw == 1
+
+
+def test_cost_model_row_comes_from_the_target():
+    """The table row is picked by the target's CPU name, and its vector width only
+    where the target enables it."""
+    from mxc.backends.tvm.build import resolve_target
+    from mxc.backends.tvm.schedules.microarch import cpu_info
+    rows = {t: cpu_info(resolve_target(t)) for t in (
+        "llvm -mcpu=znver3", "llvm -mcpu=znver4", "llvm -mcpu=cascadelake",
+        "llvm -mcpu=haswell", "llvm -mcpu=sapphirerapids")}
+    assert rows["llvm -mcpu=znver3"].name == "znver3" and rows["llvm -mcpu=znver3"].lanes == 8
+    assert rows["llvm -mcpu=znver4"].name == "znver4" and rows["llvm -mcpu=znver4"].lanes == 16
+    assert rows["llvm -mcpu=cascadelake"].name == "skylake-avx512"
+    assert rows["llvm -mcpu=haswell"].registers == 16
+    assert rows["llvm -mcpu=sapphirerapids"].registers == 32
+    no512 = cpu_info(resolve_target("llvm -mcpu=znver4 -mattr=-avx512f"))
+    assert no512.lanes == 8, no512
 
 
 def test_tile_shape_keeps_packed_channel_tile():
@@ -191,18 +244,20 @@ WINOGRAD_CASES = {
 }
 
 
+@pytest.mark.parametrize("isa", sorted(TARGETS))
 @pytest.mark.parametrize("case", sorted(WINOGRAD_CASES))
-def test_winograd_convolutions_match_the_reference(case):
+def test_winograd_convolutions_match_the_reference(case, isa):
     cin, cout, side, pad = WINOGRAD_CASES[case]
     x = S.var("data")
     y = S.Convolution(x, kernel=(3, 3), pad=(pad, pad), num_filter=cout, name="c")
     y = S.BatchNorm(y, fix_gamma=False, name="bn")
     y = S.Activation(y, act_type="relu", name="act")
     shapes = {"data": (1, cin, side, side)}
-    rules = _kernel_rules(y, shapes)
+    target = _target(isa)
+    rules = _kernel_rules(y, shapes, target)
     assert any(k.startswith("winograd_input") for k in rules), rules
     assert None not in rules.values() and "fallback" not in rules.values(), rules
-    _check(y, shapes, scaled_atol=WINOGRAD_ATOL)
+    _check(y, shapes, scaled_atol=WINOGRAD_ATOL, target=target)
 
 
 def test_winograd_residual_and_fire_module_epilogues():

@@ -169,16 +169,21 @@ def _records(db: Path) -> int:
         if path.exists() else 0
 
 
+def _tuned(tmp_path_factory, graph, shapes, name, **kwargs):
+    """(module, graph, params, database, report): *graph* tuned to 2 trials per kernel
+    (random search: quick)."""
+    from mxc.backends.tvm.tune import tune
+    params = _params(graph, shapes)
+    mod = lower_graph(graph, shapes=shapes, params=params)
+    db = tmp_path_factory.mktemp("tuning") / name
+    report = tune(mod, "llvm", 2, db, search="random", progress=False, **kwargs)
+    return mod, graph, params, db, report
+
+
 @pytest.fixture(scope="module")
 def tuned_db(tmp_path_factory):
-    """A database with the tiny conv tuned to 2 trials (random search: quick)."""
-    from mxc.backends.tvm.tune import tune
-    graph = _tiny_conv()
-    params = _params(graph, TINY_SHAPE)
-    mod = lower_graph(graph, shapes=TINY_SHAPE, params=params)
-    db = tmp_path_factory.mktemp("tuning") / "db"
-    report = tune(mod, "llvm", 2, db, search="random", progress=False)
-    return mod, graph, params, db, report
+    """A database with the tiny conv tuned."""
+    return _tuned(tmp_path_factory, _tiny_conv(), TINY_SHAPE, "db")
 
 
 def test_tune_fills_the_database(tuned_db):
@@ -191,6 +196,67 @@ def test_tune_fills_the_database(tuned_db):
     assert task.default_ms is not None and task.best_ms <= task.default_ms
     assert _records(db) == 3
     assert "trial(s)" in report.summary()
+
+
+CNN_SHAPE = {"data": (1, 3, 16, 16)}
+
+
+@pytest.fixture(scope="module")
+def tuned_cnn(tmp_path_factory):
+    """The small CNN (five reduction kernels) tuned."""
+    return _tuned(tmp_path_factory, _cnn(), CNN_SHAPE, "cnn", seed=3)
+
+
+def test_every_kernel_is_tuned_no_worse_than_its_default_schedule(tuned_cnn):
+    """The default schedule is a measured candidate of every task: each kernel's best
+    record is at most its default's time, and the database build matches MXNet's
+    reference and takes every reduction kernel from the database."""
+    mod, graph, params, db, report = tuned_cnn
+    assert len(report.tasks) >= 4
+    for task in report.tasks:
+        assert task.default_ms is not None, task
+        assert task.best_ms is not None and task.best_ms <= task.default_ms, task
+    stats = {}
+    exe = build_module(mod, "llvm", db=db, stats=stats)
+    tuned = {t.name for t in report.tasks}
+    assert not tuned & set(stats), (tuned, stats)
+    feed = np.random.RandomState(6).uniform(-1, 1, CNN_SHAPE["data"]).astype("float32")
+    got = run_module(exe, [feed])[0]
+    want = run_graph(graph, {"data": feed, **params})[0]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_default_schedule_gives_the_search_tile_sizes_to_vary(tuned_cnn):
+    """The default schedule's trace samples its tiles (decided as the default), so the
+    evolutionary search's tile mutator derives other valid schedules from it."""
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from mxc.backends.tvm.build import resolve_target
+    from mxc.backends.tvm.schedules.cpu import cpu_info, default_schedule
+    from mxc.backends.tvm.tune import _tuning_target, extract_tasks
+    mod = tuned_cnn[0]
+    target = _tuning_target(resolve_target("llvm"))
+    varied = 0
+    for task in extract_tasks(mod, target):
+        task_mod = task.dispatched[0]
+        _, sch = default_schedule(task_mod["main"], cpu_info(target))
+        tiles = [i for i in sch.trace.insts if i.kind.name == "SamplePerfectTile"]
+        assert tiles, task.task_name
+        context = ms.TuneContext(mod=task_mod, target=target, space_generator="post-order-apply",
+                                 search_strategy="evolutionary")
+        mutator = ms.mutator.MutateTileSize()
+        mutator._initialize_with_tune_context(context)  # noqa: SLF001
+        for seed in range(1, 9):
+            new = ms._ffi_api.MutatorApply(mutator, sch.trace, seed)  # noqa: SLF001
+            if new is None:
+                continue
+            assert [str(new.decisions[i]) for i in new.insts if i in new.decisions] != \
+                [str(sch.trace.decisions[i]) for i in sch.trace.insts if i in sch.trace.decisions]
+            replay = s_tir.Schedule(task_mod)
+            new.apply_to_schedule(replay, remove_postproc=True)
+            varied += 1
+    assert varied, "no default schedule had a tile the search could vary"
 
 
 def test_second_tune_of_the_same_kernels_measures_nothing(tuned_db):

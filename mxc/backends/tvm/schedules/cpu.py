@@ -33,69 +33,22 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 
 import tvm
 from tvm import s_tir, tirx
 from tvm.target import Target
 
+from .microarch import CpuInfo, cpu_info  # noqa: F401 - re-exported: the schedules' API
 from .module_utils import block_name as _block_name
 from .module_utils import inline_injective as _inline_injective
 from .module_utils import is_spatial as _is_spatial
 from .module_utils import root_blocks as _root_blocks
-from .module_utils import writes_param as _writes_param
-
 from .module_utils import rewrite_functions
+from .module_utils import writes_param as _writes_param
 
 log = logging.getLogger(__name__)
 
 _SCHEDULED = "tirx.is_scheduled"
-
-
-# ---------------------------------------------------------------------------
-# target facts
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CpuInfo:
-    """What the schedules need to know about the CPU."""
-
-    lanes: int = 8          # float32 lanes per vector register
-    registers: int = 16     # vector registers
-    threads: int = 1
-
-    @property
-    def accumulators(self) -> int:
-        """Vector accumulators a micro-kernel may keep (the rest: operands)."""
-        return max(4, self.registers - 4)
-
-
-def cpu_info(target: Target) -> CpuInfo:
-    from tvm.target import codegen
-
-    def has(feature: str) -> bool:
-        try:
-            return bool(codegen.llvm_cpu_has_features(feature, target))
-        except Exception:  # pragma: no cover - non-x86 or old LLVM
-            return False
-
-    if has("avx512f"):
-        lanes, regs = 16, 32
-    elif has("avx2") or has("avx"):
-        lanes, regs = 8, 16
-    elif has("neon") or has("sse2"):
-        lanes, regs = 4, 16 if has("sse2") else 32
-    else:
-        lanes, regs = 4, 16
-    threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
-    return CpuInfo(lanes=lanes, registers=regs, threads=threads or _host_threads())
-
-
-def _host_threads() -> int:
-    import os
-    try:
-        return len(os.sched_getaffinity(0))
-    except Exception:  # pragma: no cover
-        return os.cpu_count() or 1
 
 
 # ---------------------------------------------------------------------------
@@ -252,10 +205,6 @@ def rule_elementwise(func: tirx.PrimFunc, info: CpuInfo):
     return sch
 
 
-#: FMA issue ports, vector load ports and FMA latency (cycles) of the tile model
-_FMA_PORTS, _LOAD_PORTS, _FMA_LATENCY = 2, 2, 4
-
-
 def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
                streaming: bool = False) -> tuple[int | None, int]:
     """(nc, rw): channels per tile (the vector axis, extent *cext*) and the
@@ -280,15 +229,22 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
             while pow2 * 2 <= lanes and cext % (pow2 * 2) == 0:
                 pow2 *= 2
             shapes = [pow2]
+        if streaming and any(cand >= 2 * lanes for cand in shapes):
+            # a vector per FMA from the input (depthwise, pooling): one-vector tiles
+            # measured 3-7x slower than two-or-more-vector ones on Zen 4 (AVX-512 and
+            # AVX2 alike: mobilenetv2's 3x3 depthwise layers), whatever the port model says
+            shapes = [cand for cand in shapes if cand >= 2 * lanes]
     best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
     for cand in shapes:
         v = -(-cand // lanes)
         for rw in range(1, max(rext, 1) + 1):
             acc = rw * v
-            if acc + v + 3 > regs:
+            # operands: the v weight vectors, plus (broadcasting) the input scalar
+            # and spares; a streamed input vector is an FMA's memory operand instead
+            if acc + v + (0 if streaming else 3) > regs:
                 break
             loads = (acc if streaming else rw) + v
-            cycles = max(_FMA_LATENCY, acc / _FMA_PORTS, loads / _LOAD_PORTS)
+            cycles = max(info.fma_latency, acc / info.fma_ports, loads / info.load_ports)
             waste = -(-rext // rw) * rw / rext
             score = (round(acc / cycles / waste, 2), -loads / acc, acc)
             exact = rext % rw == 0
@@ -433,12 +389,12 @@ def rule_reduction(func: tirx.PrimFunc, info: CpuInfo):
     if len(loops) != len(ivs):
         return None
 
-    co, ci = sch.split(loops[vi], [None, nc])
+    co, ci = _tile_split(sch, loops[vi], nc, max(nc, 4 * info.lanes))
     outer_spatial = [loops[i] for i in spatial[:-1] if i not in pix]
     inner = []
     if pix:
         if rw > 1:
-            po, pi = sch.split(loops[pix[0]], [None, rw])
+            po, pi = _tile_split(sch, loops[pix[0]], rw, max(rw, 32))
             outer_spatial.append(po)
             inner.append(pi)
         else:
@@ -476,6 +432,19 @@ def rule_reduction(func: tirx.PrimFunc, info: CpuInfo):
     for b in keep:
         _schedule_elementwise_block(sch, b, info)
     return sch
+
+
+def _tile_split(sch, loop, factor: int, max_inner: int):
+    """Split *loop* by *factor*: an exact split as a *sampled* tile whose decision is
+    *factor*, so the schedule's trace -- which ``mxc tune`` seeds MetaSchedule's
+    search with -- carries a tile size its mutators vary (MutateTileSize moves
+    factors between the two); a partial last tile as a plain split."""
+    extent = _int(sch.get(loop).extent)
+    if extent and extent % factor == 0:
+        tiles = sch.sample_perfect_tile(loop, n=2, max_innermost_factor=max_inner,
+                                        decision=[extent // factor, factor])
+        return sch.split(loop, tiles)
+    return sch.split(loop, [None, factor])
 
 
 def _fuse_map(ndim: int, pix: list[int], extents: list[int]):

@@ -110,13 +110,25 @@ def tile_size(oh: int, ow: int) -> int:
     return 4 if min(oh, ow) >= 8 else 2
 
 
+def vector_unit(channels: int, lanes: int) -> int | None:
+    """The vector width the transforms use for *channels*: a whole register, or half
+    of a 16-lane one (24 or 40 channels on AVX-512 are whole 8-lane vectors); None
+    when neither divides the channels."""
+    if channels % lanes == 0:
+        return lanes
+    if lanes >= 16 and channels % (lanes // 2) == 0:
+        return lanes // 2
+    return None
+
+
 def eligible(xs, ws, strides, dilation, groups: int, lanes: int) -> bool:
     """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= min_size()."""
     if len(xs) != 4 or len(ws) != 4:
         return False
     kh, kw, c, k = ws
     return ((kh, kw) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilation) == (1, 1)
-            and groups == 1 and c % lanes == 0 and k % lanes == 0 and c >= 16
+            and groups == 1 and vector_unit(c, lanes) is not None
+            and vector_unit(k, lanes) is not None and c >= 16
             and min(xs[1], xs[2]) >= min_size())
 
 
@@ -263,10 +275,10 @@ def rule_winograd(func: tirx.PrimFunc, info):
 def _schedule_input(sch, info):
     blk = sch.get_sblock("winograd_input")
     e, p, c = sch.get_loops(blk)
-    cext = int(sch.get(c).extent)
-    if cext % info.lanes:
+    unit = vector_unit(int(sch.get(c).extent), info.lanes)
+    if unit is None:
         return None
-    co, ci = sch.split(c, [None, info.lanes])
+    co, ci = sch.split(c, [None, unit])
     sch.reorder(p, co, e, ci)
     sch.parallel(sch.fuse(p, co))
     sch.unroll(e)               # coefficients become literals
@@ -295,11 +307,12 @@ def _schedule_output(sch, func, info):
     if len(loops) != 4:
         return None
     n, y, x, ch = loops
-    if int(sch.get(ch).extent) % info.lanes:
+    unit = vector_unit(int(sch.get(ch).extent), info.lanes)
+    if unit is None:
         return None
     ty, yi = sch.split(y, [None, m])
     tx, xi = sch.split(x, [None, m])
-    co, ci = sch.split(ch, [None, info.lanes])
+    co, ci = sch.split(ch, [None, unit])
     sch.reorder(n, ty, tx, co, yi, xi, ci)
     par = sch.fuse(n, ty, tx)
     sch.parallel(par)

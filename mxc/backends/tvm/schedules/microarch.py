@@ -1,0 +1,133 @@
+"""The CPU facts the default schedules' cost model uses, per microarchitecture.
+
+One table, :data:`MICROARCHS`: float32 lanes of the widest vector the
+schedules use, vector registers, vector FMA and load issue ports (full-width
+operations per cycle), FMA latency and the data caches.  The register-tile
+model (:func:`.cpu.tile_shape`) sizes a micro-kernel from these, so a
+convolution compiled for a Xeon gets 16-lane tiles over 32 registers and one
+compiled for a Zen 3 8-lane tiles over 16 -- whatever machine compiles it.
+
+The row is chosen from the target: its ``mcpu`` when the table names it
+(:data:`ALIASES` maps LLVM's CPU names onto rows), otherwise from the ISA
+features the target enables (AVX-512F, AVX2, SSE2, NEON).
+
+Port counts are in *full-width* operations: Zen 4 executes a 512-bit FMA or
+load as two 256-bit halves, so it issues one zmm FMA and one zmm load per
+cycle (``fma_ports=1, load_ports=1``) where a Xeon with two 512-bit FMA units
+issues two.  Sources: the vendors' optimisation manuals (Intel 248966, AMD
+software optimisation guides for families 17h/19h) and uops.info latencies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, replace
+
+from tvm.target import Target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """What the schedules need to know about the CPU (a :data:`MICROARCHS` row)."""
+
+    lanes: int = 8          # float32 lanes per vector register
+    registers: int = 16     # vector registers
+    threads: int = 1
+    fma_ports: int = 2      # full-width vector FMAs issued per cycle
+    load_ports: int = 2     # full-width vector loads (or broadcasts) per cycle
+    fma_latency: int = 4    # cycles from an FMA to a dependent one
+    l1d_kib: int = 32       # per core
+    l2_kib: int = 512       # per core
+    name: str = "generic-avx2"
+
+    @property
+    def accumulators(self) -> int:
+        """Vector accumulators a micro-kernel may keep (the rest: operands)."""
+        return max(4, self.registers - 4)
+
+
+def _row(name, lanes, registers, fma_ports, load_ports, fma_latency, l1d_kib, l2_kib):
+    return CpuInfo(lanes=lanes, registers=registers, fma_ports=fma_ports,
+                   load_ports=load_ports, fma_latency=fma_latency, l1d_kib=l1d_kib,
+                   l2_kib=l2_kib, name=name)
+
+
+#: the cost model's constants, one row per microarchitecture (threads: filled per target)
+MICROARCHS: dict[str, CpuInfo] = {r.name: r for r in (
+    #    name              lanes regs fma load lat  L1  L2
+    _row("generic-sse",      4,  16,  2,  2,   4,  32,  256),
+    _row("generic-avx2",     8,  16,  2,  2,   4,  32,  512),
+    _row("generic-avx512",  16,  32,  2,  2,   4,  32, 1024),
+    _row("haswell",          8,  16,  2,  2,   5,  32,  256),
+    _row("skylake",          8,  16,  2,  2,   4,  32,  256),
+    _row("skylake-avx512",  16,  32,  2,  2,   4,  32, 1024),
+    _row("icelake-server",  16,  32,  2,  2,   4,  48, 1280),
+    _row("icelake-client",  16,  32,  1,  2,   4,  48,  512),
+    _row("sapphirerapids",  16,  32,  2,  2,   4,  48, 2048),
+    _row("znver2",           8,  16,  2,  2,   5,  32,  512),
+    _row("znver3",           8,  16,  2,  2,   4,  32,  512),
+    _row("znver4",          16,  32,  1,  1,   4,  32, 1024),
+    _row("znver5",          16,  32,  2,  2,   4,  48, 1024),
+    _row("neon",             4,  32,  2,  2,   4,  64, 1024),
+)}
+
+#: LLVM CPU names -> the :data:`MICROARCHS` row that describes them
+ALIASES: dict[str, str] = {
+    "broadwell": "haswell",
+    "skylake": "skylake", "kabylake": "skylake", "coffeelake": "skylake",
+    "cometlake": "skylake", "alderlake": "skylake", "raptorlake": "skylake",
+    "skylake-avx512": "skylake-avx512", "cascadelake": "skylake-avx512",
+    "cooperlake": "skylake-avx512",
+    "icelake-server": "icelake-server",
+    "icelake-client": "icelake-client", "tigerlake": "icelake-client",
+    "rocketlake": "icelake-client",
+    "sapphirerapids": "sapphirerapids", "emeraldrapids": "sapphirerapids",
+    "graniterapids": "sapphirerapids", "graniterapids-d": "sapphirerapids",
+    "znver1": "znver2",
+}
+
+
+def _has(target: Target, feature: str) -> bool:
+    from tvm.target import codegen
+    try:
+        return bool(codegen.llvm_cpu_has_features(feature, target))
+    except Exception:  # noqa: BLE001 - non-x86 or old LLVM
+        return False
+
+
+def microarch(target: Target) -> CpuInfo:
+    """The :data:`MICROARCHS` row for *target* (threads not filled in)."""
+    mcpu = str(target.attrs.get("mcpu", "") or "") if hasattr(target, "attrs") else ""
+    name = ALIASES.get(mcpu, mcpu)
+    row = MICROARCHS.get(name)
+    # a row's vector width only where the target really enables it (-mattr=-avx512f ...)
+    if row is not None and row.lanes == 16 and not _has(target, "avx512f"):
+        row = None
+    if row is None:
+        if _has(target, "avx512f"):
+            row = MICROARCHS["generic-avx512"]
+        elif _has(target, "avx2"):
+            row = MICROARCHS["generic-avx2"]
+        elif _has(target, "neon"):
+            row = MICROARCHS["neon"]
+        else:
+            row = MICROARCHS["generic-sse"]
+    log.debug("cost model for %s: %s", mcpu or "the target", row)
+    return row
+
+
+def cpu_info(target: Target) -> CpuInfo:
+    """The cost-model row of *target* with its thread count (``num-cores`` or this host's)."""
+    threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
+    return replace(microarch(target), threads=threads or host_threads())
+
+
+def host_threads() -> int:
+    """Cores this process may run on (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except Exception:  # pragma: no cover
+        return os.cpu_count() or 1
