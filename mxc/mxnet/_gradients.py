@@ -25,9 +25,9 @@ def _non_differentiable(node: Node) -> MXNetError:
                       f"FGradient attribute.")
 
 
-def _custom_backward(opdef, node: Node, out_grads, inputs, outputs):
+def _custom_backward(opdef, node: Node, params, out_grads, inputs, outputs):
     from ..compiler.custom_op import _overrides
-    p = opdef._own(node.params)
+    p = opdef._own(params)
     if opdef.is_stateful:
         state = opdef.state_of(node)
         fn = getattr(state, "backward", None)
@@ -43,12 +43,14 @@ def _custom_backward(opdef, node: Node, out_grads, inputs, outputs):
 def node_gradients(node: Node, out_grads: Sequence[np.ndarray], inputs: Sequence,
                    outputs: Sequence) -> list:
     """One gradient (numpy array or None) per input of *node*."""
-    opdef = node.opdef
+    opdef, params = node.opdef, node.params
+    if hasattr(opdef, "custom_target"):  # graph op Custom: the op_type operator's gradient
+        opdef, params = opdef.custom_target(params)
     try:
         if opdef.has_backward():
-            result = opdef.backward(node.params, list(out_grads), list(inputs), list(outputs))
+            result = opdef.backward(params, list(out_grads), list(inputs), list(outputs))
         elif getattr(opdef, "impl", None) is not None:
-            result = _custom_backward(opdef, node, out_grads, inputs, outputs)
+            result = _custom_backward(opdef, node, params, out_grads, inputs, outputs)
         else:
             raise _non_differentiable(node)
     except MXNetError:

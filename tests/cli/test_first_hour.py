@@ -248,7 +248,7 @@ def test_profile_lists_kernels_slowest_first(artifact, capsys):
     times = [float(ln.split()[-2]) for ln in table if ln.split()[1:2] in (["kernel"], ["vm"],
                                                                           ["host"])]
     assert times == sorted(times, reverse=True)
-    assert "(10 run(s) after warm-up)" in out
+    assert "(10 run(s) after warm-up, " in out and " thread(s))" in out
 
 
 def test_input_shapes_tvmc_form():

@@ -45,6 +45,12 @@ class Custom(OpDef):
         return Params({"op_type": op_type, **rest, _TARGET: (target, inner)}, node)
 
     @staticmethod
+    def custom_target(p: Params) -> tuple[OpDef, Params]:
+        """The custom operator a node dispatches to, with that operator's own parameters
+        (what a caller of its hooks beyond forward -- gradients -- needs)."""
+        return p[_TARGET]
+
+    @staticmethod
     def target_op(op_type: str, node=None) -> OpDef:
         """The custom operator registered as *op_type*; a clear error when there is none."""
         from ..custom_op import is_custom_op, list_custom_ops
