@@ -12,7 +12,8 @@
   ``docs/performance.md`` describes it.
 * GPU: TVM's CUDA passes with the ``tvm.s_tir.dlight`` default schedules
   (Matmul, GEMV, Reduction, GeneralReduction, Fallback) so every kernel gets
-  thread bindings.
+  thread bindings; nvcc compiles the kernels into a fatbin with SASS and PTX
+  for the target's architecture (:mod:`mxc.backends.tvm.cuda_binary`).
 
 Targets are TVM 0.27 dicts or ``tvm.target.Target``s; the strings ``"llvm"``
 (or ``"cpu"``) and ``"cuda"`` are shorthands: ``"llvm"`` is the host CPU with
