@@ -102,3 +102,19 @@ def test_missing_nvcc_is_one_clear_error(monkeypatch, tmp_path):
         _compile("cuda")
     message = str(err.value)
     assert "\n" not in message and "needs nvcc" in message
+
+
+def test_tvm_compile_callback_gives_the_same_fatbin_within_the_build_only():
+    """Where TVM's CUDA runtime is loaded (a GPU machine) TVM compiles through the
+    global ``tvm_callback_cuda_compile``: within the build it returns mxc's fatbin,
+    after it TVM's own callback is back."""
+    import tvm_ffi
+
+    from mxc.backends.tvm.cuda_binary import device_compiler
+    source = 'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+    before = tvm_ffi.get_global_func("tvm_callback_cuda_compile")
+    with device_compiler("sm_80"):
+        image = bytes(tvm_ffi.get_global_func("tvm_callback_cuda_compile")(source))
+    assert image.startswith(FATBIN_MAGIC)
+    assert {(kind, sm) for kind, sm, _ in _fatbin_entries(image)} == {(ELF, 80), (PTX, 80)}
+    assert tvm_ffi.get_global_func("tvm_callback_cuda_compile").same_as(before)
