@@ -153,30 +153,41 @@ def _embed_fatbins(blob: bytes, sources: list[str], arch: str) -> bytes:
     return _U64.pack(len(body)) + body
 
 
-_ARRAY = re.compile(r"(__tvm_ffi__library_bin\[)(\d+)(\]\s*=\s*\{)([^}]*)(\})")
+_ASSEMBLY = """\
+    .section .rodata
+    .globl {symbol}
+    .type {symbol}, @object
+    .balign 16
+{symbol}:
+    .incbin "{blob}"
+    .size {symbol}, . - {symbol}
+    .section .note.GNU-stack,"",@progbits
+"""
 
 
 def pack_imports(arch: str) -> Callable:
-    """An ``export_library(fpack_imports=...)`` hook embedding compiled CUDA modules."""
+    """An ``export_library(fpack_imports=...)`` hook embedding compiled CUDA modules.
+
+    The packed import tree (TVM's bytes, CUDA sources replaced by fatbins) is
+    linked in as the data symbol TVM's loader reads, through an assembler
+    ``.incbin`` -- no source text of the (possibly weight-sized) blob.
+    """
 
     def _pack(module, is_system_lib, prefix, workspace_dir):
         from tvm.runtime import _ffi_api
 
-        text = _ffi_api.ModulePackImportsToC(module, is_system_lib, prefix)
-        match = _ARRAY.search(text)
-        if match is None:
-            raise BackendError("exporting CUDA kernels: TVM's packed-import layout is not "
-                               "the one mxc knows")
-        blob = bytes(int(x, 16) for x in match.group(4).replace("\n", "").split(",") if x.strip())
+        if is_system_lib:
+            raise BackendError("exporting CUDA kernels into a system library is not supported")
+        blob = _ffi_api.ModulePackImportsToTensor(module).numpy().tobytes()
         sources = [str(m.inspect_source("cuda")) for m in _cuda_source_modules(module)]
         if sources:
             blob = _embed_fatbins(blob, sources, arch)
-        body = ",".join(f"0x{b:02x}" for b in blob)
-        text = (text[:match.start()] + f"{match.group(1)}{len(blob)}{match.group(3)}{body}"
-                + match.group(5) + text[match.end():])
-        path = os.path.join(workspace_dir, f"{prefix}devc.c")
+        blob_path = os.path.join(workspace_dir, f"{prefix}devc.bin")
+        with open(blob_path, "wb") as f:
+            f.write(blob)
+        path = os.path.join(workspace_dir, f"{prefix}devc.S")
         with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+            f.write(_ASSEMBLY.format(symbol=f"{prefix}__tvm_ffi__library_bin", blob=blob_path))
         return path
 
     return _pack
