@@ -131,7 +131,7 @@ def _embed_fatbins(blob: bytes, sources: list[str], arch: str) -> bytes:
     compiled code, and the blob's total size (its first u64) updated.
     """
     fmt_src = _U64.pack(4) + b"cuda"
-    body = blob[8:]
+    body, compiled = blob[8:], 0
     for source in sources:
         code = source.encode("utf-8")
         code_at = body.find(_U64.pack(len(code)) + code)
@@ -148,8 +148,9 @@ def _embed_fatbins(blob: bytes, sources: list[str], arch: str) -> bytes:
         payload = (_U64.pack(6) + b"fatbin" + body[at + len(fmt_src):code_at]
                    + _U64.pack(len(fatbin)) + fatbin)
         body = body[:at - 8] + _U64.pack(len(payload)) + payload + body[end:]
+        compiled += 1
     log.info("embedded %d CUDA module(s) as fatbin (SASS sm_%s, PTX compute_%s)",
-             len(sources), _arch_number(arch), _arch_number(arch))
+             compiled, _arch_number(arch), _arch_number(arch))
     return _U64.pack(len(body)) + body
 
 
