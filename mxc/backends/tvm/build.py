@@ -12,7 +12,8 @@
   ``docs/performance.md`` describes it.
 * GPU: TVM's CUDA passes with the ``tvm.s_tir.dlight`` default schedules
   (Matmul, GEMV, Reduction, GeneralReduction, Fallback) so every kernel gets
-  thread bindings.
+  thread bindings; nvcc compiles the kernels into a fatbin with SASS and PTX
+  for the target's architecture (:mod:`mxc.backends.tvm.cuda_binary`).
 
 Targets are TVM 0.27 dicts or ``tvm.target.Target``s; the strings ``"llvm"``
 (or ``"cpu"``) and ``"cuda"`` are shorthands: ``"llvm"`` is the host CPU with
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import threading
 from typing import Any
 
@@ -40,32 +40,9 @@ from ...errors import BackendError
 
 # target resolution lives in targets.py (tune and its workers use it without importing
 # this module); the names stay importable from here
+from .cuda_binary import device_compiler  # noqa: E402
 from .targets import (  # noqa: E402,F401
     DEFAULT_CUDA_ARCH, host_target, is_gpu_target, resolve_target)
-
-
-@contextlib.contextmanager
-def _cuda_compiler():
-    """Use nvcc when NVRTC's Python bindings (TVM's default) are not installed."""
-    if os.environ.get("TVM_CUDA_COMPILE_MODE") or _has_nvrtc_bindings():
-        yield
-        return
-    if shutil.which("nvcc") is None:
-        raise BackendError("compiling for CUDA needs nvcc on PATH or the cuda-bindings "
-                           "package (NVRTC)")
-    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    try:
-        yield
-    finally:
-        os.environ.pop("TVM_CUDA_COMPILE_MODE", None)
-
-
-def _has_nvrtc_bindings() -> bool:
-    try:
-        import cuda.bindings.nvrtc  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 class _Guarded:
@@ -253,7 +230,8 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
     if optimize and not is_gpu_target(tgt):
         from .schedules.tir_pipeline import tir_pipeline
         tir = tir_pipeline()
-    ctx = _cuda_compiler() if tgt.kind.name == "cuda" else contextlib.nullcontext()
+    ctx = (device_compiler(str(tgt.attrs.get("arch", DEFAULT_CUDA_ARCH)))
+           if tgt.kind.name == "cuda" else contextlib.nullcontext())
     try:
         with ctx:
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline, tir_pipeline=tir)

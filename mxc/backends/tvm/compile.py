@@ -119,7 +119,9 @@ class CompiledModel:
             try:
                 path = os.path.join(tmp, "lib.so")
                 try:
-                    self.executable.export_library(path)
+                    self.executable.export_library(path, **self._export_options())
+                except BackendError:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - TVM / C compiler errors
                     raise BackendError(f"exporting the compiled library failed: "
                                        f"{type(exc).__name__}: {exc}") from exc
@@ -127,6 +129,15 @@ class CompiledModel:
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         return self._library
+
+    def _export_options(self) -> dict:
+        """CUDA: device code goes in as a fatbin (SASS + PTX), see :mod:`.cuda_binary`."""
+        target = self.manifest["target"]
+        if target.get("kind") != "cuda":
+            return {}
+        from .cuda_binary import pack_imports
+        from .targets import DEFAULT_CUDA_ARCH
+        return {"fpack_imports": pack_imports(target.get("arch") or DEFAULT_CUDA_ARCH)}
 
     def save(self, path: str | os.PathLike, *, sign: Any = None) -> Path:
         """Write the ``.mxc`` artifact to *path* (atomically); returns the path.
