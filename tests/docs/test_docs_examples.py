@@ -29,6 +29,16 @@ def test_doc_examples_run(doc, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("MXC_DOC_TMP", str(tmp_path))
     namespace: dict = {"__name__": f"doc_{doc.stem}"}
-    for i, block in enumerate(_blocks(doc)):
-        code = compile(block, f"{doc.relative_to(REPO)}[block {i}]", "exec")
-        exec(code, namespace)  # noqa: S102 - documentation examples are our own code
+    import mxc.library
+    before = {id(rec) for rec in mxc.library.loaded()}
+    try:
+        for i, block in enumerate(_blocks(doc)):
+            code = compile(block, f"{doc.relative_to(REPO)}[block {i}]", "exec")
+            exec(code, namespace)  # noqa: S102 - documentation examples are our own code
+    finally:  # a guide's libraries (gemm_lib's my_gemm ...) must not shadow later tests' ops
+        namespace.clear()
+        import gc
+        gc.collect()
+        for rec in reversed(mxc.library.loaded()):
+            if id(rec) not in before:
+                mxc.library.unload(rec)

@@ -28,7 +28,8 @@ def artifact(tmp_path_factory):
     lib = libs / "libgemm_lib.so"
     mxc.library.load(lib, verbose=False)
     a, b = mxc.sym.var("a"), mxc.sym.var("b")
-    y = mxc.sym.state_gemm(mxc.sym.relu(mxc.sym.my_gemm(a, b)), b, test_kw=3)
+    y = mxc.sym.state_gemm(mxc.sym.relu(mxc.sym.my_gemm(a, b, name="my_gemm0")), b, test_kw=3,
+                           name="state_gemm0")
     model = mxc.compile(y, None, {"a": (2, 4), "b": (4, 4)})
     path = tmp_path_factory.mktemp("art") / "gemm.mxc"
     model.save(path)
