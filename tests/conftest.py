@@ -55,6 +55,15 @@ def model_names(split: str = "models") -> list[str]:
     return sorted(p.name for p in (root / split).iterdir() if (p / "symbol.json").exists())
 
 
+def load_corpus_model(split: str, name: str):
+    """``(dir, meta, symbol, params)`` of a corpus model (``split``: ``models`` or
+    ``wave2/models``), or skip when the corpus is absent."""
+    import mxc
+    root = require_corpus(split) / name
+    meta = json.loads((root / "meta.json").read_text())
+    return root, meta, mxc.sym.load(root / "symbol.json"), mxc.nd.load(root / "model.params")
+
+
 @pytest.fixture
 def corpus() -> Path:
     return require_corpus()

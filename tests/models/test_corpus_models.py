@@ -6,24 +6,18 @@ Oracle: ``meta.json`` (MXNet's list_* and infer_shape results) and ``io.npz``
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 import mxc
-from conftest import model_names, require_corpus
+from conftest import load_corpus_model, model_names
 from mxc.compiler.ir.compare import graphs_equal
 
 MODELS = model_names() or ["no-corpus"]
 
 
 def load_model(name):
-    root = require_corpus("models") / name
-    meta = json.loads((root / "meta.json").read_text())
-    sym = mxc.sym.load(root / "symbol.json")
-    params = mxc.nd.load(root / "model.params")
-    return root, meta, sym, params
+    return load_corpus_model("models", name)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -8,13 +8,11 @@ model's own absolute tolerances).
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 import mxc
-from conftest import model_names, require_corpus
+from conftest import load_corpus_model, model_names, require_corpus
 from mxc.compiler.custom_op import unregister_custom_op
 from oracle import assert_close
 
@@ -25,11 +23,7 @@ MODELS = model_names(SPLIT) or ["no-corpus"]
 def load_model(name):
     if name == "no-corpus":
         require_corpus(SPLIT)
-    root = require_corpus(SPLIT) / name
-    meta = json.loads((root / "meta.json").read_text())
-    sym = mxc.sym.load(root / "symbol.json")
-    params = mxc.nd.load(root / "model.params")
-    return root, meta, sym, params
+    return load_corpus_model(SPLIT, name)
 
 
 def split_params(params):
