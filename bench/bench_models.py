@@ -3,6 +3,7 @@
     python bench/bench_models.py                 # mxc only, the three default corpus models
     python bench/bench_models.py --peers         # + MXNet 1.9.1 and ONNX Runtime, same run
     python bench/bench_models.py --models resnet18_v1 examples/mlp/mlp --runs 50
+    python bench/bench_models.py --peers --models zoo:resnet50_v2 zoo:densenet121   # larger models
     python bench/bench_models.py --db tuning/    # untuned and tuned (mxc tune --db tuning/)
     python bench/bench_models.py --peers --db tuning/ --tune 64 --rounds 3   # tune, then measure
 
@@ -67,6 +68,9 @@ ENGINES = ("mxc", "mxc-tuned", "mxnet", "onnxruntime")
 ENGINE_TITLES = {"mxc": "mxc", "mxc-tuned": "mxc tuned", "mxnet": "MXNet", "onnxruntime": "ORT"}
 MXC_ENGINES = ("mxc", "mxc-tuned")
 PEERS = ("mxnet", "onnxruntime")
+#: models named ``zoo:NAME`` are exported by MXNet into ZOO_DIR on first use
+ZOO_PREFIX = "zoo:"
+ZOO_DIR = REPO / "bench" / ".zoo"
 
 
 def log(msg: str) -> None:
@@ -129,6 +133,8 @@ def batched(spec: ModelSpec, n: int) -> ModelSpec:
 
 
 def _resolve_batch1(name: str, args) -> ModelSpec:
+    if name.startswith(ZOO_PREFIX):
+        return _corpus_spec(zoo_model(name[len(ZOO_PREFIX):], args))
     root = corpus_root(args.corpus) / "models"
     cand = [root / name, Path(name)]
     for d in cand:
@@ -141,6 +147,23 @@ def _resolve_batch1(name: str, args) -> ModelSpec:
     known = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
     raise SystemExit(f"model {name!r}: not a corpus model ({root}: {', '.join(known) or 'none'}) "
                      f"and no checkpoint {symbol}")
+
+
+def zoo_model(name: str, args) -> Path:
+    """``zoo:NAME``: a Gluon model-zoo network the corpus lacks (resnet50_v2,
+    mobilenetv2_1.0, densenet121, inceptionv3), exported once by MXNet in the peers'
+    venv into ``bench/.zoo/NAME`` in the corpus format, MXNet's outputs as reference
+    (``bench/peers/zoo_export.py``)."""
+    out = ZOO_DIR / name
+    if (out / "io.npz").is_file():
+        return out
+    from bench.peers import venv
+    python, _ = venv.ensure(base_python=args.peers_python, log=log)
+    res = _run_child([str(python), str(REPO / "bench" / "peers" / "zoo_export.py"), name,
+                      "--out", str(out)], args.timeout)
+    if "error" in res:
+        raise SystemExit(f"zoo:{name}: MXNet could not export it: {res['error']}")
+    return out
 
 
 def _corpus_spec(d: Path) -> ModelSpec:
