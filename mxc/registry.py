@@ -183,6 +183,12 @@ class Registry(Generic[T]):
     builtins:
         Names of the modules that register the built-in entries (or a
         function returning them), imported on the first miss or iteration.
+    builtin_packages:
+        Modules (and everything under them) whose registrations are
+        built-in (default: the *builtins* themselves, when a sequence).  Any
+        other registration imports the built-ins first, so that a clash with
+        a built-in name is reported at once and names the built-in; a
+        built-in module never does (it may be half-imported at that point).
     error:
         Exception type of a duplicate registration and of a miss.
     unknown:
@@ -199,6 +205,7 @@ class Registry(Generic[T]):
 
     def __init__(self, kind: str, *, noun: str = "entry",
                  builtins: Iterable[str] | Callable[[], Iterable[str]] = (),
+                 builtin_packages: Iterable[str] | None = None,
                  error: Callable[[str], Exception] = KeyError,
                  unknown: Callable[[str], Exception] | None = None,
                  duplicate: Callable[[str, Entry[T]], Exception] | None = None,
@@ -206,6 +213,8 @@ class Registry(Generic[T]):
         self.kind = kind
         self.noun = noun
         self._builtins = builtins if callable(builtins) else tuple(builtins)
+        self._builtin_packages = tuple(builtin_packages if builtin_packages is not None else
+                                       () if callable(builtins) else builtins)
         self._error = error
         self._unknown = unknown
         self._duplicate = duplicate
@@ -237,6 +246,9 @@ class Registry(Generic[T]):
                 return obj
             return deco
         keys = [name, *aliases]
+        if not self._loaded and not self._loading and \
+                not self._is_builtin(origin if origin is not None else value):
+            self.load_builtins()
         with self._lock:
             if not override:
                 for key in keys:
@@ -244,6 +256,14 @@ class Registry(Generic[T]):
             for key in keys:
                 self._set(key, Entry(key, value, name, origin, self._loading))
         return value
+
+    def _is_builtin(self, source: Any) -> bool:
+        if isinstance(source, str):
+            return False
+        module = getattr(source, "__module__", None)
+        if not isinstance(module, str):
+            module = getattr(type(source), "__module__", None) or ""
+        return any(module == p or module.startswith(p + ".") for p in self._builtin_packages)
 
     def _check_free(self, key: str, value: Any, origin: Any) -> None:
         first = self._entries.get(key)

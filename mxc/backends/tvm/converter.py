@@ -36,7 +36,7 @@ import numpy as np
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
 from ...errors import BackendError, MxcError
-from ...registry import Registry, describe_origin
+from ...registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +86,13 @@ def _converter_modules() -> list[str]:
 
 
 #: every converter by (canonical) op name
-CONVERTERS: Registry[Converter] = Registry("TVM converters", noun="TVM converter for",
-                                           builtins=_converter_modules, error=ValueError)
-#: operators that deliberately have no converter, with the reason
+CONVERTERS: Registry[Converter] = Registry(
+    "TVM converters", noun="TVM converter for", builtins=_converter_modules,
+    builtin_packages=(f"{__package__}.ops",), error=ValueError)
+#: operators that deliberately have no converter, with the reason (registered by the
+#: converter modules: lookups load :data:`CONVERTERS`' built-ins first)
 HOST_ONLY: Registry[str] = Registry("host-only operators", noun="host-only operator",
-                                    builtins=_converter_modules, error=ValueError)
+                                    error=ValueError)
 _CONVERTERS, _HOST_ONLY = CONVERTERS, HOST_ONLY  # the former private dicts' names
 
 
@@ -115,8 +117,7 @@ def register_converter(*ops: str, supports: SupportsFn | None = None,
         owner = module or getattr(fn, "__module__", None) or "?"
         for op in ops:
             CONVERTERS.register(op, Converter(op, fn, supports, owner, nested),
-                                override=override, origin=fn if module is None else
-                                f"{module} ({describe_origin(fn)})")
+                                override=override, origin=fn)
         return fn
     return deco
 
@@ -129,6 +130,7 @@ def register_host_only(*ops: str, reason: str) -> None:
 
 def host_only_ops() -> dict[str, str]:
     """Operators that deliberately stay on the host, with the reason."""
+    CONVERTERS.load_builtins()
     return HOST_ONLY.as_dict()
 
 
@@ -143,6 +145,7 @@ def registered_converters() -> dict[str, Converter]:
 
 def get_converter(op: str) -> Converter | None:
     """The converter of *op* (an alias resolves to its canonical op), or None."""
+    CONVERTERS.load_builtins()  # HOST_ONLY is filled by the same modules
     conv = CONVERTERS.get(op)
     if conv is None:
         from ...compiler.ops.registry import get_op

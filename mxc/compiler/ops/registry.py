@@ -406,7 +406,8 @@ def _unknown_op(name: str) -> UnsupportedOpError:
 
 #: every operator by name and alias; the family modules are imported on the first miss
 OPS: Registry[OpDef] = Registry(
-    "operators", noun="operator", builtins=("mxc.compiler.ops._load_all",), error=ValueError,
+    "operators", noun="operator", builtins=("mxc.compiler.ops._load_all",),
+    builtin_packages=("mxc.compiler.ops",), error=ValueError,
     unknown=_unknown_op, describe=_describe_op)
 
 #: the former private dict's name, kept for code that reads it (a :class:`Registry`)

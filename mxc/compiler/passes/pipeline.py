@@ -140,7 +140,7 @@ class Pipeline(Sequence):
         resolved = []
         for spec in self.passes:
             if not has_pass(spec.name):
-                raise PipelineError(PASSES.unknown_error(spec.name).bare_message, self.text,
+                raise PipelineError(str(PASSES.unknown_error(spec.name)), self.text,
                                     spec.column)
             info = get_pass(spec.name)
             try:
