@@ -305,18 +305,11 @@ EVERYTHING = """
     from mxc.compiler.partition import (ANY_SUBGRAPH, SubgraphProperty, register_partitioner,
                                         register_subgraph_property)
 
-    @mxc.register_custom_op("reg_t_op")
-    class Op(mxc.CustomOp):
-        def parse_attrs(self, attrs):
-            return 1, 1
-        def infer_shape(self, attrs, in_shapes):
-            return in_shapes, in_shapes
-        def forward(self, attrs, inputs, outputs):
-            return [inputs[0]]
-
-    @mxc.register_custom_op("exp", override=True)
-    class Exp(Op):
-        pass
+    hooks = dict(parse_attrs=lambda attrs: (1, 1),
+                 infer_shape=lambda attrs, shapes: (shapes, shapes),
+                 forward=lambda attrs, inputs, outputs: [inputs[0]])
+    mxc.register_custom_op("reg_t_op", **hooks)
+    mxc.register_custom_op("exp", override=True, **hooks)
 
     @mxc.register_pass("reg-t-pass")
     def a_pass(graph, ctx):

@@ -134,10 +134,6 @@ def host_only_ops() -> dict[str, str]:
     return HOST_ONLY.as_dict()
 
 
-def _ensure_loaded() -> None:
-    CONVERTERS.load_builtins()
-
-
 def registered_converters() -> dict[str, Converter]:
     """Every registered converter by op name."""
     return CONVERTERS.as_dict()

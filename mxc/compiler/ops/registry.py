@@ -439,10 +439,6 @@ def unregister_op(name: str) -> None:
     OPS.unregister(name)
 
 
-def _ensure_loaded() -> None:
-    OPS.load_builtins()
-
-
 def get_op(name: str, node=None) -> OpDef:
     """The definition of *name*; raises :class:`UnsupportedOpError`."""
     op = OPS.get(name)
