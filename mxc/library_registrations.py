@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .registry import Change, Registry, Snapshot, all_registries
+from .registry import Change, Registry, Snapshot, all_registries, same_token
 
 __all__ = ["ExtensionLibrary", "track_registry", "MISSING", "snapshot", "changes_since",
            "undo", "registrations", "report", "tag_operators"]
@@ -94,14 +94,6 @@ class ExtensionLibrary:
 # ---------------------------------------------------------------------------
 # registries that are not mxc.registry.Registry objects
 # ---------------------------------------------------------------------------
-def _identical(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    if type(a) is tuple and type(b) is tuple and len(a) == len(b):
-        return all(x is y or (type(x) is int and x == y) for x, y in zip(a, b))
-    return False
-
-
 @dataclass
 class _Tracker:
     kind: str
@@ -195,7 +187,7 @@ def changes_since(before: Before) -> list[LibraryChange]:
         now = tracker.snapshot()
         for name, token in now.items():
             prev = old.get(name, MISSING)
-            if prev is MISSING or not _identical(prev, token):
+            if prev is MISSING or not same_token(prev, token):
                 out.append(LibraryChange(tracker, name, True,
                                          lambda t=tracker, n=name, p=prev: t.restore(n, p)))
         for name, prev in old.items():

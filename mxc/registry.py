@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Protocol, TypeVar
 
 __all__ = ["Registry", "Entry", "Change", "Snapshot", "Revertible", "describe_origin",
-           "all_registries"]
+           "all_registries", "same_token"]
 
 T = TypeVar("T")
 
@@ -147,13 +147,14 @@ class Snapshot(Generic[T]):
 
 
 _NOTHING: Any = object()
-_INSTANCES: "weakref.WeakValueDictionary[int, Registry]" = weakref.WeakValueDictionary()
-_ORDER: list[int] = []
+_REGISTRIES: "list[weakref.ref[Registry]]" = []
 
 
 def all_registries() -> list["Registry"]:
-    """Every registry created so far, in creation order."""
-    return [r for r in (_INSTANCES.get(i) for i in _ORDER) if r is not None]
+    """Every registry alive, in creation order."""
+    alive = [(ref, ref()) for ref in _REGISTRIES]
+    _REGISTRIES[:] = [ref for ref, reg in alive if reg is not None]
+    return [reg for _, reg in alive if reg is not None]
 
 
 def _revertible(value: Any) -> bool:
@@ -163,11 +164,13 @@ def _revertible(value: Any) -> bool:
         callable(getattr(kind, "restore_registry_state", None))
 
 
-def _same_state(a: Any, b: Any) -> bool:
+def same_token(a: Any, b: Any) -> bool:
+    """How snapshots compare what they recorded: by identity, ints by value, tuples
+    element by element (a registered object is "unchanged" only if it is the same one)."""
     if a is b:
         return True
     if type(a) is tuple and type(b) is tuple and len(a) == len(b):
-        return all(_same_state(x, y) for x, y in zip(a, b))
+        return all(same_token(x, y) for x, y in zip(a, b))
     return type(a) is int and type(b) is int and a == b
 
 
@@ -225,8 +228,7 @@ class Registry(Generic[T]):
         self._loading = False
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str, T | None, T | None], None]] = []
-        _INSTANCES[id(self)] = self
-        _ORDER.append(id(self))
+        _REGISTRIES.append(weakref.ref(self))
 
     def __repr__(self) -> str:
         return f"<Registry {self.kind}: {len(self._entries)} entries>"
@@ -246,15 +248,15 @@ class Registry(Generic[T]):
                 return obj
             return deco
         keys = [name, *aliases]
-        if not self._loaded and not self._loading and \
-                not self._is_builtin(origin if origin is not None else value):
+        builtin = self._loading or self._is_builtin(origin if origin is not None else value)
+        if not builtin:
             self.load_builtins()
         with self._lock:
             if not override:
                 for key in keys:
                     self._check_free(key, value, origin)
             for key in keys:
-                self._set(key, Entry(key, value, name, origin, self._loading))
+                self._set(key, Entry(key, value, name, origin, builtin))
         return value
 
     def _is_builtin(self, source: Any) -> bool:
@@ -460,7 +462,7 @@ class Registry(Generic[T]):
             now = dict(self._entries)
             for name, entry in now.items():
                 old = snap.entries.get(name)
-                if old is not entry or not _same_state(snap.states.get(name),
+                if old is not entry or not same_token(snap.states.get(name),
                                                        self._state(entry.value)):
                     out.append(Change(self, name, old, entry, snap.states.get(name)))
             for name, old in snap.entries.items():
