@@ -60,9 +60,8 @@ import re
 import sys
 import types
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from .errors import ExtensionError
 
@@ -72,9 +71,6 @@ __all__ = ["load", "loaded", "unload", "load_entry_points", "ensure_entry_points
 
 #: The entry-point group pip-installed extensions register under.
 ENTRY_POINT_GROUP = "mxc.extensions"
-
-_MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
-
 
 # ---------------------------------------------------------------------------
 # version
@@ -97,241 +93,15 @@ def version() -> int:
 
 # ---------------------------------------------------------------------------
 # errors raised inside extension code, and the loaded-library records: in
-# mxc.compiler.extension_guard (the compiler uses them), re-exported here
+# mxc.compiler.extension_guard (the compiler uses them); the library record and
+# the registry tracking: in mxc.library_registrations; all re-exported here
 # ---------------------------------------------------------------------------
 from .compiler.extension_guard import (  # noqa: E402,F401
-    _LIBRARIES, _LOADING, _LOCK, _drop_sym_builder, _node_label, current_library,
-    extension_error, extension_of, guard, loaded)
-
-
-# ---------------------------------------------------------------------------
-# registry tracking
-# ---------------------------------------------------------------------------
-def _same(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    if type(a) is tuple and type(b) is tuple and len(a) == len(b):
-        return all(x is y or (type(x) is int and x == y) for x, y in zip(a, b))
-    return False
-
-
-@dataclass
-class _Tracker:
-    kind: str
-    snapshot: Callable[[], Mapping[str, Any]]
-    restore: Callable[[str, Any], None]
-    shown: Callable[[str, Any], bool] = lambda name, token: True
-    describe: Callable[[str], list[str]] = lambda name: []
-
-
-_TRACKERS: list[_Tracker] = []
-_BUILTIN_TRACKERS_READY = False
-
-
-def track_registry(kind: str, snapshot: Callable[[], Mapping[str, Any]],
-                   restore: Callable[[str, Any], None], *,
-                   describe: Callable[[str], list[str]] | None = None) -> None:
-    """Let :func:`load` attribute a registry's new entries to the library that made them.
-
-    Parameters
-    ----------
-    kind:
-        Plural label used in the verbose report and in
-        :attr:`ExtensionLibrary.registrations` (``"graph passes"``).
-    snapshot:
-        ``snapshot() -> {name: token}``: the registry's current content; an
-        entry counts as registered by a library when its token (the
-        registered object, compared by identity) is new or changed.
-    restore:
-        ``restore(name, previous)``: undo one registration; *previous* is the
-        token before loading, or a sentinel meaning "was absent" (test it
-        with ``previous is mxc.library.MISSING``).
-    describe:
-        Optional ``describe(name) -> [lines]`` printed under the name in the
-        verbose report.
-
-    mxc's operator, subgraph-backend and graph-pass registries are tracked
-    already; a new registry calls this once when it is imported.
-    """
-    _TRACKERS.append(_Tracker(kind, snapshot, restore,
-                              describe=describe or (lambda name: [])))
-
-
-MISSING = _MISSING
-
-
-def _builtin_trackers() -> None:
-    """Install the trackers of mxc's own registries (once, lazily)."""
-    global _BUILTIN_TRACKERS_READY
-    if _BUILTIN_TRACKERS_READY:
-        return
-    _BUILTIN_TRACKERS_READY = True
-    from .compiler.ops import registry as ops_registry
-    from .compiler.partition import custom as part_custom
-    from .compiler.partition import registry as part_registry
-
-    def ops_snapshot():
-        ops_registry._ensure_loaded()
-        return dict(ops_registry._REGISTRY)
-
-    def ops_restore(name, old):
-        if old is _MISSING:
-            ops_registry._REGISTRY.pop(name, None)
-        else:
-            ops_registry._REGISTRY[name] = old
-        _drop_sym_builder(name)
-
-    def ops_describe(name):
-        op = ops_registry._REGISTRY.get(name)
-        lines = []
-        if op is not None and getattr(op, "is_subgraph_op", False):
-            lines.append("isSubgraphOp")
-        if op is not None and getattr(op, "is_stateful", False):
-            lines.append("isStateful")
-        return lines
-
-    _TRACKERS.append(_Tracker(
-        "operators", ops_snapshot, ops_restore,
-        shown=lambda name, op: getattr(op, "name", name) == name, describe=ops_describe))
-
-    def backends_snapshot():
-        part_registry._ensure_builtin()
-        snap = {}
-        for name, b in part_registry._BACKENDS.items():
-            snap[name] = (b, len(b._factories), b.partitioner,
-                          len(b.partitioner.strategies) if b.partitioner is not None else 0)
-        return snap
-
-    def backends_restore(name, old):
-        if old is _MISSING:
-            part_registry._BACKENDS.pop(name, None)
-            part_custom._PARTITIONERS.pop(name, None)
-            return
-        backend, n_factories, partitioner, n_strategies = old
-        part_registry._BACKENDS[name] = backend
-        del backend._factories[n_factories:]
-        backend.partitioner = partitioner
-        if partitioner is None:
-            part_custom._PARTITIONERS.pop(name, None)
-        else:
-            del partitioner.strategies[n_strategies:]
-            part_custom._PARTITIONERS[name] = partitioner
-
-    def backends_describe(name):
-        backend = part_registry._BACKENDS.get(name)
-        if backend is None:
-            return []
-        lines = []
-        if backend.partitioner is not None:
-            for j, s in enumerate(backend.partitioner.strategies):
-                lines.append(f"Strategy[{j}] {s.name} subgraphOp: '{s.subgraph_op}'")
-        for label, _ in backend._factories:
-            lines.append(f"Property {label}")
-        return lines
-
-    _TRACKERS.append(_Tracker("partitioners", backends_snapshot, backends_restore,
-                              describe=backends_describe))
-
-    from .compiler.passes import registry as pass_registry  # mxc.register_pass's registry
-
-    def manager_snapshot():
-        pass_registry._ensure_builtin()
-        return dict(pass_registry._PASSES)
-
-    def manager_restore(name, old):
-        if old is _MISSING:
-            pass_registry._PASSES.pop(name, None)
-        else:
-            pass_registry._PASSES[name] = old
-
-    _TRACKERS.append(_Tracker("graph passes", manager_snapshot, manager_restore))
-
-
-def _snapshot() -> list[tuple[_Tracker, dict[str, Any]]]:
-    _builtin_trackers()
-    return [(t, dict(t.snapshot())) for t in _TRACKERS]
-
-
-def _changes(before: list[tuple[_Tracker, dict[str, Any]]]) -> list[tuple[_Tracker, str, Any, Any]]:
-    """``(tracker, name, old token, new token)`` for every entry added or replaced."""
-    out = []
-    for tracker, old in before:
-        now = tracker.snapshot()
-        for name, token in now.items():
-            prev = old.get(name, _MISSING)
-            if prev is _MISSING or not _same(prev, token):
-                out.append((tracker, name, prev, token))
-        for name, prev in old.items():
-            if name not in now:  # removed by the library: restore on undo as well
-                out.append((tracker, name, prev, _MISSING))
-    return out
-
-
-def _undo(changes: list[tuple[_Tracker, str, Any, Any]]) -> None:
-    for tracker, name, prev, _ in reversed(changes):
-        try:
-            tracker.restore(name, prev)
-        except Exception as exc:  # noqa: BLE001 - best effort: report, undo the rest
-            warnings.warn(f"could not undo the registration of {tracker.kind} {name!r}: "
-                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
-
-
-# ---------------------------------------------------------------------------
-# the library records
-# ---------------------------------------------------------------------------
-@dataclass(eq=False)
-class ExtensionLibrary:
-    """One loaded extension library (what :func:`load` returns).
-
-    Attributes
-    ----------
-    name:
-        The name errors and reports use: the module's ``EXTENSION_NAME`` if
-        it sets one, else the file stem / package directory name (or the
-        entry point's name).
-    path:
-        The resolved ``.py`` file or package directory (None for an entry
-        point whose module has no file).
-    module_name:
-        The name the module was imported under (in ``sys.modules``).
-    module:
-        The imported module.
-    source:
-        ``"path"`` or ``"entry point <group>:<name>"``.
-    registrations:
-        ``{kind: [names]}`` for every tracked registry; kinds are
-        ``"operators"``, ``"partitioners"``, ``"graph passes"`` and any
-        added with :func:`track_registry`.
-    """
-
-    name: str
-    path: Path | None
-    module_name: str
-    module: types.ModuleType | None = None
-    source: str = "path"
-    distribution: str | None = None
-    registrations: dict[str, list[str]] = field(default_factory=dict)
-    #: the opened compiled library (:class:`mxc.library_native.NativeLibrary`) of a
-    #: ``.so``/``.dll``/``.dylib``; None for a Python extension
-    native: Any = None
-    _changes: list = field(default_factory=list, repr=False)
-    _key: str = field(default="", repr=False)
-
-    @property
-    def operators(self) -> list[str]:
-        return list(self.registrations.get("operators", []))
-
-    @property
-    def partitioners(self) -> list[str]:
-        return list(self.registrations.get("partitioners", []))
-
-    @property
-    def graph_passes(self) -> list[str]:
-        return list(self.registrations.get("graph passes", []))
-
-    def __repr__(self) -> str:
-        counts = ", ".join(f"{len(v)} {k}" for k, v in self.registrations.items())
-        return f"<ExtensionLibrary {self.name!r} ({counts or 'nothing registered'})>"
+    _LIBRARIES, _LOADING, _LOCK, _node_label, current_library, extension_error, extension_of,
+    guard, loaded)
+from .library_registrations import (  # noqa: E402,F401
+    MISSING, ExtensionLibrary, track_registry)
+from . import library_registrations as _registrations  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -441,7 +211,7 @@ def load(path: str | os.PathLike, verbose: bool = True, *, mxnet_version: int | 
 
 def _load(record: ExtensionLibrary, importer: Callable[[], Any], verbose: bool,
           where: str) -> ExtensionLibrary:
-    before = _snapshot()
+    before = _registrations.snapshot()
     libraries_before = set(_LIBRARIES)
     _LOADING.append(record)
     try:
@@ -460,7 +230,7 @@ def _load(record: ExtensionLibrary, importer: Callable[[], Any], verbose: bool,
         if init is not None:
             _initialize(init, record, where)
     except BaseException:
-        _undo(_changes(before))
+        _registrations.undo(_registrations.changes_since(before))
         _forget_modules(record.module_name)
         for key in set(_LIBRARIES) - libraries_before:  # libraries it loaded are gone too
             _forget_modules(_LIBRARIES.pop(key).module_name)
@@ -468,20 +238,16 @@ def _load(record: ExtensionLibrary, importer: Callable[[], Any], verbose: bool,
     finally:
         _LOADING.pop()
     # what a library loaded from inside this one registered belongs to that library
-    nested = {(id(t), name) for key in set(_LIBRARIES) - libraries_before
-              for t, name, _, _ in _LIBRARIES[key]._changes}
-    changes = [c for c in _changes(before) if (id(c[0]), c[1]) not in nested]
+    nested = {(id(c.table), c.name) for key in set(_LIBRARIES) - libraries_before
+              for c in _LIBRARIES[key]._changes}
+    changes = [c for c in _registrations.changes_since(before)
+               if (id(c.table), c.name) not in nested]
     record._changes = changes
-    record.registrations = {}
-    for tracker, _ in before:
-        names = [name for t, name, _, token in changes
-                 if t is tracker and token is not _MISSING and tracker.shown(name, token)]
-        merged = record.registrations.setdefault(tracker.kind, [])
-        merged.extend(n for n in names if n not in merged)
-    _tag_operators(record)
+    record.registrations = _registrations.registrations(changes)
+    _registrations.tag_operators(record)
     _LIBRARIES[record._key] = record
     if verbose:
-        print(_report(record), flush=True)
+        print(_registrations.report(record), flush=True)
     return record
 
 
@@ -514,40 +280,9 @@ def _initialize(init: Callable, record: ExtensionLibrary, where: str) -> None:
                              f"{v}); nothing it registered was kept")
 
 
-def _tag_operators(record: ExtensionLibrary) -> None:
-    """Make custom operators registered by the library name it in their errors."""
-    from .compiler.ops import registry as ops_registry
-    for name in record.operators:
-        op = ops_registry._REGISTRY.get(name)
-        if op is not None and hasattr(op, "extension"):
-            op.extension = record.name
-            impl = getattr(op, "impl", None)
-            if impl is not None:
-                impl.extension = record.name
-
-
 def _forget_modules(module_name: str) -> None:
     for name in [m for m in sys.modules if m == module_name or m.startswith(module_name + ".")]:
         sys.modules.pop(name, None)
-
-
-def _report(record: ExtensionLibrary) -> str:
-    labels = {"operators": "Op[{i}] {name}", "partitioners": "Partitioner[{i}] {name}",
-              "graph passes": "Graph Pass [{i}] {name}"}
-    by_kind = {t.kind: t for t in _TRACKERS}
-    lines = [f"Loaded extension library {record.name!r} from {record.path or record.source}"]
-    kinds = ["operators", "partitioners", "graph passes"] + [
-        k for k in record.registrations if k not in ("operators", "partitioners", "graph passes")]
-    for kind in kinds:
-        names = record.registrations.get(kind, [])
-        lines.append(f"Found {len(names)} {kind} in library")
-        fmt = labels.get(kind, kind + "[{i}] {name}")
-        tracker = by_kind.get(kind)
-        for i, name in enumerate(names):
-            lines.append("\t" + fmt.format(i=i, name=name))
-            if tracker is not None:
-                lines.extend("\t\t" + extra for extra in tracker.describe(name))
-    return "\n".join(lines)
 
 
 def unload(library: ExtensionLibrary | str | os.PathLike) -> None:
@@ -560,7 +295,7 @@ def unload(library: ExtensionLibrary | str | os.PathLike) -> None:
     """
     with _LOCK:
         record = _find(library)
-        _undo(record._changes)
+        _registrations.undo(record._changes)
         _forget_modules(record.module_name)
         _LIBRARIES.pop(record._key, None)
 

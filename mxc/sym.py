@@ -8,7 +8,7 @@ registry (``mxc.sym.Convolution(data=x, kernel=(3, 3), num_filter=8)``,
 
 from __future__ import annotations
 
-from .compiler.ops.registry import has_op, registered_ops
+from .compiler.ops.registry import OPS, has_op, registered_ops
 from .compiler.symbol import (Group, NameManager, Symbol, Variable, builder, create, load,
                               load_json, var)
 
@@ -26,3 +26,14 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(__all__) | set(registered_ops()))
+
+
+def _forget_builder(name: str, old, new) -> None:
+    """Operator *name* was registered, replaced or removed: its cached builder is stale
+    (it is made again from the registry on next use)."""
+    cached = globals().get(name)
+    if callable(cached) and getattr(cached, "__name__", None) == name and name not in __all__:
+        del globals()[name]
+
+
+OPS.subscribe(_forget_builder)

@@ -13,25 +13,40 @@ import argparse
 import logging
 import sys
 import traceback
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..errors import USAGE_EXIT_CODE, MxcError
+from ..registry import Registry
 
-_COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable, str]] = {}
+
+class Command(NamedTuple):
+    """One verb: its arguments, its ``run(args) -> int`` and its one-line help."""
+
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int | None]
+    help: str
+
+
+#: the verbs by name; their modules are imported when the parser is built
+COMMANDS: Registry[Command] = Registry(
+    "commands", noun="command", error=ValueError,
+    builtins=[f"{__name__}.{verb}_cmd" for verb in
+              ("compile", "draw", "inspect", "keygen", "opt", "partition", "run", "tune")])
+_COMMANDS = COMMANDS  # the former private dict's name
 
 
 def register_command(name: str, help: str):
     """Decorator for ``add_arguments(parser)``; the module's ``run`` is found by name."""
     def deco(add_arguments):
         module = sys.modules[add_arguments.__module__]
-        _COMMANDS[name] = (add_arguments, lambda args: module.run(args), help)
+        COMMANDS.register(name, Command(add_arguments, lambda args: module.run(args), help),
+                          origin=add_arguments)
         return add_arguments
     return deco
 
 
 def _load_commands() -> None:
-    from . import (compile_cmd, draw_cmd, inspect_cmd, keygen_cmd, opt_cmd,  # noqa: F401
-                   partition_cmd, run_cmd, tune_cmd)
+    COMMANDS.load_builtins()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mxc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, (add_arguments, _, help_text) in sorted(_COMMANDS.items()):
+    for name, (add_arguments, _, help_text) in sorted(COMMANDS.items()):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
                        help=argparse.SUPPRESS)
@@ -76,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from .common import load_extensions
         load_extensions(args)
-        return int(_COMMANDS[args.command][1](args) or 0)
+        return int(COMMANDS.lookup(args.command).run(args) or 0)
     except MxcError as exc:
         if verbose:
             traceback.print_exc()

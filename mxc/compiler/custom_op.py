@@ -79,7 +79,7 @@ import numpy as np
 from ..errors import ExtensionError, UnsupportedOpError
 from .custom_hooks import HOOKS, CustomOp, _overrides  # noqa: F401 - re-exported
 from .custom_opdef import CustomOpDef, CustomSubgraphOpDef, _CustomOpDefMixin  # noqa: F401
-from .extension_guard import _drop_sym_builder, current_library, guard
+from .extension_guard import current_library, guard
 from .ops.common import fmt_shape
 from .ops.registry import (ForwardContext, get_op, has_op, register_op, registered_ops,
                            unregister_op)
@@ -163,7 +163,6 @@ def _register(name: str, op: Any, override: bool) -> CustomOpDef:
     opdef.impl = impl
     opdef.extension = impl.extension
     opdef._states = weakref.WeakKeyDictionary()
-    _drop_sym_builder(name)
     return opdef
 
 
@@ -237,7 +236,6 @@ def unregister_custom_op(name: str) -> None:
         raise ExtensionError(f"operator {name!r} is a built-in operator; only custom operators "
                              f"can be unregistered")
     unregister_op(name)
-    _drop_sym_builder(name)
 
 
 def get_custom_op(name: str) -> CustomOp:

@@ -11,7 +11,6 @@ re-exports them and fills the records when it loads a library.
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -132,15 +131,3 @@ def current_library() -> "ExtensionLibrary | None":
     time errors can name the extension.
     """
     return _LOADING[-1] if _LOADING else None
-
-
-
-def _drop_sym_builder(name: str) -> None:
-    """Forget ``mxc.sym``'s cached builder for *name* (it is rebuilt on next use)."""
-    sym = sys.modules.get("mxc.sym")
-    if sym is None:
-        return
-    cached = vars(sym).get(name)
-    if callable(cached) and getattr(cached, "__name__", None) == name \
-            and name not in getattr(sym, "__all__", ()):
-        delattr(sym, name)

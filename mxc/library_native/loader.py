@@ -179,18 +179,19 @@ def load_native(path, verbose: bool = True, *, mxnet_version: int = MXNET_VERSIO
     1.9.1 = 10901); *lib_api_versions* restricts the accepted ABI versions
     (``mxc.mxnet`` passes ``(11,)`` to refuse what MXNet 1.9.1 refuses).
     """
-    from .. import library as registry
+    from .. import library_registrations as registrations
+    from ..compiler.extension_guard import _LIBRARIES, _LOADING, _LOCK
 
     lib = open_library(path, lib_api_versions)
     key = f"native:{lib.path}"
-    with registry._LOCK:
-        existing = registry._LIBRARIES.get(key)
-        record = existing or registry.ExtensionLibrary(name=lib.name, path=lib.path,
-                                                       module_name="", source="native",
-                                                       _key=key)
+    with _LOCK:
+        existing = _LIBRARIES.get(key)
+        record = existing or registrations.ExtensionLibrary(name=lib.name, path=lib.path,
+                                                            module_name="", source="native",
+                                                            _key=key)
         record.native = lib
-        before = registry._snapshot()
-        registry._LOADING.append(record)
+        before = registrations.snapshot()
+        _LOADING.append(record)
         try:
             _initialize(lib, mxnet_version)
             ops = _read_ops(lib)
@@ -200,17 +201,17 @@ def load_native(path, verbose: bool = True, *, mxnet_version: int = MXNET_VERSIO
             register_partitioners(partitioners)
             register_passes(passes)
         except BaseException:
-            registry._undo(registry._changes(before))
+            registrations.undo(registrations.changes_since(before))
             raise
         finally:
-            registry._LOADING.pop()
+            _LOADING.pop()
         if existing is None:
-            record._changes = registry._changes(before)
+            record._changes = registrations.changes_since(before)
             record.registrations = {"operators": [e.name for e in ops],
                                     "partitioners": [p for p, _ in partitioners],
                                     "graph passes": [n for n, _ in passes]}
-            registry._LIBRARIES[key] = record
-        registry._tag_operators(record)
+            _LIBRARIES[key] = record
+        registrations.tag_operators(record)
     if verbose:
         print(_report(ops, partitioners, passes), file=sys.stderr, flush=True)
     return record

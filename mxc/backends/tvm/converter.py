@@ -25,10 +25,8 @@ converters of reshaping ops simply use the inferred output shape.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import pkgutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +36,7 @@ import numpy as np
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
 from ...errors import BackendError, MxcError
+from ...registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +77,23 @@ class Converter:
     nested: bool = False  # lowers a node with nested subgraphs as a whole
 
 
-_CONVERTERS: dict[str, Converter] = {}
-_LOADED = False
+def _converter_modules() -> list[str]:
+    """The converter family modules (``ops/<family>.py``), imported on the first lookup."""
+    from . import ops as ops_pkg
+    return [f"{ops_pkg.__name__}.{info.name}"
+            for info in sorted(pkgutil.iter_modules(ops_pkg.__path__), key=lambda m: m.name)
+            if not info.name.startswith("_")]
+
+
+#: every converter by (canonical) op name
+CONVERTERS: Registry[Converter] = Registry(
+    "TVM converters", noun="TVM converter for", builtins=_converter_modules,
+    builtin_packages=(f"{__package__}.ops",), error=ValueError)
+#: operators that deliberately have no converter, with the reason (registered by the
+#: converter modules: lookups load :data:`CONVERTERS`' built-ins first)
+HOST_ONLY: Registry[str] = Registry("host-only operators", noun="host-only operator",
+                                    error=ValueError)
+_CONVERTERS, _HOST_ONLY = CONVERTERS, HOST_ONLY  # the former private dicts' names
 
 
 def register_converter(*ops: str, supports: SupportsFn | None = None,
@@ -92,66 +106,50 @@ def register_converter(*ops: str, supports: SupportsFn | None = None,
     says the converter lowers a node that carries nested subgraphs (a fused
     oneDNN node) from the facts its OpDef reads off them; other subgraph nodes
     stay on the host.  *module* names the family module the converter belongs
-    to (default: the caller's), for helpers that register converters on a
-    family's behalf.
+    to (default: the module defining the converter function), for converters
+    made by a helper in another module (``register_converter("sum",
+    module=__name__)(_reduce(R.sum))``).
     """
     if not ops:
         raise ValueError("register_converter needs at least one operator name")
-    module = module or sys._getframe(1).f_globals.get("__name__", "?")
 
     def deco(fn):
+        owner = module or getattr(fn, "__module__", None) or "?"
         for op in ops:
-            if op in _CONVERTERS and not override:
-                raise ValueError(f"a TVM converter for {op!r} is already registered "
-                                 f"(in {_CONVERTERS[op].module})")
-            _CONVERTERS[op] = Converter(op, fn, supports, module, nested)
+            CONVERTERS.register(op, Converter(op, fn, supports, owner, nested),
+                                override=override, origin=fn)
         return fn
     return deco
-
-
-_HOST_ONLY: dict[str, str] = {}
 
 
 def register_host_only(*ops: str, reason: str) -> None:
     """Record why operator(s) *ops* deliberately have no converter (they run on the host)."""
     for op in ops:
-        _HOST_ONLY[op] = reason
+        HOST_ONLY.register(op, reason, override=True)
 
 
 def host_only_ops() -> dict[str, str]:
     """Operators that deliberately stay on the host, with the reason."""
-    _ensure_loaded()
-    return dict(_HOST_ONLY)
-
-
-def _ensure_loaded() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import ops as ops_pkg
-    for info in sorted(pkgutil.iter_modules(ops_pkg.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{ops_pkg.__name__}.{info.name}")
+    CONVERTERS.load_builtins()
+    return HOST_ONLY.as_dict()
 
 
 def registered_converters() -> dict[str, Converter]:
     """Every registered converter by op name."""
-    _ensure_loaded()
-    return dict(_CONVERTERS)
+    return CONVERTERS.as_dict()
 
 
 def get_converter(op: str) -> Converter | None:
     """The converter of *op* (an alias resolves to its canonical op), or None."""
-    _ensure_loaded()
-    conv = _CONVERTERS.get(op)
+    CONVERTERS.load_builtins()  # HOST_ONLY is filled by the same modules
+    conv = CONVERTERS.get(op)
     if conv is None:
         from ...compiler.ops.registry import get_op
         try:
             canonical = get_op(op).name
         except MxcError:
             return None
-        conv = _CONVERTERS.get(canonical)
+        conv = CONVERTERS.get(canonical)
     return conv
 
 
@@ -193,7 +191,7 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
         return None
     conv = get_converter(node.op)
     if node.subgraphs and (conv is None or not conv.nested):
-        why = _HOST_ONLY.get(node.op)
+        why = HOST_ONLY.get(node.op)
         return f"{node.op}: {why}" if why else \
             f"{node.op} carries nested subgraphs, which the TVM backend does not lower"
     if conv is None:
@@ -201,7 +199,7 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
             canonical = node.opdef.name
         except MxcError:
             return f"operator {node.op} is not registered"
-        why = _HOST_ONLY.get(node.op) or _HOST_ONLY.get(canonical)
+        why = HOST_ONLY.get(node.op) or HOST_ONLY.get(canonical)
         return f"{node.op}: {why}" if why else f"no TVM converter for operator {node.op}"
     try:
         io = node_io(node, shapes, dtypes)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ...errors import (AttributeInvalidError, AttributeRequiredError, MxcError, ShapeError,
                        UnsupportedOpError)
+from ...registry import Registry
 from ..ir.attrs import format_attr_value, parse_attr_value
 
 Shape = tuple  # tuple[int | None, ...]
@@ -389,7 +390,28 @@ class ForwardContext:
 # ---------------------------------------------------------------------------
 # the registry
 # ---------------------------------------------------------------------------
-_REGISTRY: dict[str, OpDef] = {}
+def _describe_op(name: str, op: OpDef) -> list[str]:
+    """Report lines of ``mxc.library.load``: MXNet's flags of a custom operator."""
+    lines = []
+    if getattr(op, "is_subgraph_op", False):
+        lines.append("isSubgraphOp")
+    if getattr(op, "is_stateful", False):
+        lines.append("isStateful")
+    return lines
+
+
+def _unknown_op(name: str) -> UnsupportedOpError:
+    return UnsupportedOpError({name: 1}, where="graph", suggestions=_suggest([name]))
+
+
+#: every operator by name and alias; the family modules are imported on the first miss
+OPS: Registry[OpDef] = Registry(
+    "operators", noun="operator", builtins=("mxc.compiler.ops._load_all",),
+    builtin_packages=("mxc.compiler.ops",), error=ValueError,
+    unknown=_unknown_op, describe=_describe_op)
+
+#: the former private dict's name, kept for code that reads it (a :class:`Registry`)
+_REGISTRY = OPS
 
 
 def register_op(name: str, *, family: str = "", aliases: Iterable[str] = (),
@@ -400,11 +422,7 @@ def register_op(name: str, *, family: str = "", aliases: Iterable[str] = (),
         inst.name = name
         inst.family = family or cls.__module__.rsplit(".", 1)[-1]
         inst.aliases = tuple(aliases)
-        for key in (name, *inst.aliases):
-            if key in _REGISTRY and not override:
-                raise ValueError(f"operator {key!r} is already registered "
-                                 f"(by {_REGISTRY[key].__class__.__qualname__})")
-            _REGISTRY[key] = inst
+        OPS.register(name, inst, aliases=inst.aliases, override=override, origin=cls)
         cls.opdef = inst
         return cls
     return deco
@@ -412,29 +430,18 @@ def register_op(name: str, *, family: str = "", aliases: Iterable[str] = (),
 
 def add_aliases(name: str, *aliases: str) -> None:
     """Make *aliases* other names of the registered operator *name* (MXNet's ``add_alias``)."""
-    inst = _REGISTRY[name]
-    for alias in aliases:
-        if _REGISTRY.get(alias, inst) is not inst:
-            raise ValueError(f"operator {alias!r} is already registered "
-                             f"(by {_REGISTRY[alias].__class__.__qualname__})")
-        _REGISTRY[alias] = inst
+    OPS.add_alias(name, *aliases)
+    inst = OPS.lookup(name)
     inst.aliases = tuple(dict.fromkeys((*inst.aliases, *aliases)))
 
 
 def unregister_op(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
-
-def _ensure_loaded() -> None:
-    from . import _load_all  # noqa: F401  (imports every family module once)
+    OPS.unregister(name)
 
 
 def get_op(name: str, node=None) -> OpDef:
     """The definition of *name*; raises :class:`UnsupportedOpError`."""
-    op = _REGISTRY.get(name)
-    if op is None:
-        _ensure_loaded()
-        op = _REGISTRY.get(name)
+    op = OPS.get(name)
     if op is None:
         where = f"node {node.name!r}" if node is not None else "graph"
         raise UnsupportedOpError({name: 1}, where=where, suggestions=_suggest([name]))
@@ -443,29 +450,21 @@ def get_op(name: str, node=None) -> OpDef:
 
 def _suggest(names) -> dict[str, str]:
     """Registered op names close to each unknown name (case-insensitive first)."""
-    import difflib
-    known = list(_REGISTRY)
-    lower = {k.lower(): k for k in known}
     out = {}
     for name in names:
-        if name.lower() in lower:
-            out[name] = lower[name.lower()]
-            continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        close = OPS.suggest(name, cutoff=0.75)
         if close:
-            out[name] = close[0]
+            out[name] = close
     return out
 
 
 def has_op(name: str) -> bool:
-    _ensure_loaded()
-    return name in _REGISTRY
+    return name in OPS
 
 
 def registered_ops() -> dict[str, OpDef]:
     """Every registered name (aliases included) -> definition."""
-    _ensure_loaded()
-    return dict(_REGISTRY)
+    return OPS.as_dict()
 
 
 def definitions_in(module) -> dict[str, type]:
@@ -474,19 +473,19 @@ def definitions_in(module) -> dict[str, type]:
     Reads what is registered so far without importing other families, so a
     family module can build on another one it imported itself.
     """
-    return {op.name: type(op) for op in _REGISTRY.values()
+    return {op.name: type(op) for _, op in OPS.items(load=False)
             if type(op).__module__ == module.__name__}
 
 
 def check_supported(graph) -> None:
     """Raise one :class:`UnsupportedOpError` listing every unknown op with counts."""
-    _ensure_loaded()
+    OPS.load_builtins()
     counts: dict[str, int] = {}
     nodes: dict[str, list[str]] = {}
 
     def visit(g):
         for n in g.nodes:
-            if n.op is not None and n.op not in _REGISTRY:
+            if n.op is not None and n.op not in OPS:
                 counts[n.op] = counts.get(n.op, 0) + 1
                 nodes.setdefault(n.op, []).append(n.name)
             for sub in n.subgraphs:

@@ -79,6 +79,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ...errors import MxcError, PartitionError
+from ...registry import Registry
 from ..ir import Entry, Graph, Node, copy_graph
 from ..ops.registry import DTYPE_FROM_FLAG, FLAG_FROM_DTYPE
 from ._graphutil import post_order_fast
@@ -160,8 +161,21 @@ class Partitioner:
     def create_properties(self) -> list["CustomSubgraphProperty"]:
         return [CustomSubgraphProperty(self, s) for s in self.strategies]
 
+    # -- snapshots (mxc.registry.Revertible): strategies added later ------------------
+    def registry_state(self) -> int:
+        return len(self.strategies)
 
-_PARTITIONERS: dict[str, Partitioner] = {}
+    def restore_registry_state(self, state: int) -> None:
+        del self.strategies[state:]
+
+
+#: every partitioner by name (each is also the subgraph backend of that name)
+PARTITIONERS: Registry[Partitioner] = Registry(
+    "partitioners", noun="partitioner", error=PartitionError,
+    unknown=lambda name: PartitionError(
+        f"unknown partitioner {name!r}{PARTITIONERS.did_you_mean(name)}; registered: "
+        f"{', '.join(sorted(PARTITIONERS.names())) or 'none'}"))
+_PARTITIONERS = PARTITIONERS  # the former private dict's name
 
 
 def register_partitioner(name: str, partitioner: Partitioner | None = None) -> Partitioner:
@@ -169,21 +183,17 @@ def register_partitioner(name: str, partitioner: Partitioner | None = None) -> P
 
     Strategies added later are picked up at the next partitioning run.
     """
-    part = partitioner or _PARTITIONERS.get(name) or Partitioner(name)
+    part = partitioner or PARTITIONERS.get(name) or Partitioner(name)
     if part.name != name:
         raise PartitionError(f"register_partitioner({name!r}) got a Partitioner named "
                              f"{part.name!r}")
-    _PARTITIONERS[name] = part
+    PARTITIONERS.register(name, part, override=True)
     register_subgraph_backend(name).partitioner = part
     return part
 
 
 def get_partitioner(name: str) -> Partitioner:
-    try:
-        return _PARTITIONERS[name]
-    except KeyError:
-        known = ", ".join(sorted(_PARTITIONERS)) or "none"
-        raise PartitionError(f"unknown partitioner {name!r}; registered: {known}") from None
+    return PARTITIONERS.lookup(name)
 
 
 # ---------------------------------------------------------------------------

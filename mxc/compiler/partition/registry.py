@@ -27,6 +27,7 @@ import sys
 from typing import Any, Callable
 
 from ...errors import PartitionError
+from ...registry import Registry
 from .property import SubgraphProperty
 
 __all__ = ["SubgraphBackend", "register_subgraph_backend", "register_subgraph_property",
@@ -81,6 +82,27 @@ class SubgraphBackend:
         props.extend(factory() for _, factory in self._factories)
         return props
 
+    # -- snapshots (mxc.registry.Revertible): properties and strategies added later --
+    def registry_state(self) -> tuple:
+        part = self.partitioner
+        return (len(self._factories), part, part.registry_state() if part is not None else 0)
+
+    def restore_registry_state(self, state: tuple) -> None:
+        n_factories, partitioner, partitioner_state = state
+        del self._factories[n_factories:]
+        self.partitioner = partitioner
+        if partitioner is not None:
+            partitioner.restore_registry_state(partitioner_state)
+
+    def describe(self) -> list[str]:
+        """Report lines (``mxc.library.load``): its strategies and properties."""
+        lines = []
+        if self.partitioner is not None:
+            for j, s in enumerate(self.partitioner.strategies):
+                lines.append(f"Strategy[{j}] {s.name} subgraphOp: '{s.subgraph_op}'")
+        lines.extend(f"Property {label}" for label, _ in self._factories)
+        return lines
+
 
 def _clone(prop: SubgraphProperty) -> SubgraphProperty:
     new = copy.copy(prop)
@@ -96,17 +118,31 @@ def _checked(backend: str, label: str, fn: Callable, kw: dict) -> SubgraphProper
     return made
 
 
-_BACKENDS: dict[str, SubgraphBackend] = {}
+def _unknown_backend(name: str) -> PartitionError:
+    import difflib
+    names = sorted(set(BACKENDS.names()) | set(_provided()))
+    close = difflib.get_close_matches(name, names, n=1)
+    return PartitionError(f"unknown subgraph backend {name!r}"
+                          + (f" (did you mean {close[0]!r}?)" if close else "")
+                          + f"; registered backends: {', '.join(names) or 'none'}")
+
+
+#: every subgraph backend by name; ``default``/``default_v2`` are imported on the first miss
+BACKENDS: Registry[SubgraphBackend] = Registry(
+    "subgraph backends", noun="subgraph backend", error=PartitionError,
+    builtins=("mxc.compiler.partition.default_property",), unknown=_unknown_backend,
+    describe=lambda name, backend: backend.describe())
+_BACKENDS = BACKENDS  # the former private dict's name
 
 
 def register_subgraph_backend(name: str) -> SubgraphBackend:
     """The backend *name*, created empty if needed (idempotent)."""
     if not isinstance(name, str) or not name:
         raise PartitionError(f"a subgraph backend name must be a non-empty string, got {name!r}")
-    backend = _BACKENDS.get(name)
+    backend = BACKENDS.entry(name)
     if backend is None:
-        backend = _BACKENDS[name] = SubgraphBackend(name)
-    return backend
+        return BACKENDS.register(name, SubgraphBackend(name))
+    return backend.value
 
 
 def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
@@ -127,25 +163,15 @@ def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
 
 
 def has_subgraph_backend(name: str) -> bool:
-    _ensure_builtin()
-    return name in _BACKENDS or name in _provided()
+    return name in BACKENDS or name in _provided()
 
 
 def get_subgraph_backend(name: str) -> SubgraphBackend:
     """The backend *name*; :class:`~mxc.errors.PartitionError` lists the known ones."""
-    _ensure_builtin()
-    backend = _BACKENDS.get(name)
+    backend = BACKENDS.get(name)
     if backend is None and name in _provided():
         importlib.import_module(_provided()[name])   # registers it (e.g. "tvm")
-        backend = _BACKENDS.get(name)
-    if backend is None:
-        import difflib
-        names = sorted(set(_BACKENDS) | set(_provided()))
-        close = difflib.get_close_matches(name, names, n=1)
-        raise PartitionError(f"unknown subgraph backend {name!r}"
-                             + (f" (did you mean {close[0]!r}?)" if close else "")
-                             + f"; registered backends: {', '.join(names) or 'none'}")
-    return backend
+    return BACKENDS.lookup(name)
 
 
 def _provided() -> dict[str, str]:
@@ -157,13 +183,8 @@ def _provided() -> dict[str, str]:
 
 
 def list_subgraph_backends() -> list[str]:
-    _ensure_builtin()
-    return sorted(set(_BACKENDS) | set(_provided()))
+    return sorted(set(BACKENDS.names()) | set(_provided()))
 
 
 def unregister_subgraph_backend(name: str) -> None:
-    _BACKENDS.pop(name, None)
-
-
-def _ensure_builtin() -> None:
-    from . import default_property  # noqa: F401  (registers default, default_v2)
+    BACKENDS.unregister(name)

@@ -413,13 +413,9 @@ def _uses(entry: Entry, graph: Graph | None) -> int:
 
 
 def _canonical(op: str) -> str:
-    from ..ops.registry import _REGISTRY, get_op
-    if op in _REGISTRY:
-        return _REGISTRY[op].name
-    try:
-        return get_op(op).name
-    except MxcError:
-        return op
+    from ..ops.registry import OPS
+    opdef = OPS.get(op)
+    return op if opdef is None else opdef.name
 
 
 def _attr_matches(node: Node, key: str, want: Any) -> bool:

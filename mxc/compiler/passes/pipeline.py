@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import lark
 
 from ...errors import PassError
-from .registry import OptionError, PassInfo, _did_you_mean, _PASSES, get_pass, has_pass
+from .registry import PASSES, OptionError, PassInfo, get_pass, has_pass
 
 __all__ = ["Pipeline", "PassSpec", "PipelineError", "parse_pipeline"]
 
@@ -140,9 +140,8 @@ class Pipeline(Sequence):
         resolved = []
         for spec in self.passes:
             if not has_pass(spec.name):
-                hint = _did_you_mean(spec.name, _PASSES)
-                raise PipelineError(f"unknown pass {spec.name!r}{hint}; known passes: "
-                                    f"{', '.join(sorted(_PASSES))}", self.text, spec.column)
+                raise PipelineError(str(PASSES.unknown_error(spec.name)), self.text,
+                                    spec.column)
             info = get_pass(spec.name)
             try:
                 typed, extra = info.bind(spec.options)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ...errors import PassError
+from ...registry import Registry
 
 __all__ = ["Option", "Pass", "PassInfo", "register_pass", "unregister_pass", "get_pass",
            "has_pass", "list_passes", "describe_passes", "REQUIRED", "OptionError"]
@@ -267,7 +268,10 @@ def _did_you_mean(word: str, names) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-_PASSES: dict[str, PassInfo] = {}
+#: every pass by name; the built-in passes (:mod:`.builtin`) are imported on the first miss
+PASSES: Registry[PassInfo] = Registry("passes", noun="pass", error=PassError,
+                                      builtins=("mxc.compiler.passes.builtin",))
+_PASSES = PASSES  # the former private dict's name
 
 
 def register_pass(name: str, target: Callable | type | None = None, *, summary: str | None = None,
@@ -319,12 +323,10 @@ def register_pass(name: str, target: Callable | type | None = None, *, summary: 
         else:
             raise PassError(f"register_pass({name!r}) expects a function or a Pass class, "
                             f"got {obj!r}")
-        if name in _PASSES and not override and _PASSES[name].target is not obj:
-            raise PassError(f"pass {name!r} is already registered (by "
-                            f"{_qualname(_PASSES[name].target)}); use override=True to replace it")
         doc = inspect.getdoc(obj) or ""
         first = summary if summary is not None else (doc.strip().splitlines() or [""])[0]
-        _PASSES[name] = PassInfo(name, first.strip(), declared, obj, extra, doc, is_class)
+        PASSES.register(name, PassInfo(name, first.strip(), declared, obj, extra, doc, is_class),
+                        override=override, origin=obj)
         if is_class:
             obj.name = name
         return obj
@@ -332,38 +334,24 @@ def register_pass(name: str, target: Callable | type | None = None, *, summary: 
     return deco if target is None else deco(target)
 
 
-def _qualname(obj) -> str:
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
-
-
 def unregister_pass(name: str) -> None:
     """Forget pass *name* (no error if it is not registered)."""
-    _PASSES.pop(name, None)
-
-
-def _ensure_builtin() -> None:
-    from . import builtin  # noqa: F401  (registers the built-in passes once)
+    PASSES.unregister(name)
 
 
 def has_pass(name: str) -> bool:
-    _ensure_builtin()
-    return name in _PASSES
+    return name in PASSES
 
 
 def get_pass(name: str) -> PassInfo:
     """The registration of *name*; raises :class:`PassError` listing the known passes."""
-    _ensure_builtin()
-    info = _PASSES.get(name)
-    if info is None:
-        raise PassError(f"unknown pass {name!r}{_did_you_mean(name, _PASSES)}; known passes: "
-                        f"{', '.join(sorted(_PASSES))}")
-    return info
+    return PASSES.lookup(name)
 
 
 def list_passes() -> list[PassInfo]:
     """Every registered pass, sorted by name."""
-    _ensure_builtin()
-    return [_PASSES[k] for k in sorted(_PASSES)]
+    passes = PASSES.as_dict()
+    return [passes[k] for k in sorted(passes)]
 
 
 def describe_passes() -> str:

@@ -21,7 +21,7 @@ BROADCAST = {
     "broadcast_logical_or": "logical_or", "broadcast_logical_xor": "logical_xor",
 }
 for _op, _kernel in BROADCAST.items():
-    register_converter(_op)(binary_converter(_kernel))
+    register_converter(_op, module=__name__)(binary_converter(_kernel))
 
 
 @register_converter("broadcast_to", "broadcast_axis", "broadcast_like")

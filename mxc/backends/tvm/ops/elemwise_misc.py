@@ -8,7 +8,7 @@ import numpy as np
 from ..converter import Lowering, register_converter
 from ._common import R, const, identity, math_dtype, scalar_as
 
-register_converter("_copy", "BlockGrad", "make_loss")(identity)
+register_converter("_copy", "BlockGrad", "make_loss", module=__name__)(identity)
 
 
 @register_converter("zeros_like")

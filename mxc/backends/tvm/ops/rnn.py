@@ -153,4 +153,4 @@ def rnn(ctx: Lowering):
 
 
 # gluon's flat-parameter concatenation is Concat in inference (mxc/compiler/ops/rnn.py)
-register_converter("_rnn_param_concat")(concat)
+register_converter("_rnn_param_concat", module=__name__)(concat)

@@ -12,7 +12,7 @@ from ._twins import register_twins
 
 register_converter("_npi_full", "_npi_full_like", "_npi_identity", "_npi_arange", "_npi_eye",
                    "_npi_linspace", "_npi_logspace", "_npi_indices", "_npi_hanning",
-                   "_npi_hamming", "_npi_blackman")(reference_constant)
+                   "_npi_hamming", "_npi_blackman", module=__name__)(reference_constant)
 
 
 register_twins(__name__)
