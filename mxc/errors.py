@@ -5,13 +5,23 @@ CLI can print one readable line and callers can catch one base class.  Errors
 carry *where* (file:line:column, node name, attribute) and *what was expected*
 in their message; the subclasses only add a family that the CLI maps to an
 exit code.
+
+A *family* is a class that sets ``exit_code`` itself; its subclasses share its
+code.  Every family has its own code (a test checks it), so a script can tell
+from ``$?`` alone what went wrong; :data:`EXIT_CODES` lists them all, with the
+codes that are not families (0, the usage error, the interrupt), and is what
+``mxc --help`` prints.
 """
 
 from __future__ import annotations
 
 
 class MxcError(Exception):
-    """Base class of every error mxc raises on purpose."""
+    """Base class of every error mxc raises on purpose.
+
+    Raised directly (or through a subclass without a code of its own) it is
+    "any other error": exit code 1, which the CLI also returns for a bug.
+    """
 
     exit_code = 1
 
@@ -50,7 +60,7 @@ class ParamsFormatError(FrontendError):
 class GraphError(MxcError):
     """The graph structure is invalid (dangling entries, cycles, arity)."""
 
-    exit_code = 3
+    exit_code = 10
 
 
 class VerificationError(GraphError):
@@ -118,9 +128,9 @@ class PartitionError(MxcError):
 
 
 class PassError(MxcError):
-    """A graph pass failed or left an invalid graph."""
+    """A graph pass failed or left an invalid graph, or a pipeline names no known pass."""
 
-    exit_code = 5
+    exit_code = 11
 
 
 class ExtensionError(MxcError):
@@ -150,4 +160,54 @@ class ArtifactError(MxcError):
 class OutputError(MxcError):
     """An output path cannot be written (missing directory, a directory, no permission)."""
 
-    exit_code = 1
+    exit_code = 12
+
+
+class SigningError(MxcError):
+    """A signing key cannot be read or used (wrong file, wrong kind of key).
+
+    A signature that does not verify is an :class:`ArtifactError` (the artifact
+    is refused); this is about the key the user gave.
+    """
+
+    exit_code = 13
+
+
+#: every exit code of ``mxc``, with what it means (the README's table says more)
+EXIT_CODES: dict[int, str] = {
+    0: "ok",
+    MxcError.exit_code: "other error",
+    FrontendError.exit_code: "model files",
+    OpError.exit_code: "operator",
+    ExecutionError.exit_code: "running",
+    PartitionError.exit_code: "partition",
+    ExtensionError.exit_code: "extension",
+    BackendError.exit_code: "compile/tune",
+    ArtifactError.exit_code: "artifact",
+    DependencyError.exit_code: "missing package",
+    GraphError.exit_code: "graph structure",
+    PassError.exit_code: "pass/pipeline",
+    OutputError.exit_code: "output path",
+    SigningError.exit_code: "signing key",
+    USAGE_EXIT_CODE: "command-line usage",
+    130: "interrupted",
+}
+
+
+def exit_code_families() -> dict[int, list[type[MxcError]]]:
+    """The families (classes that set ``exit_code`` themselves) by code, among the
+    :class:`MxcError` subclasses imported so far."""
+    families: dict[int, list[type[MxcError]]] = {}
+    pending: list[type[MxcError]] = [MxcError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "exit_code" in vars(cls):
+            families.setdefault(cls.exit_code, []).append(cls)
+    return families
+
+
+def describe_exit_codes() -> str:
+    """One line listing every exit code, for ``mxc --help``."""
+    return "exit codes: " + ", ".join(f"{code} {what}" for code, what in EXIT_CODES.items()) \
+        + " (the README's table)"

@@ -30,13 +30,10 @@ def is_tty(stream) -> bool:
 
 
 def bar(total: int, desc: str, stream: TextIO, unit: str = "it"):
-    """A tqdm bar on *stream* when it is a terminal, else None (tqdm not installed: None)."""
+    """A tqdm bar on *stream* when it is a terminal, else None."""
     if not is_tty(stream):
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - a dependency; plain lines then
-        return None
+    from tqdm import tqdm
     return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True,
                 leave=True)
 

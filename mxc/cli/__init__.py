@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Callable, NamedTuple
 
-from ..errors import USAGE_EXIT_CODE, MxcError
+from ..errors import USAGE_EXIT_CODE, MxcError, describe_exit_codes
 from ..registry import Registry
 
 
@@ -64,9 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     _load_commands()
     parser = _Parser(
         prog="mxc", description="Ahead-of-time compiler for Apache MXNet models.",
-        epilog="exit codes: 0 ok, 1 other error, 2 model files, 3 graph/operator, 4 running, "
-               "5 partition/pass, 6 extension, 7 compile/tune, 8 artifact, 9 missing package, "
-               "64 command-line usage, 130 interrupted (the README's table)")
+        epilog=describe_exit_codes())
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging; with an error, print the traceback")
     from .. import __version__

@@ -32,10 +32,7 @@ def register_backend_ops() -> None:
 
     import mxc
     for module in mxc.SUBGRAPH_BACKEND_MODULES.values():
-        try:
-            importlib.import_module(module)
-        except ImportError:      # TVM not installed: its regions stay unknown
-            pass
+        importlib.import_module(module)
 
 
 def drawing_of(path: str | os.PathLike, shapes: Mapping[str, tuple] | None = None,

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Union
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import ParamsFormatError
@@ -78,12 +79,6 @@ _LEGACY_MAX_NDIM = 32
 _CPU_DEV_TYPE = 1
 _SPARSE_AUX_COUNT = {1: ("row_sparse", 1), 2: ("csr", 2)}
 
-try:  # bfloat16 has no numpy dtype; ml_dtypes (a TVM dependency) provides one.
-    import ml_dtypes as _ml_dtypes
-
-    _BF16: np.dtype | None = np.dtype(_ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - depends on the environment
-    _BF16 = None
 
 # mshadow type flags that MXNet 1.9.1 can (de)serialise.
 _FLAG_TO_DTYPE: dict[int, np.dtype] = {
@@ -95,11 +90,9 @@ _FLAG_TO_DTYPE: dict[int, np.dtype] = {
     5: np.dtype(np.int8),
     6: np.dtype(np.int64),
     7: np.dtype(np.bool_),
+    12: np.dtype(ml_dtypes.bfloat16),  # numpy has no bfloat16; ml_dtypes provides one
 }
-if _BF16 is not None:
-    _FLAG_TO_DTYPE[12] = _BF16
 _DTYPE_TO_FLAG = {dt: flag for flag, dt in _FLAG_TO_DTYPE.items()}
-_BF16_FLAG = 12
 
 PathOrBytes = Union[str, os.PathLike, bytes, bytearray, memoryview]
 Arrays = Union[Mapping[str, np.ndarray], Sequence[np.ndarray]]
@@ -177,8 +170,6 @@ class _Reader:
 def _itemsize(r: _Reader, flag: int, what: str, at: int) -> int:
     if flag in _FLAG_TO_DTYPE:
         return _FLAG_TO_DTYPE[flag].itemsize
-    if flag == _BF16_FLAG:
-        return 2
     known = ", ".join(f"{f} {dt.name}" for f, dt in _FLAG_TO_DTYPE.items())
     r.fail(f"expected a {what} type flag ({known}), got {flag}", at)
 
@@ -264,10 +255,7 @@ def _read_record(r: _Reader) -> _Record:
 
     rec.data_offset = r.sized_bytes(shape, itemsize, f"data of shape {tuple(shape)}")
     rec.shape = tuple(shape)
-    if flag in _FLAG_TO_DTYPE:
-        rec.dtype = _FLAG_TO_DTYPE[flag]
-    else:
-        rec.problem = "is bfloat16, which needs the ml_dtypes package"
+    rec.dtype = _FLAG_TO_DTYPE[flag]
     return rec
 
 

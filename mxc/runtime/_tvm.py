@@ -61,11 +61,8 @@ def ffi():
     threads.configure_pool()  # before TVM sizes its pool (see threads.py)
     with _LOCK:
         if "tvm_runtime" not in _LIBS:
-            try:
-                import tvm_ffi
-                from tvm_ffi.libinfo import load_lib_ctypes
-            except ImportError as exc:  # pragma: no cover - a dependency of mxc
-                raise ArtifactError(f"the mxc runtime needs apache-tvm-ffi: {exc}") from None
+            import tvm_ffi
+            from tvm_ffi.libinfo import load_lib_ctypes
             base = sys.modules.get("tvm.base")
             loaded = getattr(base, "_LOADED_LIBS", {}) if base is not None else {}
             if "tvm_runtime" in loaded:

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
-from ..errors import ArtifactError, MxcError
+from ..errors import ArtifactError, SigningError
 
 SIGNATURE = "manifest.sig"
 ALGORITHM = "ed25519"
@@ -33,12 +33,6 @@ ALGORITHM = "ed25519"
 MAX_SIGNATURE_BYTES = 4096
 
 KeyLike = Union[str, os.PathLike, bytes, Any]
-
-
-class SigningError(MxcError):
-    """A key cannot be read or used (wrong file, wrong kind of key)."""
-
-    exit_code = 2
 
 
 def _crypto():

@@ -280,3 +280,59 @@ def test_winograd_can_be_switched_off(monkeypatch):
     y = S.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=16, name="c")
     rules = _kernel_rules(y, {"data": (1, 16, 16, 16)})
     assert not any("winograd" in k for k in rules), rules
+
+
+# ---------------------------------------------------------------------------
+# reduction kernels other than convolutions, and the TIR facts the rules read
+# ---------------------------------------------------------------------------
+def _reductions():
+    """softmax (two reductions: the fallback rule), sum over the last axis and over a
+    middle one, a global mean (the reduction rule) and an L2 norm (a fused square)."""
+    a, b, c, d = S.var("a"), S.var("b"), S.var("c"), S.var("d")
+    heads = [S.softmax(a, axis=-1), S.sum(b, axis=-1), S.sum(c, axis=1),
+             S.mean(d, axis=(2, 3)), S.norm(b, ord=2, axis=1)]
+    shapes = {"a": (4, 100), "b": (8, 48), "c": (6, 10, 24), "d": (2, 32, 7, 7)}
+    return S.Group(heads), shapes
+
+
+@pytest.mark.parametrize("isa", sorted(TARGETS))
+def test_reduction_kernels_match_the_reference(isa):
+    sym, shapes = _reductions()
+    _check(sym, shapes, target=_target(isa))
+
+
+def test_reduction_kernels_get_the_reduction_rule():
+    sym, shapes = _reductions()
+    rules = _kernel_rules(sym, shapes)
+    assert rules and all(rule is not None for rule in rules.values()), rules
+    sums = {k: v for k, v in rules.items() if "sum" in k or "mean" in k}
+    assert sums and set(sums.values()) == {"reduction"}, rules
+
+
+def _block_bodies(func):
+    from tvm import s_tir
+    from mxc.backends.tvm.schedules.module_utils import root_blocks
+    sch = s_tir.Schedule(func)
+    return {sch.get(b).name_hint: sch.get(b) for b in root_blocks(sch)}
+
+
+def test_tir_facts_come_from_the_structure_not_the_text():
+    from tvm import te, tirx
+    from mxc.backends.tvm.schedules.tir_queries import (constant_bounds, has_bounds_check,
+                                                        is_vectorizable)
+    # a buffer whose name spells the text the old predicates looked for
+    x = te.placeholder((4, 20), name="Select_if_then_else_T_sinh_")
+    pad = te.compute((4, 24), lambda i, j: tirx.if_then_else(
+        tirx.all(j >= 2, j < 22), x[i, j - 2], tirx.const(0, "float32")), name="pad")
+    cat = te.compute((4, 24), lambda i, j: tirx.Select(j < 16, pad[i, j], tirx.sinh(pad[i, j])),
+                     name="cat")
+    copy = te.compute((4, 20), lambda i, j: x[i, j] + 1, name="copy")
+    blocks = _block_bodies(te.create_prim_func([x, cat, copy]))
+    assert has_bounds_check(blocks["pad"].body) and has_bounds_check(blocks["cat"].body)
+    assert not has_bounds_check(blocks["copy"].body)
+    assert is_vectorizable(blocks["pad"].body) and is_vectorizable(blocks["copy"].body)
+    assert not is_vectorizable(blocks["cat"].body)                 # sinh stays scalar
+    j = blocks["pad"].iter_vars[-1].var
+    assert constant_bounds(blocks["pad"].body, j) == {2, 22}
+    assert constant_bounds(blocks["cat"].body, blocks["cat"].iter_vars[-1].var) == {16}
+    assert constant_bounds(blocks["copy"].body, blocks["copy"].iter_vars[-1].var) == set()

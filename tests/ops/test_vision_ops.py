@@ -14,7 +14,7 @@ import pytest
 from mxc.backends.reference import run_graph
 from mxc.compiler.infer import infer_shapes, infer_types
 from mxc.compiler.ir import Entry, Graph, Node
-from mxc.compiler.ops.detection import _introsort_desc
+from mxc.compiler.ops.detection_proposal import _introsort_desc
 from mxc.errors import AttributeInvalidError, AttributeRequiredError, DTypeError, ShapeError
 
 

@@ -180,7 +180,7 @@ def test_missing_output_directory_is_reported_before_work_naming_it(tmp_path, ve
     args = [a.format(d=tmp_path) for a in verb]
     r = run_cli(*args, timeout=60)
     err = r.stderr.decode()
-    assert r.returncode == 1, err
+    assert r.returncode == OutputError.exit_code, err
     missing = "nope" if "nope" in " ".join(args) else "sub"
     assert f"directory '{tmp_path / missing}' does not exist" in err
     assert ".tmp" not in err and "Traceback" not in err

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import tvm
+from tvm import relax
+from tvm.ir.expr import Constant as _Constant
 
 from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
@@ -39,14 +42,6 @@ from ...errors import BackendError, MxcError
 from ...registry import Registry
 
 log = logging.getLogger(__name__)
-
-try:  # TVM is a dependency of mxc, but keep the error readable if it is missing
-    import tvm
-    from tvm import relax
-    from tvm.ir.expr import Constant as _Constant
-except ImportError as _exc:  # pragma: no cover
-    raise BackendError(f"the TVM backend needs Apache TVM (pip install apache-tvm): {_exc}") \
-        from None
 
 Key = tuple[int, int]
 SupportsFn = Callable[[Node, Mapping, Mapping], "bool | str | None"]

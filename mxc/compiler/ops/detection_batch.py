@@ -1,7 +1,7 @@
 """Batched and training-target detection operators: ``_contrib_MultiProposal``,
 ``_contrib_MultiBoxTarget`` and ``_contrib_bipartite_matching``.
 
-* MultiProposal is ``_contrib_Proposal`` (``detection.py``) applied to each
+* MultiProposal is ``_contrib_Proposal`` (``detection_proposal.py``) applied to each
   image of the batch; its ``rpn_post_nms_top_n`` rows per image carry the
   image index in column 0.
 * bipartite_matching: greedy matching on a score matrix ``(..., N, M)``:
@@ -21,7 +21,7 @@ import numpy as np
 
 from ._nn_helpers import merge_into
 from .common import fmt_shape
-from .detection import Proposal
+from .detection_proposal import Proposal
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_float_tuple, \
     to_int
 from .shape_manip import attr_error

@@ -1,10 +1,10 @@
-"""Shape manipulation: reshapes, axis permutations, dtype casts, shape queries.
+"""Shape manipulation: reshapes, axis permutations, dtype casts.
 
 Ops here move or relabel elements without arithmetic: ``Reshape`` (with
 MXNet's legacy special codes), ``Flatten``, ``expand_dims``, ``squeeze``,
-``transpose``, ``SwapAxis``, ``reshape_like``, ``depth_to_space``,
-``space_to_depth`` and ``diag``; plus the dtype cast ``Cast``
-and the shape queries ``shape_array``/``size_array``.
+``transpose``, ``SwapAxis`` and ``reshape_like``; plus the dtype cast ``Cast``.  The shape queries ``shape_array``/``size_array``
+are in ``shape_query.py``; ``depth_to_space``, ``space_to_depth`` and ``diag``,
+which move elements across axes, in ``shape_rearrange.py``.
 
 The small helpers at the top (:func:`attr_error`, :func:`prod`,
 :func:`same_dtype`) are shared with the other tensor-op modules
@@ -485,7 +485,7 @@ class ReshapeLike(OpDef):
 
 
 # ---------------------------------------------------------------------------
-# dtype casts and shape queries
+# dtype casts
 # ---------------------------------------------------------------------------
 
 
@@ -515,158 +515,3 @@ def _c_cast(x: np.ndarray, dtype) -> np.ndarray:
     if dt.kind == "b":
         return x != 0
     return x.astype(dt)
-
-
-@register_op("shape_array")
-class ShapeArray(OpDef):
-    """``shape_array``: the input's shape as a 1-D int64 array."""
-
-    # listed in MXNet's signature for shape_array (shared with reshape_like); unused
-    attrs = {
-        "lhs_begin": Attr(optional(to_int), None),
-        "lhs_end": Attr(optional(to_int), None),
-        "rhs_begin": Attr(optional(to_int), None),
-        "rhs_end": Attr(optional(to_int), None),
-    }
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        oshape = out_shapes[0]
-        if in_shapes[0] is not None:
-            oshape = merge_into(p, oshape, (len(in_shapes[0]),), "output shape")
-        return list(in_shapes), [oshape]
-
-    def infer_type(self, p, in_types, out_types):
-        return list(in_types), ["int64"]
-
-    def forward(self, p, inputs, ctx):
-        return [np.array(inputs[0].shape, dtype=np.int64)]
-
-
-@register_op("size_array")
-class SizeArray(OpDef):
-    """``size_array``: the input's element count as a ``(1,)`` int64 array."""
-
-    attrs = {}
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        return list(in_shapes), [merge_into(p, out_shapes[0], (1,), "output shape")]
-
-    def infer_type(self, p, in_types, out_types):
-        return list(in_types), ["int64"]
-
-    def forward(self, p, inputs, ctx):
-        return [np.array([inputs[0].size], dtype=np.int64)]
-
-
-# ---------------------------------------------------------------------------
-# block rearrangements and diagonals
-# ---------------------------------------------------------------------------
-
-
-class _BlockOp(OpDef):
-    attrs = {"block_size": Attr(to_int)}
-
-    def validate(self, p):
-        if p.block_size <= 0:
-            raise attr_error(self, p, "block_size", "must be a positive integer")
-
-
-@register_op("depth_to_space")
-class DepthToSpace(_BlockOp):
-    """``depth_to_space``: ``(N, C, H, W) -> (N, C/b^2, H*b, W*b)`` (DCR order)."""
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        dshape, oshape = in_shapes[0], out_shapes[0]
-        b = p.block_size
-        if dshape is not None:
-            if len(dshape) != 4:
-                raise shape_error(p, f"depth_to_space needs a 4-D input, got {fmt_shape(dshape)}")
-            n, c, h, w = dshape
-            if c is not None and c % (b * b):
-                raise shape_error(p, f"channels {c} are not a multiple of block_size^2 = {b * b}")
-            new = (n, None if c is None else c // (b * b), None if h is None else h * b,
-                   None if w is None else w * b)
-            oshape = merge_into(p, oshape, new, "output shape")
-        return [dshape], [oshape]
-
-    def forward(self, p, inputs, ctx):
-        x = inputs[0]
-        b = p.block_size
-        n, c, h, w = x.shape
-        y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
-        return [y.reshape(n, c // (b * b), h * b, w * b)]
-
-
-@register_op("space_to_depth")
-class SpaceToDepth(_BlockOp):
-    """``space_to_depth``: ``(N, C, H, W) -> (N, C*b^2, H/b, W/b)``."""
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        dshape, oshape = in_shapes[0], out_shapes[0]
-        b = p.block_size
-        if dshape is not None:
-            if len(dshape) != 4:
-                raise shape_error(p, f"space_to_depth needs a 4-D input, got {fmt_shape(dshape)}")
-            n, c, h, w = dshape
-            for name, d in (("height", h), ("width", w)):
-                if d is not None and d % b:
-                    raise shape_error(p, f"{name} {d} is not a multiple of block_size {b}")
-            new = (n, None if c is None else c * b * b, None if h is None else h // b,
-                   None if w is None else w // b)
-            oshape = merge_into(p, oshape, new, "output shape")
-        return [dshape], [oshape]
-
-    def forward(self, p, inputs, ctx):
-        x = inputs[0]
-        b = p.block_size
-        n, c, h, w = x.shape
-        y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
-        return [y.reshape(n, c * b * b, h // b, w // b)]
-
-
-@register_op("diag")
-class Diag(OpDef):
-    """``diag``: 1-D input -> matrix with it on diagonal ``k``; N-D -> that diagonal."""
-
-    attrs = {"k": Attr(to_int, 0), "axis1": Attr(to_int, 0), "axis2": Attr(to_int, 1)}
-
-    def _axes(self, p, ndim):
-        a1 = check_axis(p, p.axis1, ndim, "axis1")
-        a2 = check_axis(p, p.axis2, ndim, "axis2")
-        if a1 == a2:
-            raise shape_error(p, f"axis1 and axis2 refer to the same axis {a1}")
-        return a1, a2
-
-    def infer_shape(self, p, in_shapes, out_shapes):
-        dshape, oshape = in_shapes[0], out_shapes[0]
-        if dshape is None:
-            return [dshape], [oshape]
-        if len(dshape) == 0:
-            raise shape_error(p, "diag needs an input of at least 1 dimension")
-        if len(dshape) == 1:
-            s = None if dshape[0] is None else dshape[0] + abs(p.k)
-            new = (s, s)
-        else:
-            a1, a2 = self._axes(p, len(dshape))
-            h, w = dshape[a1], dshape[a2]
-            if h is None or w is None:
-                s = None
-            else:
-                if p.k > 0:
-                    w -= p.k
-                elif p.k < 0:
-                    h += p.k
-                s = min(h, w)
-                if s < 0:
-                    raise shape_error(p, f"k={p.k} is outside the {dshape[a1]}x{dshape[a2]} "
-                                         f"matrix")
-            new = tuple(d for i, d in enumerate(dshape) if i not in (a1, a2)) + (s,)
-        oshape = merge_into(p, oshape, new, "output shape")
-        return [dshape], [oshape]
-
-    def forward(self, p, inputs, ctx):
-        x = inputs[0]
-        if x.ndim == 1:
-            return [np.diag(x, p.k)]
-        a1, a2 = self._axes(p, x.ndim)
-        return [np.ascontiguousarray(np.diagonal(x, p.k, a1, a2))]

@@ -1,14 +1,14 @@
 """Box arithmetic of the detection family (``mxc/compiler/ops/detection.py``):
-``box_iou``, ``box_encode``, ``box_decode`` and the constant ``MultiBoxPrior``
-anchors.  The data-dependent control flow of NMS, MultiBoxDetection and
-Proposal stays on the host."""
+``box_iou``, ``box_encode`` and ``box_decode``.  The data-dependent control
+flow of NMS stays on the host (so do MultiBoxDetection and Proposal, in
+``detection_multibox.py`` and ``detection_proposal.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..converter import Lowering, register_converter, register_host_only
-from ._common import R, compute_dtype, const, reference_constant
+from ._common import R, compute_dtype, const
 
 
 def _col(ctx: Lowering, b, k: int):
@@ -119,13 +119,8 @@ def box_encode(ctx: Lowering):
             ctx.astype(ctx.reshape(masks, ctx.out_shapes[1]), ctx.out_dtypes[1])]
 
 
-@register_converter("_contrib_MultiBoxPrior")
-def multibox_prior(ctx: Lowering):
-    """Anchors depend only on the feature map's shape: a constant."""
-    return reference_constant(ctx)
+#: why every op that runs non-maximum suppression stays on the host
+NMS_ON_HOST = ("non-maximum suppression is data-dependent sequential control flow (sort, "
+               "suppress, compact); it runs on the host")
 
-
-register_host_only(
-    "_contrib_box_nms", "_contrib_MultiBoxDetection", "_contrib_Proposal",
-    reason="non-maximum suppression is data-dependent sequential control flow (sort, "
-           "suppress, compact); it runs on the host")
+register_host_only("_contrib_box_nms", reason=NMS_ON_HOST)
