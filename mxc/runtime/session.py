@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
-from .plan import GRAPH_FORMAT, GRAPH_VERSION, HostStep, Plan, RegionStep  # noqa: F401
+from .plan import GRAPH_FORMAT, GRAPH_VERSION, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
