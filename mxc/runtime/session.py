@@ -499,8 +499,8 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     if art.manifest.get("libraries") or libraries:  # imported only when there is one
         from .libraries import attach_libraries
         attach_libraries(art.manifest, libraries, str(path))
-    return session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library, source=str(path),
-                              threads=threads)
+    return session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
+                              source=str(path), threads=threads)
 
 
 #: libraries loaded by this process, by sha256: a library cannot be unloaded safely

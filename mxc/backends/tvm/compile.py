@@ -259,11 +259,13 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     return compile_with(sym, params, shapes, dtypes, options, progress=progress, sign=sign)
 
 
-def compile_with(sym: Any, params: Any, shapes: Mapping[str, Any] | None,
-                 dtypes: Mapping[str, Any] | None, options: CompileOptions, *,
+def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = None,
+                 dtypes: Mapping[str, Any] | None = None,
+                 options: CompileOptions | None = None, *,
                  progress: ProgressArg = False, sign: Any = None) -> CompiledModel:
     """:func:`compile` with its settings as one :class:`~.options.CompileOptions`
-    (nothing is read from the environment here)."""
+    (default: all defaults; nothing is read from the environment here)."""
+    options = options if options is not None else CompileOptions()
     if options.db is not None:  # a wrong path fails now, not after the passes and lowering
         from .tune_db import check_database
         options = options.with_(db=check_database(options.db))
