@@ -122,6 +122,9 @@ def validate_manifest(man: Any, path: Any, *, max_member: int) -> None:
     for key in ("mxc_version", "tvm_version", "created", "pipeline", "name"):
         f.get(man, key, "", (str, type(None)), required=False)
     f.get(man, "bind_params", "", (bool,), required=False)
+    env = f.get(man, "environment", "", (dict,), required=False, default={})
+    for key in env:
+        f.get(env, key, "environment", (str,))
 
     def tensor(v: Any, where: str) -> None:
         v = f.obj(v, where)
