@@ -119,3 +119,19 @@ def test_no_library_module_writes_or_reads_the_environment_outside_its_place():
     backend = {p for p in reads if p.startswith("mxc/backends/")}
     assert backend <= BACKEND_READERS, reads
     assert "mxc/backends/tvm/options.py" in reads     # and reads
+
+
+def test_progress_callback_hears_every_stage_and_nothing_is_printed(capsys):
+    pytest.importorskip("tvm")
+    import mxc
+    from mxc import sym as S
+    seen = []
+    x = S.var("x")
+    model = mxc.compile(S.exp(x), None, {"x": (2,)},
+                        progress=lambda stage, summary, seconds: seen.append(
+                            (stage, summary, seconds >= 0)))
+    assert [s[0] for s in seen] == ["passes", "partition for tvm", "lower to Relax",
+                                    "build for llvm", "runtime graph"]
+    assert seen[3][1] == "one library" and all(s[2] for s in seen)
+    assert set(model.timings) == {"passes", "partition", "lower", "build", "runtime graph"}
+    assert capsys.readouterr().err == ""
