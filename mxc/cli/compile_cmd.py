@@ -90,18 +90,32 @@ def default_output(model: str) -> Path:
     return Path(model_name(model) + ".mxc")
 
 
+def options_of(args):
+    """The :class:`~mxc.backends.tvm.options.CompileOptions` the compile options of *args*
+    ask for, options not given taken from the environment (``$MXC_WINOGRAD``, ...)."""
+    from ..backends.tvm.options import CompileOptions, current_database
+    db = getattr(args, "db", None)
+    return CompileOptions.from_env(
+        target=target_of(args), passes=args.passes, bind_params=args.bind_params,
+        name=Path(args.model).name, db=db if db is not None else current_database(),
+        weights_as_inputs=args.weights_as_inputs, params_source=args.params,
+        winograd=args.winograd)
+
+
+def stage_display(enabled: bool):
+    """The terminal display of a compile's stages (:class:`mxc.progress.StageProgress`)."""
+    from ..progress import StageProgress
+    return StageProgress(enabled)
+
+
 def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = None,
                       progress: bool = True, loaded=None):
     """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
-    from ..backends.tvm.compile import compile as compile_model
+    from ..backends.tvm.compile import compile_with
     sym, arg, aux = loaded if loaded is not None else load_model(args)
-    return compile_model(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
-                         dtypes if dtypes is not None else dict(args.dtype),
-                         target=target_of(args), passes=args.passes,
-                         bind_params=args.bind_params, progress=progress,
-                         name=Path(args.model).name, db=getattr(args, "db", None),
-                         weights_as_inputs=args.weights_as_inputs, params_source=args.params,
-                         winograd=args.winograd)
+    return compile_with(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
+                        dtypes if dtypes is not None else dict(args.dtype), options_of(args),
+                        progress=stage_display(progress))
 
 
 def run(args: argparse.Namespace) -> int:

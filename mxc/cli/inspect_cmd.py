@@ -117,6 +117,10 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     wino = man.get("winograd")
     if wino:
         print("  " + winograd_line(wino, man))
+    env = man.get("environment")
+    if env:
+        print("  options from the environment: "
+              + ", ".join(f"{k}={v}" for k, v in sorted(env.items())))
     for title in ("inputs", "outputs"):
         print(f"{title}:")
         for e in man.get(title, ()):

@@ -65,25 +65,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
-def capture_module(args, loaded=None):
-    """(Relax module, target) that ``mxc compile`` with the same options would build."""
-    from ..backends.tvm.build import ModuleCaptured, capture_module as _capture
-    from ..backends.tvm.compile import compile as compile_model
-    from .compile_cmd import target_of
+def lower_args_model(args, loaded=None):
+    """(Relax module, target, options) that ``mxc compile`` with the same options would
+    build: the model goes through the same passes, partitioning and lowering
+    (:func:`mxc.backends.tvm.lower.lower_model`)."""
+    from ..backends.tvm.lower import lower_model
+    from .compile_cmd import options_of
     sym, arg, aux = loaded if loaded is not None else load_model(args)
-    with _capture() as cap:
-        try:
-            compile_model(sym, (arg, aux), shapes_of(args), dict(args.dtype),
-                          target=target_of(args), passes=args.passes,
-                          bind_params=args.bind_params, progress=False,
-                          name=Path(args.model).name,
-                          weights_as_inputs=args.weights_as_inputs, params_source=args.params,
-                          winograd=args.winograd)
-        except ModuleCaptured:
-            pass
-    if cap.module is None:
+    options = options_of(args)
+    lowered = lower_model(sym, (arg, aux), shapes_of(args), dict(args.dtype), options)
+    if lowered.module is None:
         raise MxcError("nothing to tune: no part of the model is compiled with TVM")
-    return cap.module, cap.target
+    return lowered.module, lowered.target, options
 
 
 #: what MetaSchedule imports to measure (psutil, cloudpickle: its worker pools) and to
@@ -108,19 +101,20 @@ def check_tuning_dependencies(search: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends.tvm.tune import tune
+    from ..backends.tvm.options import TuneOptions
+    from ..backends.tvm.tune import tune_model
     check_tuning_dependencies(args.search)
     if args.trials < 1:
         raise MxcError(f"--trials must be >= 1, not {args.trials}")
-    mod, target = capture_module(args)
-    report = tune(mod, target, args.trials, args.db, rpc=args.rpc,
-                  rpc_workers=args.rpc_workers, trials_per_iter=args.batch,
-                  timeout_s=args.timeout, all_kernels=args.all_kernels, search=args.search,
-                  seed_default=args.seed_default, seed=args.seed, progress=not args.quiet,
-                  verbose=args.verbose_tuning, winograd=args.winograd,
-                  model_info={"model": model_name(args.model),
-                              "symbol": str(Path(args.model).resolve()),
-                              "shapes": {k: list(v) for k, v in shapes_of(args).items()}})
+    mod, target, compile_options = lower_args_model(args)
+    report = tune_model(mod, TuneOptions(
+        target=target, trials=args.trials, db_dir=args.db, rpc=args.rpc,
+        rpc_workers=args.rpc_workers, trials_per_iter=args.batch, timeout_s=args.timeout,
+        all_kernels=args.all_kernels, search=args.search, seed_default=args.seed_default,
+        seed=args.seed, progress=not args.quiet, verbose=args.verbose_tuning,
+        winograd=compile_options.winograd,
+        model_info={"model": model_name(args.model), "symbol": str(Path(args.model).resolve()),
+                    "shapes": {k: list(v) for k, v in shapes_of(args).items()}}))
     print(report.summary())
     if report.tasks and all(t.best_ms is None for t in report.tasks):
         raise BackendError(f"no candidate of any kernel built and ran successfully: {args.db} "

@@ -46,7 +46,8 @@ import numpy as np
 from ..errors import ArtifactError, MxcError
 from ..utils import allocatable_bytes, atomic_open, checked_nbytes, clean_stale
 from .signing import SIGNATURE
-from .validate import validate_graph, validate_manifest
+from .plan import Plan
+from .validate import validate_manifest
 
 FORMAT = "mxc-artifact"
 FORMAT_VERSION = 1
@@ -67,6 +68,7 @@ class Artifact:
     params: dict[str, np.ndarray] = field(default_factory=dict)
     library: bytes | None = None
     path: str | None = None
+    plan: Plan | None = None   # ``graph`` validated and typed (what a Session executes)
 
 
 # ---------------------------------------------------------------------------
@@ -103,7 +105,7 @@ def _npz_arrays(npz) -> dict[str, np.ndarray]:
     return params
 
 
-def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: Mapping,
+def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: Plan | Mapping,
                    params: Mapping[str, np.ndarray], library: bytes | None, *,
                    sign: Any = None) -> None:
     """Write an artifact atomically: *path* is either the complete file or untouched.
@@ -112,6 +114,8 @@ def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: 
     filled in here.  *sign*: an Ed25519 private key (PEM file path, bytes or
     key object) to sign the manifest with (:mod:`mxc.runtime.signing`).
     """
+    if isinstance(graph, Plan):
+        graph = graph.to_json()
     members: dict[str, bytes] = {GRAPH: json.dumps(graph, indent=1).encode()}
     if params:
         members[PARAMS] = _npz_bytes(params)
@@ -216,10 +220,10 @@ def read_artifact(path: str | os.PathLike, *, check_target: bool = True,
     if check_target:
         check_target_runnable(man["target"], path)
     graph = _json(data[GRAPH], GRAPH, path)
-    validate_graph(graph, path, check_bytes=lambda shape, dtype, what: _check_alloc(
+    plan = Plan.from_json(graph, path, check_bytes=lambda shape, dtype, what: _check_alloc(
         shape, dtype, what, path))
     params = _read_npz(data[PARAMS], path) if PARAMS in data else {}
-    return Artifact(man, graph, params, data.get(LIBRARY), str(path))
+    return Artifact(man, graph, params, data.get(LIBRARY), str(path), plan)
 
 
 def _open_zip(path) -> zipfile.ZipFile:

@@ -17,11 +17,14 @@ lark even though nothing is parsed.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from ..errors import ArtifactError, ExecutionError, MxcError
+
+if TYPE_CHECKING:
+    from .plan import HostStep
 
 # ---------------------------------------------------------------------------
 # JSON encodings shared with the compiler side
@@ -92,18 +95,17 @@ class HostKernel:
     __slots__ = ("name", "op", "node", "opdef", "params", "ctx", "out_dtypes", "nout",
                  "bodies", "body_call", "runners")
 
-    def __init__(self, spec: dict, body_call=None):
+    def __init__(self, spec: "HostStep", body_call=None):
         from ..compiler.ir import Node
         from ..compiler.ops.registry import ForwardContext, Params, has_op
-        op, name = spec["op"], spec["name"]
+        op, name = spec.op, spec.name
         if not has_op(op):
             raise ArtifactError(
                 f"host node {name!r} needs operator {op!r}, which is not registered in this "
                 f"process; load the extension that defines it before loading the artifact "
                 f"(mxc run/inspect --load LIB, or mxc.library.load(LIB) in Python)")
-        node = Node(op, name, spec.get("attrs") or {},
-                    subgraphs=[decode_graph(g) for g in spec.get("subgraphs", ())])
-        stored = spec.get("params")
+        node = Node(op, name, dict(spec.attrs), subgraphs=[decode_graph(g) for g in spec.subgraphs])
+        stored = spec.params
         self.name, self.op, self.node = name, op, node
         try:
             self.opdef = node.opdef
@@ -114,13 +116,13 @@ class HostKernel:
             self.nout = self.opdef.num_outputs(self.params)
         except MxcError as exc:
             raise ArtifactError(f"host node {name!r} ({op}): {exc}") from None
-        self.bodies = list(spec.get("bodies") or ())
+        self.bodies = list(spec.bodies)
         self.body_call = body_call
         self.runners: dict = {}
-        self.out_dtypes = list(spec.get("out_dtypes", ()))
-        self.ctx = ForwardContext(node=node, out_shapes=_shapes(spec, "out_shapes"),
-                                  out_dtypes=self.out_dtypes, in_shapes=_shapes(spec, "in_shapes"),
-                                  in_dtypes=list(spec.get("in_dtypes", ())))
+        self.out_dtypes = list(spec.out_dtypes)
+        self.ctx = ForwardContext(node=node, out_shapes=_shapes(spec.out_shapes),
+                                  out_dtypes=self.out_dtypes, in_shapes=_shapes(spec.in_shapes),
+                                  in_dtypes=list(spec.in_dtypes))
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         try:
@@ -154,11 +156,11 @@ class HostKernel:
                 from ..compiler.ops.control_flow import BodyRunner
                 runner = self.runners[k] = BodyRunner(self.node.subgraphs[k])
             return runner(inputs)
-        return self.body_call(spec, [inputs[i] for i in spec["inputs"]])
+        return self.body_call(spec, [inputs[i] for i in spec.inputs])
 
 
-def _shapes(spec: dict, key: str) -> list:
-    return [None if s is None else tuple(s) for s in spec.get(key, ())]
+def _shapes(shapes) -> list:
+    return [None if s is None else tuple(s) for s in shapes]
 
 
 def manifest_entries(ops: Iterable[str]) -> list[dict]:

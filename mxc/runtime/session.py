@@ -29,11 +29,10 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
+from .plan import GRAPH_FORMAT, GRAPH_VERSION, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
-#: the runtime graph format this session executes (``graph.json``)
-GRAPH_FORMAT, GRAPH_VERSION = "mxc-runtime-graph", 1
 _REGION, _HOST = 0, 1
 _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 # how a region argument is obtained
@@ -120,7 +119,8 @@ class Session:
     Parameters
     ----------
     graph, manifest, params:
-        The artifact's runtime graph, manifest and stored parameters.
+        The artifact's runtime plan (a :class:`~mxc.runtime.plan.Plan`, or its
+        ``graph.json`` object, validated here), manifest and stored parameters.
     module:
         The loaded library (a TVM runtime module), or None when the graph
         has no compiled region.
@@ -129,10 +129,13 @@ class Session:
         this process may run on (see :mod:`mxc.runtime.threads`).
     """
 
-    def __init__(self, graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
-                 module: Any = None, *, source: str = "<memory>", threads: int | None = None):
+    def __init__(self, graph: Plan | Mapping, manifest: Mapping,
+                 params: Mapping[str, np.ndarray], module: Any = None, *,
+                 source: str = "<memory>", threads: int | None = None):
         self.manifest = dict(manifest)
         self.source = source
+        if not isinstance(graph, Plan):
+            graph = Plan.from_json(graph, source)
         self._graph = graph
         self._module = module
         target = self.manifest.get("target") or {}
@@ -142,8 +145,7 @@ class Session:
         self._tls = threading.local()
         self._lock = threading.Lock()
         # compiled code: regions, and control-flow bodies called from host steps
-        self._has_regions = any(s["kind"] == "region" or s.get("bodies")
-                                for s in graph["steps"])
+        self._has_regions = bool(graph.functions())
         if self._has_regions:
             if module is None:
                 raise ArtifactError(f"{source}: the graph has compiled regions but the artifact "
@@ -193,12 +195,12 @@ class Session:
     @property
     def regions(self) -> list[str]:
         """Names of the compiled regions, in execution order."""
-        return [s["name"] for s in self._graph["steps"] if s["kind"] == "region"]
+        return [s.name for s in self._graph.regions]
 
     @property
     def host_nodes(self) -> list[str]:
         """Names of the nodes run by reference kernels on the host."""
-        return [s["name"] for s in self._graph["steps"] if s["kind"] == "host"]
+        return [s.name for s in self._graph.host_steps]
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self._inputs)
@@ -208,44 +210,40 @@ class Session:
     # ------------------------------------------------------------------------------
     # the plan
     # ------------------------------------------------------------------------------
-    def _build_plan(self, g: Mapping, params: Mapping[str, np.ndarray]) -> None:
-        if g.get("format") != GRAPH_FORMAT or g.get("version") != GRAPH_VERSION:
-            raise ArtifactError(f"{self.source}: unsupported runtime graph "
-                                f"{g.get('format')!r} version {g.get('version')!r}")
-        n = int(g["num_slots"])
-        template: list = [None] * n
-        producer = [""] * n
+    def _build_plan(self, g: Plan, params: Mapping[str, np.ndarray]) -> None:
+        """Turn the plan's steps into the tuples :meth:`_run` executes:
+        ``(kind, name, what, inputs, outputs, release)`` with the constants of
+        compiled regions already on the device and, per step, the slots whose
+        last reader it is (released after it: bounded memory on the host path)."""
+        template: list = [None] * g.num_slots
+        producer = [""] * g.num_slots
         dev_const: dict[int, Any] = {}
 
         self._inputs = []
         self._input_specs = []
-        for spec in g["inputs"]:
-            info = TensorInfo(spec["name"], tuple(spec["shape"]), spec["dtype"])
-            optional = bool(spec.get("optional"))
-            if not optional:
+        for spec in g.inputs:
+            info = TensorInfo(spec.name, tuple(spec.shape), spec.dtype)
+            if not spec.optional:
                 self._inputs.append(info)
-            self._input_specs.append((info.name, spec["slot"], info.shape, np.dtype(info.dtype),
-                                      optional))
-            producer[spec["slot"]] = "input"
-        self._known = frozenset([s[0] for s in self._input_specs]
-                                + list(g.get("ignored_inputs", ())))
-        for spec in g.get("params", ()):
-            name = spec["name"]
-            if name not in params:
-                raise ArtifactError(f"{self.source}: parameter {name!r} is missing from the "
-                                    f"artifact")
-            value = np.ascontiguousarray(params[name])
-            template[spec["slot"]] = value
-            producer[spec["slot"]] = "const"
+            self._input_specs.append((info.name, spec.slot, info.shape, np.dtype(info.dtype),
+                                      spec.optional))
+            producer[spec.slot] = "input"
+        self._known = frozenset([s[0] for s in self._input_specs] + list(g.ignored_inputs))
+        for spec in g.params:
+            if spec.name not in params:
+                raise ArtifactError(f"{self.source}: parameter {spec.name!r} is missing from "
+                                    f"the artifact")
+            template[spec.slot] = np.ascontiguousarray(params[spec.name])
+            producer[spec.slot] = "const"
 
         last_use: dict[int, int] = {}
-        plan = []
-        for i, step in enumerate(g["steps"]):
-            for s in step["inputs"]:
+        calls = []   # (kind, name, what, inputs, outputs) per step
+        for i, step in enumerate(g.steps):
+            for s in step.inputs:
                 last_use[s] = i
-            if step["kind"] == "region":
+            if isinstance(step, RegionStep):
                 args = []
-                for s in step["inputs"]:
+                for s in step.inputs:
                     if producer[s] == "const":
                         t = dev_const.get(s)
                         if t is None:  # on the device once (copied when not aligned)
@@ -253,40 +251,31 @@ class Session:
                         args.append((_ARG_CONST, t))
                     else:
                         args.append((_ARG_VALUE, s))
-                plan.append([_REGION, step["name"], step["function"], args, step["outputs"], None])
-            elif step["kind"] == "host":
-                from .host import HostKernel  # imports the op definitions (lazily)
-                call = self._body_caller(step["name"]) if step.get("bodies") else None
-                plan.append([_HOST, step["name"], HostKernel(step, call), step["inputs"],
-                             step["outputs"], None])
+                calls.append((_REGION, step.name, step.function, args, step.outputs))
             else:
-                raise ArtifactError(f"{self.source}: unknown step kind {step['kind']!r}")
-            for s in step["outputs"]:
+                from .host import HostKernel  # imports the op definitions (lazily)
+                call = self._body_caller(step.name) if step.bodies else None
+                calls.append((_HOST, step.name, HostKernel(step, call), step.inputs,
+                              step.outputs))
+            for s in step.outputs:
                 if s >= 0:
-                    producer[s] = step["kind"]
-        self._outputs = []
-        self._output_slots = []
-        keep = set()
-        for spec in g["outputs"]:
-            self._outputs.append(TensorInfo(spec["name"], tuple(spec["shape"]), spec["dtype"]))
-            self._output_slots.append(spec["slot"])
-            keep.add(spec["slot"])
-        # release intermediate values after their last use (bounded memory on the host path)
+                    producer[s] = step.kind
+        self._outputs = [TensorInfo(o.name, tuple(o.shape), o.dtype) for o in g.outputs]
+        self._output_slots = [o.slot for o in g.outputs]
+        keep = set(self._output_slots)
+        releases: list[tuple[int, ...]] = [()] * len(calls)
         for s, i in last_use.items():
             if s not in keep and producer[s] != "const":
-                release = plan[i][5]
-                plan[i][5] = (release or ()) + (s,)
-        self._plan = [tuple(p) for p in plan]
+                releases[i] += (s,)
+        self._plan = [(*c, r or None) for c, r in zip(calls, releases)]
         self._template = template
-        self._functions = sorted({p[2] for p in plan if p[0] == _REGION}
-                                 | {b["function"] for s in g["steps"]
-                                    for b in (s.get("bodies") or ()) if b is not None})
+        self._functions = g.functions()
 
     def _body_caller(self, step: str):
         """``call(spec, arrays) -> arrays``: run a compiled control-flow body of *step*."""
         def call(spec, arrays):
             st = self._state()
-            fname = spec["function"]
+            fname = spec.function
             args = [self._to_device(st, f"{step}/{fname}", i, np.asarray(v))
                     for i, v in enumerate(arrays)]
             try:
@@ -510,8 +499,8 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     if art.manifest.get("libraries") or libraries:  # imported only when there is one
         from .libraries import attach_libraries
         attach_libraries(art.manifest, libraries, str(path))
-    return session_from_parts(art.graph, art.manifest, art.params, art.library, source=str(path),
-                              threads=threads)
+    return session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
+                              source=str(path), threads=threads)
 
 
 #: libraries loaded by this process, by sha256: a library cannot be unloaded safely
@@ -541,7 +530,7 @@ def _load_library(library: bytes, source: str):
         return module
 
 
-def session_from_parts(graph: Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
+def session_from_parts(graph: Plan | Mapping, manifest: Mapping, params: Mapping[str, np.ndarray],
                        library: bytes | None, *, source: str,
                        threads: int | None = None) -> Session:
     """A :class:`Session` from an artifact's decoded members (the library as bytes)."""

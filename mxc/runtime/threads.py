@@ -12,6 +12,16 @@ affinity mask and its cgroup CPU quota (a container limited to 1.5 CPUs gets
 (or ``OMP_NUM_THREADS``, which TVM also honours) always wins.  A session may
 use fewer threads than the pool holds (``_tvm.use_threads``, ``Session(threads=)``,
 ``mxc run --threads``), never more.
+
+This is the one place mxc writes ``os.environ`` (``TVM_NUM_THREADS``, once, under a
+lock, before TVM's library is loaded).  TVM 0.27 keeps one pool per calling thread,
+created on first use with ``MaxConcurrency()`` workers: a thread-local override that
+only ``runtime.config_threadpool`` *with an explicit CPU list* sets (which also pins
+or re-binds every worker: an affinity policy mxc does not want to impose), else
+``getenv("TVM_NUM_THREADS")``, else the physical-core guess above.  So no API sizes
+the pools of threads mxc does not control (a user's thread pool calling
+``Session.run``, TVM's constant folding at compile time, MetaSchedule's builder and
+runner processes, which inherit only the environment); the variable does.
 """
 
 from __future__ import annotations

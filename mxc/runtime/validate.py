@@ -122,6 +122,9 @@ def validate_manifest(man: Any, path: Any, *, max_member: int) -> None:
     for key in ("mxc_version", "tvm_version", "created", "pipeline", "name"):
         f.get(man, key, "", (str, type(None)), required=False)
     f.get(man, "bind_params", "", (bool,), required=False)
+    env = f.get(man, "environment", "", (dict,), required=False, default={})
+    for key in env:
+        f.get(env, key, "environment", (str,))
 
     def tensor(v: Any, where: str) -> None:
         v = f.obj(v, where)
@@ -206,13 +209,12 @@ def validate_graph(g: Any, path: Any, *, check_bytes: Callable[[tuple, str, str]
         f.get(step, "name", where, (str,))
         if kind == "region":
             f.get(step, "function", where, (str,))
+            f.get(step, "num_nodes", where, (int,), required=False)
+            ops = f.get(step, "ops", where, (dict,), required=False, default={})
+            for op in ops:
+                f.get(ops, op, f"{where}.ops", (int,))
         elif kind == "host":
-            f.get(step, "op", where, (str,))
-            attrs = f.get(step, "attrs", where, (dict,), required=False, default={})
-            for key in attrs:
-                f.get(attrs, key, f"{where}.attrs", (str,))
-            f.get(step, "params", where, (dict, type(None)), required=False)
-            f.get(step, "subgraphs", where, (list,), required=False)
+            _host_step_fields(f, step, where)
         else:
             raise f.fail(f"{where}.kind", f"expected 'region' or 'host', got {kind!r}")
         for k, s in enumerate(f.get(step, "inputs", where, (list,))):
@@ -234,3 +236,29 @@ def validate_graph(g: Any, path: Any, *, check_bytes: Callable[[tuple, str, str]
         # an output after a data-dependent op (boolean_mask) has extents known only at run time
         f.shape(f.get(spec, "shape", where, (list,)), f"{where}.shape", unknown_ok=True)
         f.dtype(f.get(spec, "dtype", where, (str,)), f"{where}.dtype")
+
+
+def _host_step_fields(f: Fields, step: dict, where: str) -> None:
+    """The fields of a host step besides its slots (types only: the op checks the rest)."""
+    f.get(step, "op", where, (str,))
+    attrs = f.get(step, "attrs", where, (dict,), required=False, default={})
+    for key in attrs:
+        f.get(attrs, key, f"{where}.attrs", (str,))
+    f.get(step, "params", where, (dict, type(None)), required=False)
+    f.items(step, "subgraphs", where, lambda v, w: f.obj(v, w), required=False)
+    f.get(step, "reason", where, (str,), required=False)
+    for key in ("in_shapes", "out_shapes"):
+        f.items(step, key, where, lambda v, w: None if v is None else f.shape(
+            v, w, unknown_ok=True), required=False)
+    for key in ("in_dtypes", "out_dtypes"):
+        f.items(step, key, where, lambda v, w: f.get({"dtype": v}, "dtype", w,
+                                                     (str, type(None))), required=False)
+
+    def body(v: Any, w: str) -> None:
+        if v is None:  # a body left to the reference kernels
+            return
+        v = f.obj(v, w)
+        f.get(v, "function", w, (str,))
+        f.items(v, "inputs", w, lambda x, wx: f.get({"input": x}, "input", wx, (int,)))
+
+    f.items(step, "bodies", where, body, required=False)

@@ -25,7 +25,7 @@ pytest.importorskip("tvm")
 from mxc import sym as S
 from mxc.backends.reference import run_graph
 from mxc.backends.tvm import build_module, function_input_names, lower_graph, run_module
-from mxc.backends.tvm.build import ModuleCaptured, capture_module, use_database
+from mxc.backends.tvm.build import use_database
 from mxc.compiler.infer import infer_shapes
 from mxc.errors import BackendError
 
@@ -363,14 +363,28 @@ def test_tune_cli_then_compile_with_the_database(tmp_path, capsys):
     np.testing.assert_allclose(np.asarray(got), want, rtol=RTOL, atol=ATOL)
 
 
-def test_capture_module_stops_before_building():
+def test_lower_model_gives_the_module_compile_builds():
+    """``mxc tune`` tunes lower_model's module: built, it computes the model (the
+    reference interpreter is the oracle) and has the functions compile's plan calls."""
+    from mxc.backends.tvm.compile import compile as compile_model
+    from mxc.backends.tvm.lower import lower_model
     graph = _tiny_conv()
     params = _params(graph, TINY_SHAPE)
-    from mxc.backends.tvm.compile import compile as compile_model
-    with capture_module() as cap:
-        with pytest.raises(ModuleCaptured):
-            compile_model(graph, params, {"data": (1, 4, 8, 8)})
-    assert cap.module is not None and cap.target.kind.name == "llvm"
+    lowered = lower_model(graph, params, TINY_SHAPE)
+    assert lowered.module is not None and lowered.target.kind.name == "llvm"
+    model = compile_model(graph, params, TINY_SHAPE)
+    functions = {gv.name_hint for gv in lowered.module.get_global_vars()}
+    assert set(model.plan.functions()) <= functions
+    (region,) = lowered.regions
+    fname = lowered.functions[region.name][0].name
+    exe = build_module(lowered.module, lowered.target)
+    import tvm
+    from tvm import relax
+    vm = relax.VirtualMachine(exe, tvm.cpu())
+    feed = np.random.RandomState(3).uniform(-1, 1, TINY_SHAPE["data"]).astype("float32")
+    got = vm[fname](tvm.runtime.tensor(feed))[0].numpy()   # a region returns a tuple
+    want = run_graph(graph, {"data": feed, **params})[0]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,9 @@ their module (and TVM) on first use.
 * :func:`register_converter` / :class:`Lowering` -- the converter registry;
   one converter per MXNet operator, grouped by family in
   ``mxc/backends/tvm/ops/<family>.py`` mirroring ``mxc/compiler/ops/``.
+* :func:`lower_model` (``lower.py``) -- a model through passes, partitioning and
+  lowering to the one ``IRModule`` :func:`mxc.compile` builds and ``mxc tune`` tunes;
+  :class:`CompileOptions` / :class:`TuneOptions` (``options.py``) -- their settings.
 * :func:`build_module` (``build.py``) and :func:`run_module` (``run.py``).
 """
 
@@ -34,6 +37,10 @@ _LAZY = {
     "is_supported": "converter",
     "support_reason": "converter",
     "function_input_names": "converter",
+    "lower_model": "lower",
+    "LoweredModel": "lower",
+    "CompileOptions": "options",
+    "TuneOptions": "options",
     "build_module": "build",
     "host_target": "build",
     "resolve_target": "build",
@@ -42,9 +49,12 @@ _LAZY = {
 }
 
 __all__ = [
+    "CompileOptions",
     "FunctionInfo",
+    "LoweredModel",
     "Lowering",
     "ModuleBuilder",
+    "TuneOptions",
     "build_module",
     "function_input_names",
     "get_converter",
@@ -53,6 +63,7 @@ __all__ = [
     "is_supported",
     "load_vm",
     "lower_graph",
+    "lower_model",
     "register_converter",
     "register_host_only",
     "registered_converters",

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from typing import Any
 
 from ...runtime.threads import configure_pool
@@ -37,6 +36,9 @@ import tvm  # noqa: E402
 from tvm import relax
 
 from ...errors import BackendError
+# the database block lives with the options (no TVM needed); importable from here as before
+from .options import ENV_TUNING_DB as DB_ENV  # noqa: E402,F401 - read by the options layer
+from .options import current_database, use_database  # noqa: E402,F401
 
 # target resolution lives in targets.py (tune and its workers use it without importing
 # this module); the names stay importable from here
@@ -132,67 +134,6 @@ def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = 
     return _pipeline
 
 
-#: environment variable naming a tuning database used when build_module gets no ``db=``
-DB_ENV = "MXC_TUNING_DB"
-
-_STATE = threading.local()
-
-
-@contextlib.contextmanager
-def use_database(db: str | os.PathLike | None):
-    """Within the block, :func:`build_module` calls without ``db=`` use *db*.
-
-    This is how a caller that does not pass ``db=`` itself (``mxc.compile``)
-    compiles with tuned schedules; ``$MXC_TUNING_DB`` does the same for a
-    whole process.
-    """
-    previous = getattr(_STATE, "db", None)
-    _STATE.db = db
-    try:
-        yield
-    finally:
-        _STATE.db = previous
-
-
-class ModuleCaptured(Exception):
-    """Raised by :func:`build_module` inside :func:`capture_module` (nothing is built)."""
-
-
-class _Capture:
-    module: tvm.IRModule | None = None
-    target: tvm.target.Target | None = None
-
-
-@contextlib.contextmanager
-def capture_module():
-    """Stop the first :func:`build_module` call in the block and keep its input.
-
-    ``mxc tune`` uses it to tune exactly the module ``mxc.compile`` would
-    build (same graph passes, partitioning and lowering)::
-
-        with capture_module() as cap:
-            try:
-                mxc.compile(sym, params, shapes)
-            except ModuleCaptured:
-                pass
-        cap.module, cap.target
-    """
-    cap = _Capture()
-    previous = getattr(_STATE, "capture", None)
-    _STATE.capture = cap
-    try:
-        yield cap
-    finally:
-        _STATE.capture = previous
-
-
-def _default_db():
-    db = getattr(_STATE, "db", None)
-    if db is None:
-        db = os.environ.get(DB_ENV) or None
-    return db
-
-
 def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
                  db: str | os.PathLike | None = None,
                  optimize: bool = True,
@@ -206,8 +147,8 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
     db:
         a tuning database directory (``mxc tune --db``, :func:`mxc.backends.tvm.tune.tune`):
         kernels it holds a tuned schedule for use it, the others get the default
-        schedules.  Default: the :func:`use_database` block's, else ``$MXC_TUNING_DB``,
-        else none.  A directory without a database is an error.
+        schedules.  Default: the :func:`use_database` block's, else none.  A directory
+        without a database is an error.
     optimize:
         False compiles with TVM's stock pipeline (no layout change, no default
         schedules: slow code, for debugging the optimisations).
@@ -216,12 +157,8 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
         each kernel got (``None``: none applied; kernels tuned from *db* are absent).
     """
     tgt = resolve_target(target)
-    cap = getattr(_STATE, "capture", None)
-    if cap is not None and cap.module is None:
-        cap.module, cap.target = mod, tgt
-        raise ModuleCaptured("module captured for tuning")
     if db is None:
-        db = _default_db()
+        db = current_database()
     if db is not None:
         from .tune import check_database
         db = check_database(db)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError
@@ -149,8 +148,9 @@ def host_cpu_name() -> str:
 def with_cuda_arch(target: Any, arch: str | None) -> Any:
     """*target* with the GPU architecture ``--cuda-arch`` names (``sm_80``, ``80``, ``8.0``).
 
-    Without it a CUDA target takes the GPU present, else ``$MXC_CUDA_ARCH``, else
-    :data:`~mxc.backends.tvm.build.DEFAULT_CUDA_ARCH`; PTX is always embedded too,
+    Without it a CUDA target takes ``$MXC_CUDA_ARCH`` (read by
+    :meth:`~mxc.backends.tvm.options.CompileOptions.from_env`), else the GPU present,
+    else :data:`~mxc.backends.tvm.build.DEFAULT_CUDA_ARCH`; PTX is always embedded too,
     so newer GPUs run the artifact."""
     if arch is None:
         return target
@@ -201,11 +201,12 @@ def host_target() -> dict[str, Any]:
     return target
 
 
-def _cuda_arch() -> str:
+def _cuda_arch(default: str | None = None) -> str:
+    """*default* (``sm_XY``; the options layer takes it from ``$MXC_CUDA_ARCH``), else the
+    visible GPU's architecture, else :data:`DEFAULT_CUDA_ARCH`."""
     tvm = _tvm()
-    env = os.environ.get("MXC_CUDA_ARCH")
-    if env:
-        return env if env.startswith("sm_") else f"sm_{env}"
+    if default:
+        return default if default.startswith("sm_") else f"sm_{default}"
     try:
         dev = tvm.cuda(0)
         if dev.exist:
@@ -215,8 +216,11 @@ def _cuda_arch() -> str:
     return DEFAULT_CUDA_ARCH
 
 
-def resolve_target(target: Any = "llvm") -> "tvm.target.Target":
-    """A ``tvm.target.Target`` from a shorthand string, a dict or a Target."""
+def resolve_target(target: Any = "llvm", *, cuda_arch: str | None = None) -> "tvm.target.Target":
+    """A ``tvm.target.Target`` from a shorthand string, a dict or a Target.
+
+    *cuda_arch* is the architecture of a CUDA target that names none (None: the
+    visible GPU's, else :data:`DEFAULT_CUDA_ARCH`)."""
     tvm = _tvm()
     if isinstance(target, tvm.target.Target):
         return target
@@ -227,11 +231,12 @@ def resolve_target(target: Any = "llvm") -> "tvm.target.Target":
     if target in (None, "llvm", "cpu", "host"):
         return tvm.target.Target(host_target())
     if target in ("cuda", "gpu"):
-        return tvm.target.Target({"kind": "cuda", "arch": _cuda_arch()}, host=host_target())
+        return tvm.target.Target({"kind": "cuda", "arch": _cuda_arch(cuda_arch)},
+                                 host=host_target())
     if isinstance(target, dict):
         spec = dict(target)
         if spec.get("kind") == "cuda":
-            spec.setdefault("arch", _cuda_arch())
+            spec.setdefault("arch", _cuda_arch(cuda_arch))
             host = spec.pop("host", None) or host_target()
             return tvm.target.Target(spec, host=host)
         return tvm.target.Target(spec)

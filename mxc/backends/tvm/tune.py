@@ -44,6 +44,7 @@ from ...errors import BackendError
 from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # noqa: F401
                       best_latency_ms, check_database, foreign_records_message, open_database,
                       read_tune_log, record_cpus, trials_done)
+from .options import TuneOptions
 from .tune_progress import TuneProgress, progress_callback
 from .targets import host_cpu_name, missing_on_host
 from .tune_workers import tensor_intrinsics_for
@@ -157,67 +158,35 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
          shapes: Mapping[str, Sequence[int]] | None = None,
          params: Mapping[str, Any] | None = None,
          dtypes: Mapping[str, str] | None = None,
-         rpc: tuple[str, int, str] | None = None,
-         rpc_workers: int = 1,
-         trials_per_iter: int = 64,
-         max_workers: int | None = None,
-         timeout_s: float = 30.0,
-         all_kernels: bool = False,
-         search: str = "evolutionary",
-         seed_default: bool = True,
-         seed: int | None = None,
-         progress: TextIO | None | bool = True,
-         verbose: bool = False,
-         model_info: Mapping[str, Any] | None = None,
-         winograd: str | None = None) -> TuneReport:
+         **settings: Any) -> TuneReport:
     """Tune every kernel of a model to at least *trials* measured trials.
 
     mod_or_graph:
-        a Relax module from :func:`lower_graph`, or an mxc Graph/Symbol
-        (then *shapes* and *params* are passed to :func:`lower_graph`).
-    trials:
-        measured trials per kernel (tasks with as many records are skipped).
-    db_dir:
-        the database directory (created when missing), shared by every model.
-    rpc:
-        ``(tracker_host, tracker_port, key)``: measure on the RPC tracker's
-        devices of that key (*rpc_workers* sessions in parallel) instead of
-        locally.
-    trials_per_iter:
-        candidates measured per batch (the database grows batch by batch).
-    all_kernels:
-        also tune injective kernels (transposes, padding ...); by default only
-        kernels with a reduction are tuned, the others keep default schedules.
-    search:
-        ``"evolutionary"`` (MetaSchedule's cost-model-guided search; its
-        population scales with *trials*) or ``"random"`` (replay random
-        samples of the design space: no cost model, fast to start, for smoke
-        tests and tiny budgets).
-    seed_default:
-        also measure mxc's default schedule of each kernel tuned now and store
-        it as a database record (it then counts as one of the trials), so a
-        tuned build is never slower than the untuned one where the search
-        found nothing better.
-    progress:
-        a stream for progress lines (True: stderr, False/None: silent).
-    verbose:
-        let MetaSchedule log to the console too (it always logs to
-        ``DB_DIR/logs/``).
-    winograd:
-        the ``--winograd`` mode the model will be compiled with (the kernels
-        differ): ``auto``, ``on``, ``off`` (None: as :func:`compile`).
-    model_info:
-        what to say about the model in the database's tuning log
-        (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
+        a Relax module (:func:`~mxc.backends.tvm.lower.lower_model`'s ``module``,
+        or :func:`lower_graph`'s), or an mxc Graph/Symbol (then *shapes*, *params*
+        and *dtypes* are passed to :func:`lower_graph`).
+    target, trials, db_dir, settings:
+        the :class:`~mxc.backends.tvm.options.TuneOptions` fields (``rpc=``,
+        ``search=``, ``progress=``, ``winograd=`` ...), documented there.
     """
+    options = TuneOptions.from_env(target=target, trials=trials, db_dir=db_dir, **settings)
+    return tune_model(_to_module(mod_or_graph, shapes, params, dtypes), options)
+
+
+def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
+    """Tune every kernel of the Relax module *mod* as *options* say (``mxc tune``)."""
     from .targets import resolve_target
 
-    if trials < 1:
-        raise BackendError(f"trials must be >= 1, not {trials}")
+    # the settings under the names the tuning loop below uses
+    (target, trials, db_dir, rpc, rpc_workers, trials_per_iter, max_workers, timeout_s,
+     all_kernels, search, seed_default, seed, progress, verbose, model_info, winograd) = (
+        options.target, options.trials, options.db_dir, options.rpc, options.rpc_workers,
+        options.trials_per_iter, options.max_workers, options.timeout_s, options.all_kernels,
+        options.search, options.seed_default, options.seed, options.progress, options.verbose,
+        options.model_info, options.winograd)
     stream = sys.stderr if progress is True else (progress or None)
     start = time.time()
     tgt = _tuning_target(resolve_target(target))
-    mod = _to_module(mod_or_graph, shapes, params, dtypes)
     proxy = measures_on_host_proxy(tgt, rpc)
     tensor_intrinsics_for(tgt)
     from .schedules.winograd import choose

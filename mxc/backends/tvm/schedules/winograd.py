@@ -73,7 +73,7 @@ class _Choice:
 
 @contextlib.contextmanager
 def choose(mode: str | None):
-    """Compile within ``--winograd MODE`` (None: ``$MXC_WINOGRAD``, else auto); yields a
+    """Compile within ``--winograd MODE`` (None: auto); yields a
     dict filled with ``convolutions``, ``weight_bytes`` (their weights as given) and
     ``transformed_bytes`` (as compiled in)."""
     if mode is not None and mode not in MODES:
@@ -90,11 +90,9 @@ def choose(mode: str | None):
 
 
 def current_mode() -> str:
-    if _Choice.mode is not None:
-        return _Choice.mode
-    import os
-    env = os.environ.get(ENV, "").strip().lower()
-    return "off" if env in ("0", "false", "no", "off") else "on" if env in ("on",) else "auto"
+    """The mode :func:`choose` set, else auto (``$MXC_WINOGRAD`` is read by the options
+    layer, :meth:`mxc.backends.tvm.options.CompileOptions.from_env`, never here)."""
+    return _Choice.mode if _Choice.mode is not None else "auto"
 
 
 def enabled() -> bool:

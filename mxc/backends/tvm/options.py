@@ -1,0 +1,224 @@
+"""What a compile or a tuning run is asked to do, in one typed object each.
+
+:class:`CompileOptions` and :class:`TuneOptions` carry every setting the
+stages below them need as an explicit value, so no library code consults the
+environment: ``mxc.compile(...)`` and the command line build their options
+with :meth:`CompileOptions.from_env`, the only place that reads mxc's
+environment variables (:data:`ENVIRONMENT`), and the variables it used are
+recorded in the manifest (``environment``) -- an artifact says what shaped
+it.  Nothing here imports TVM, so the CLI can build options before TVM loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, TextIO
+
+from ...errors import BackendError
+
+#: a tuning database directory used when no ``db`` is given (``mxc tune --db DIR``)
+ENV_TUNING_DB = "MXC_TUNING_DB"
+#: the Winograd mode used when no ``winograd`` is given (``0``/``off``, ``on``, else auto)
+ENV_WINOGRAD = "MXC_WINOGRAD"
+#: the GPU architecture of a ``cuda`` target that names none and runs on no visible GPU
+ENV_CUDA_ARCH = "MXC_CUDA_ARCH"
+#: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
+ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
+
+#: the ``winograd`` choices (:mod:`mxc.backends.tvm.schedules.winograd`): auto (where
+#: the output side is large enough to pay for the larger weights), on, off
+WINOGRAD_MODES = ("auto", "on", "off")
+
+
+def winograd_from_env(value: str) -> str:
+    """``$MXC_WINOGRAD`` as a mode: ``0``/``false``/``no``/``off`` -> off, ``on`` -> on,
+    anything else auto."""
+    value = value.strip().lower()
+    return "off" if value in ("0", "false", "no", "off") else "on" if value == "on" else "auto"
+
+
+def check_winograd(mode: str | None) -> None:
+    if mode is not None and mode not in WINOGRAD_MODES:
+        raise BackendError(f"winograd must be one of {', '.join(WINOGRAD_MODES)}, not {mode!r}")
+
+
+def _from_environment(given: dict, environ: Mapping[str, str] | None,
+                      variables: Mapping[str, str]) -> tuple[dict, dict[str, str]]:
+    """*given* with each option of *variables* (``{variable: option}``) that is None
+    taken from its environment variable when set; returns (options, variables used)."""
+    env = os.environ if environ is None else environ
+    given = dict(given)
+    used: dict[str, str] = {}
+    for var, option in variables.items():
+        value = (env.get(var) or "").strip()
+        if given.get(option) is not None or not value:
+            continue
+        if option == "winograd":
+            given[option] = winograd_from_env(value)
+        elif option == "cuda_arch":
+            given[option] = value if value.startswith("sm_") else f"sm_{value}"
+        else:
+            given[option] = value
+        used[var] = value
+    return given, used
+
+
+_STATE = threading.local()
+
+
+@contextlib.contextmanager
+def use_database(db: str | os.PathLike | None):
+    """Within the block, compiles and :func:`~mxc.backends.tvm.build.build_module`
+    calls given no ``db=`` use *db* (it wins over ``$MXC_TUNING_DB``)."""
+    previous = getattr(_STATE, "db", None)
+    _STATE.db = db
+    try:
+        yield
+    finally:
+        _STATE.db = previous
+
+
+def current_database() -> str | os.PathLike | None:
+    """The innermost :func:`use_database` block's database (this thread), or None."""
+    return getattr(_STATE, "db", None)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How :func:`mxc.compile` compiles a model (its keyword arguments, typed).
+
+    Attributes
+    ----------
+    target:
+        ``"llvm"`` (this CPU), ``"cuda"``, a TVM target dict/string or a
+        ``tvm.target.Target``.
+    passes:
+        the graph pass pipeline; None: the default one, ``""``: none.
+    bind_params:
+        compile the parameters in as constants (False: store them beside the
+        library and feed them at run time).
+    name:
+        the model name the manifest records.
+    db:
+        a tuning database directory; None: the :func:`use_database` block's, else none.
+    weights_as_inputs:
+        weights missing from the params become run-time inputs instead of an error.
+    params_source:
+        where the params came from (a file name), for the missing-weights error.
+    winograd:
+        CPU 3x3 convolutions: ``auto``, ``on`` or ``off``; None: auto.
+    cuda_arch:
+        the ``sm_XY`` of a ``cuda`` target that names no ``arch``; None: the
+        visible GPU's, else ``sm_75``.
+    environment:
+        the environment variables that supplied a value above (recorded in the
+        manifest); filled by :meth:`from_env`.
+    """
+
+    target: Any = "llvm"
+    passes: str | None = None
+    bind_params: bool = True
+    name: str | None = None
+    db: str | os.PathLike | None = None
+    weights_as_inputs: bool = False
+    params_source: str | None = None
+    winograd: str | None = None
+    cuda_arch: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_winograd(self.winograd)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **given: Any) -> "CompileOptions":
+        """Options from *given* (``mxc.compile``'s keywords), every option left None
+        taken from its environment variable (:data:`ENVIRONMENT`) when that is set.
+
+        *environ* defaults to ``os.environ``; this is the one place mxc reads it
+        for a compile."""
+        given, used = _from_environment(given, environ, ENVIRONMENT)
+        return cls(**given, environment=used)
+
+    def with_(self, **changes: Any) -> "CompileOptions":
+        """A copy with *changes* (``dataclasses.replace``)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """How :func:`mxc.backends.tvm.tune.tune_model` tunes (``mxc tune``'s options).
+
+    Attributes
+    ----------
+    target:
+        the target the kernels are tuned for (as :class:`CompileOptions`).
+    trials:
+        measured trials per kernel (tasks with as many records are skipped).
+    db_dir:
+        the database directory (created when missing), shared by every model.
+    rpc:
+        ``(tracker_host, tracker_port, key)``: measure on the RPC tracker's
+        devices of that key (*rpc_workers* sessions in parallel) instead of
+        locally.
+    trials_per_iter:
+        candidates measured per batch (the database grows batch by batch).
+    max_workers:
+        local build processes (None: every allowed core).
+    timeout_s:
+        seconds per build/measurement.
+    all_kernels:
+        also tune injective kernels (transposes, padding ...); by default only
+        kernels with a reduction are tuned.
+    search:
+        ``"evolutionary"`` (cost-model guided) or ``"random"`` (design-space samples).
+    seed_default:
+        also measure mxc's default schedule of each kernel and store it as a
+        record, so a tuned build is never slower than the untuned one.
+    seed:
+        the search seed.
+    progress:
+        a stream for progress lines (True: stderr, False/None: silent).
+    verbose:
+        let MetaSchedule log to the console too (it always logs to ``DB_DIR/logs/``).
+    model_info:
+        what the database's tuning log says about the model
+        (``{"model": name, "symbol": path, "shapes": ...}``).
+    winograd:
+        the Winograd mode the model will be compiled with (the kernels differ);
+        None: auto.
+    """
+
+    target: Any = "llvm"
+    trials: int = 64
+    db_dir: str | os.PathLike = "mxc-tuning"
+    rpc: tuple[str, int, str] | None = None
+    rpc_workers: int = 1
+    trials_per_iter: int = 64
+    max_workers: int | None = None
+    timeout_s: float = 30.0
+    all_kernels: bool = False
+    search: str = "evolutionary"
+    seed_default: bool = True
+    seed: int | None = None
+    progress: TextIO | None | bool = True
+    verbose: bool = False
+    model_info: Mapping[str, Any] | None = None
+    winograd: str | None = None
+
+    #: the environment variables that supplied a value (filled by :meth:`from_env`)
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **given: Any) -> "TuneOptions":
+        """Options from *given*; ``winograd`` left None comes from ``$MXC_WINOGRAD`` (the
+        kernels tuned are those :meth:`CompileOptions.from_env` would compile)."""
+        given, used = _from_environment(given, environ, {ENV_WINOGRAD: "winograd"})
+        return cls(**given, environment=used)
+
+    def __post_init__(self) -> None:
+        check_winograd(self.winograd)
+        if self.trials < 1:
+            raise BackendError(f"trials must be >= 1, not {self.trials}")
