@@ -250,7 +250,7 @@ def rule_int8(func: tirx.PrimFunc, info):
 
     None when *func* has no such block or *info* has no dot-product instruction.
     """
-    from .cpu import _fuse_map, _schedule_elementwise_block, _tile_split, _vectorizable, tile_shape
+    from .cpu import _fuse_map, _tile_split, _vectorizable, tile_shape
     from .module_utils import inline_injective, writes_param
 
     lanes = dot_lanes(getattr(info, "int8_dot", ""))
@@ -310,8 +310,19 @@ def rule_int8(func: tirx.PrimFunc, info):
     sch.vectorize(sch.get_loops(init)[-1])
     sch.tensorize(ck, dot_intrinsic(info.int8_dot))
     for b in keep:
-        _schedule_elementwise_block(sch, b, info)
+        _schedule_pad(sch, b)
     return sch
+
+
+def _schedule_pad(sch, block) -> None:
+    """Rows in parallel, channels vectorised (a few: unrolled) -- no index arithmetic
+    per byte, which a fused-and-split loop would put there (4-channel first layers)."""
+    n, y, x, ch = sch.get_loops(block)
+    sch.parallel(sch.fuse(n, y))
+    if int(sch.get(ch).extent) >= 16:
+        sch.vectorize(ch)
+    else:
+        sch.unroll(ch)
 
 
 def _find(sch, name: str):
