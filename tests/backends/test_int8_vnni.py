@@ -52,14 +52,19 @@ def _runnable(text: str) -> str:
     return text
 
 
-def _conv_module(x_shape, x_dtype, w, stride, pad):
+def _conv_module(x_shape, x_dtype, w, stride, pad, plus=3):
+    """``conv2d(x, w) + plus`` (a fused epilogue); ``plus=None``: the bare convolution."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(x_shape, x_dtype))
     with bb.function("main", [x]):
         with bb.dataflow():
             y = bb.emit(relax.op.nn.conv2d(x, relax.const(w, "int8"), strides=stride,
-                                           padding=pad, out_dtype="int32"))
-            y = bb.emit_output(bb.emit(relax.op.add(y, relax.const(np.int32(3)))))
+                                           padding=pad, out_dtype="int32",
+                                           data_layout="NHWC" if plus is None else "NCHW",
+                                           kernel_layout="HWIO" if plus is None else "OIHW"))
+            if plus is not None:
+                y = bb.emit(relax.op.add(y, relax.const(np.int32(plus))))
+            y = bb.emit_output(y)
         bb.emit_func_output(y)
     return bb.get()
 
@@ -134,6 +139,18 @@ def test_int8_extreme_codes_do_not_saturate(xdt, kind):
     w = np.full((32, 64, 3, 3), -128, dtype=np.int8)
     got = _run(_conv_module(x.shape, xdt, w, 1, 1), target, x)
     np.testing.assert_array_equal(got, _conv_reference(x, w, 1, 1))
+
+
+@pytest.mark.parametrize("kind", list(_targets()))
+def test_int8_conv_with_nothing_fused_writes_its_output_directly(kind):
+    """Channels-last in and out, no epilogue: the kernel's own block writes the result."""
+    target = _runnable(_targets()[kind])
+    rng = np.random.RandomState(7)
+    x = _codes(rng, "uint8", (1, 9, 9, 16))                 # NHWC
+    w = _codes(rng, "int8", (3, 3, 16, 32))                 # HWIO
+    got = _run(_conv_module(x.shape, "uint8", w, 1, 1, plus=None), target, x)
+    want = _conv_reference(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), 1, 1) - 3
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
 
 
 @pytest.mark.parametrize("kind", list(_targets()))

@@ -251,7 +251,7 @@ def rule_int8(func: tirx.PrimFunc, info):
     None when *func* has no such block or *info* has no dot-product instruction.
     """
     from .cpu import _fuse_map, _tile_split, _vectorizable, tile_shape
-    from .module_utils import inline_injective, writes_param
+    from .module_utils import accumulate_locally, inline_injective
 
     lanes = dot_lanes(getattr(info, "int8_dot", ""))
     sch = s_tir.Schedule(func)
@@ -262,12 +262,7 @@ def rule_int8(func: tirx.PrimFunc, info):
     inline_injective(sch, params, keep=keep)
     main = sch.get_sblock(CONV_BLOCK)
     ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]     # n y x k ry rx rc ri
-    if writes_param(sch, main, params):
-        epilogues = [sch.cache_write(main, 0, "local")]
-        main = sch.get_sblock(CONV_BLOCK)
-    else:
-        epilogues = list(sch.get_consumers(main))
-        sch.set_scope(main, 0, "local")
+    main, epilogues = accumulate_locally(sch, main, params)
     pix = [i for i in (1, 2) if ext[i] > 1]
     if len(pix) == 2:   # one pixel axis: a register block may wrap rows (7x7 maps)
         sch.transform_layout(main, ("write", 0), _fuse_map(4, pix, ext[:4]))
@@ -286,15 +281,12 @@ def rule_int8(func: tirx.PrimFunc, info):
         nc, rw = lanes, 1
     co, ci = _tile_split(sch, spatial[-1], nc, max(nc, 4 * lanes))
     cv, ck = sch.split(ci, [None, lanes])
-    outer = [lp for i, lp in enumerate(spatial[:-1]) if i not in pix]
-    inner = []
-    if pix:
-        if rw > 1:
-            po, pi = _tile_split(sch, spatial[pix[0]], rw, max(rw, 32))
-            outer.append(po)
-            inner.append(pi)
-        else:
-            outer.append(spatial[pix[0]])
+    pixel, inner = (spatial[pix[0]] if pix else None), []
+    if pixel is not None and rw > 1:     # rw pixels a register block
+        pixel, block = _tile_split(sch, pixel, rw, max(rw, 32))
+        inner = [block]
+    outer = [lp for i, lp in enumerate(spatial[:-1]) if i not in pix] + \
+        ([pixel] if pixel is not None else [])
     sch.reorder(co, *outer, ry, rx, rc, *inner, cv, ck, ri)
     par = sch.fuse(co, *outer)
     for epi in epilogues:
