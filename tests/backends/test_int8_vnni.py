@@ -5,7 +5,8 @@ convolution accumulating in int32 has one right answer, so every comparison
 is exact.  The cases reach each path of the kernel: uint8 data, int8 data
 (the +128 shift and its compensation, padding read as the shifted zero),
 input channels not a multiple of 4, output channels not a multiple of the
-register, strides, a dense layer, and the extreme codes (no saturation
+register, a thin layer's kernel rows folded into 4-byte groups, strides,
+a dense layer, and the extreme codes (no saturation
 anywhere: ``vpdpbusd`` accumulates, it does not saturate).  The same cases
 run for a target with AVX512-VNNI (this CPU, where it has it), AVX2 only and
 AVX-512 without VNNI (the plain int32 fallback); targets this CPU cannot run
@@ -42,6 +43,7 @@ CONVS = {
     "s8-7x7-s2-c3": ("int8", 3, 32, 20, 7, 2, 3),
     "u8-1x1-s2-c30-k40": ("uint8", 30, 40, 7, 1, 2, 0),
     "s8-3x3-k24": ("int8", 64, 24, 6, 3, 1, 1),
+    "u8-5x5-c6": ("uint8", 6, 16, 9, 5, 1, 2),       # kernel rows folded: 30 taps -> 32
 }
 
 

@@ -131,40 +131,73 @@ def pack_weights(w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray
     return np.ascontiguousarray(packed), comp.astype(np.int32)
 
 
+def fold_width(w_hwio: np.ndarray) -> np.ndarray | None:
+    """``[KH, 1, KW*C, K]``: a thin layer's kernel rows as single taps of ``KW*C`` channels.
+
+    Where C is not a multiple of 4 (a 3-channel image) padding each pixel's
+    channels to 4 wastes up to a quarter of the products; a kernel row's
+    ``KW x C`` bytes are contiguous in a channels-last row, so they are
+    grouped by 4 across pixels instead (21 -> 24 bytes for 7x7x3, not 28).
+    None when C is a multiple of 4 or the kernel is one pixel wide.
+    """
+    kh, kw, c, k = w_hwio.shape
+    if c % GROUP == 0 or kw == 1:
+        return None
+    return w_hwio.reshape(kh, 1, kw * c, k)
+
+
 # ---------------------------------------------------------------------------
 # the kernel (TE)
 # ---------------------------------------------------------------------------
 def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None, strides,
-                     padding, dilation, channels: int) -> te.Tensor:
-    """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs)."""
+                     padding, dilation, channels: int, kernel_w: int | None = None) -> te.Tensor:
+    """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs).
+
+    *kernel_w*: the weight folds the kernel's width into its channel groups
+    (``[K/L, KH, 1, ceil(KW*C/4), L, 4]``, :func:`fold_width`): the ``KW x C``
+    taps of one kernel row are contiguous bytes of a channels-last input row.
+    """
     n, h, w, c = (int(d) for d in data.shape)
     ko, kh, kw, c4, lanes, group = (int(d) for d in weight.shape)
     sh, sw = strides
     dh, dw = dilation
     pt, pl, pb, pr = padding
+    width = kw if kernel_w is None else kernel_w
     oh = (h + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
-    ow = (w + pl + pr - ((kw - 1) * dw + 1)) // sw + 1
+    ow = (w + pl + pr - ((width - 1) * dw + 1)) // sw + 1
     shifted = data.dtype == "int8"
-    if shifted or any(padding) or c4 * group != c:
-        fill = tirx.const(SHIFT if shifted else 0, "uint8")
+    fill = tirx.const(SHIFT if shifted else 0, "uint8")
 
-        def pad(i, y, x, ch):
-            inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
-            v = data[i, y - pt, x - pl, ch]
-            v = (v.astype("int32") + SHIFT).astype("uint8") if shifted else v
-            return tirx.if_then_else(inside, v, fill)
-        src = te.compute((n, h + pt + pb, w + pl + pr, c4 * group), pad, name="pad_temp")
-    else:
-        src = data
+    def padded(i, y, x, ch, *bounds):
+        inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, *bounds)
+        v = data[i, y - pt, x - pl, ch]
+        v = (v.astype("int32") + SHIFT).astype("uint8") if shifted else v
+        return tirx.if_then_else(inside, v, fill)
+
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, c4), name="rc")
     ri = te.reduce_axis((0, group), name="ri")
+    if kernel_w is not None:      # one padded row of bytes, the last window's spare taps inside
+        row = (w + pl + pr) * c + c4 * group - kernel_w * c
+        src = te.compute((n, h + pt + pb, row), lambda i, y, t: padded(i, y, t // c, t % c),
+                         name="pad_temp")
+
+        def tap(i, y, x):
+            return src[i, y * sh + ry * dh, x * sw * c + rc * group + ri]
+    else:
+        if shifted or any(padding) or c4 * group != c:
+            src = te.compute((n, h + pt + pb, w + pl + pr, c4 * group),
+                             lambda i, y, x, ch: padded(i, y, x, ch, ch < c), name="pad_temp")
+        else:
+            src = data
+
+        def tap(i, y, x):
+            return src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
 
     def conv(i, y, x, k):
-        a = src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
         b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
-        return te.sum(a.astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
+        return te.sum(tap(i, y, x).astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
 
     acc = te.compute((n, oh, ow, ko * lanes), conv, name=CONV_BLOCK)
     if comp is None and ko * lanes == channels:
@@ -202,18 +235,18 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
     if not lanes or not _int8_operands(x, w, call) or int(a.groups) != 1 \
             or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return None
-    packed, comp = pack_weights(w.value.numpy(), lanes)
+    weights = w.value.numpy()
+    folded = fold_width(weights) if int(a.dilation[1]) == 1 else None
+    packed, comp = pack_weights(weights if folded is None else folded, lanes)
     args = [x, relax.const(packed, "int8")]
-    comp_arg = relax.const(comp, "int32") if tensor_dtype(x) == "int8" else None
-    k = int(static_shape(w)[3])
+    if tensor_dtype(x) == "int8":
+        args.append(relax.const(comp, "int32"))
+    geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
+                [int(v) for v in a.dilation], int(static_shape(w)[3]),
+                None if folded is None else int(weights.shape[1]))
     log.debug("int8 conv2d -> %s kernel, weights %s", int8_dot, packed.shape)
-    if comp_arg is None:
-        return bb.call_te(lambda d, wt: conv2d_nhwc_int8(
-            d, wt, None, [int(v) for v in a.strides], [int(v) for v in a.padding],
-            [int(v) for v in a.dilation], k), *args, primfunc_name_hint=CONV_BLOCK)
-    return bb.call_te(lambda d, wt, cp: conv2d_nhwc_int8(
-        d, wt, cp, [int(v) for v in a.strides], [int(v) for v in a.padding],
-        [int(v) for v in a.dilation], k), *args, comp_arg, primfunc_name_hint=CONV_BLOCK)
+    return bb.call_te(lambda d, wt, *cp: conv2d_nhwc_int8(d, wt, *(cp or [None]), *geometry),
+                      *args, primfunc_name_hint=CONV_BLOCK)
 
 
 def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
@@ -225,11 +258,10 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
         return None
     c, n = (int(d) for d in static_shape(w))
     packed, comp = pack_weights(w.value.numpy().reshape(1, 1, c, n), lanes)
-    wconst = relax.const(packed, "int8")
+    args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
-        return bb.call_te(lambda d, wt, cp: dense_int8(d, wt, cp, n), x, wconst,
-                          relax.const(comp, "int32"), primfunc_name_hint="dense_int8")
-    return bb.call_te(lambda d, wt: dense_int8(d, wt, None, n), x, wconst,
+        args.append(relax.const(comp, "int32"))
+    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n), *args,
                       primfunc_name_hint="dense_int8")
 
 
@@ -309,12 +341,14 @@ def rule_int8(func: tirx.PrimFunc, info):
 def _schedule_pad(sch, block) -> None:
     """Rows in parallel, channels vectorised (a few: unrolled) -- no index arithmetic
     per byte, which a fused-and-split loop would put there (4-channel first layers)."""
-    n, y, x, ch = sch.get_loops(block)
-    sch.parallel(sch.fuse(n, y))
-    if int(sch.get(ch).extent) >= 16:
-        sch.vectorize(ch)
-    else:
-        sch.unroll(ch)
+    loops = sch.get_loops(block)
+    sch.parallel(sch.fuse(*loops[:2]))
+    if len(loops) == 4:          # [n, y, x, ch]; a folded row [n, y, x*ch] stays a loop
+        ch = loops[3]
+        if int(sch.get(ch).extent) >= 16:
+            sch.vectorize(ch)
+        else:
+            sch.unroll(ch)
 
 
 def _find(sch, name: str):
