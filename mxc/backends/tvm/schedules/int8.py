@@ -15,6 +15,9 @@ into a kernel shaped for the instruction:
   with zero weights;
 * activations channels-last; a ``pad_temp`` stage materialises the spatial
   padding and the channel padding (it is skipped when neither is needed);
+* a thin layer (input channels not a multiple of 4, a 3-channel image) has
+  each kernel row's ``KW x C`` taps -- contiguous bytes of a channels-last
+  row -- grouped by 4 across pixels (:func:`fold_width`);
 * **int8 data**: the instruction's data operand is unsigned, so the codes are
   shifted by +128 (``x ^ 0x80``) in ``pad_temp`` -- the padding becomes 128,
   the shifted zero -- and ``128 * sum(w)`` over each output channel's weights
@@ -37,10 +40,10 @@ import functools
 import logging
 
 import numpy as np
-import tvm
 from tvm import relax, s_tir, te, tirx
 from tvm.ir.expr import Constant
 
+from .microarch import CpuInfo
 from .module_utils import static_shape, tensor_dtype
 
 log = logging.getLogger(__name__)
@@ -235,6 +238,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
     if not lanes or not _int8_operands(x, w, call) or int(a.groups) != 1 \
             or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return None
+    dot_intrinsic(int8_dot)   # registered before any schedule (or tuning record) names it
     weights = w.value.numpy()
     folded = fold_width(weights) if int(a.dilation[1]) == 1 else None
     packed, comp = pack_weights(weights if folded is None else folded, lanes)
@@ -256,6 +260,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
     if not lanes or not _int8_operands(x, w, call) or len(static_shape(x)) != 2 \
             or len(static_shape(w)) != 2:
         return None
+    dot_intrinsic(int8_dot)
     c, n = (int(d) for d in static_shape(w))
     packed, comp = pack_weights(w.value.numpy().reshape(1, 1, c, n), lanes)
     args = [x, relax.const(packed, "int8")]
@@ -268,7 +273,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
 # ---------------------------------------------------------------------------
 # the default schedule
 # ---------------------------------------------------------------------------
-def rule_int8(func: tirx.PrimFunc, info):
+def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
     """Register-blocked, ``vpdpbusd``-tensorized schedule of a :data:`CONV_BLOCK` kernel.
 
     ::
@@ -285,7 +290,7 @@ def rule_int8(func: tirx.PrimFunc, info):
     from .cpu import _fuse_map, _tile_split, _vectorizable, tile_shape
     from .module_utils import accumulate_locally, inline_injective
 
-    lanes = dot_lanes(getattr(info, "int8_dot", ""))
+    lanes = dot_lanes(info.int8_dot)
     sch = s_tir.Schedule(func)
     if not lanes or _find(sch, CONV_BLOCK) is None:
         return None
