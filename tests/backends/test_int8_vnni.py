@@ -234,3 +234,18 @@ def test_every_int8_convolution_of_the_quantized_resnet_runs_on_vnni():
     int8 = {name: rule for name, rule in stats.items() if "int8" in name}
     assert len(int8) >= 12 and set(int8.values()) == {"int8"}, int8
     assert not [name for name in stats if "conv2d" in name and "int8" not in name], stats
+
+
+def test_tuning_builder_workers_can_replay_the_int8_schedules():
+    """``mxc tune`` seeds the search with the default schedule's trace, which tensorizes
+    with mxc's intrinsics: a fresh builder worker must have them registered."""
+    import subprocess
+    import sys
+    code = ("from mxc.backends.tvm.tune_workers import builder_init; builder_init()\n"
+            "from tvm import s_tir\n"
+            "from mxc.backends.tvm.schedules.int8 import dot_intrinsic_name\n"
+            "print(all(s_tir.TensorIntrin.get(dot_intrinsic_name(f), allow_missing=True)\n"
+            "          is not None for f in ('avx512vnni', 'avxvnni')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]

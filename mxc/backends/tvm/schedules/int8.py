@@ -111,9 +111,20 @@ def dot_intrinsic(int8_dot: str) -> str:
                 c.vload([0], dtype=c_type), a_bytes, b.vload([0, 0], dtype=b_type),
                 dtype=c_type)
 
-    name = f"mxc_dot_{lanes}x{GROUP}_{int8_dot}"
+    name = dot_intrinsic_name(int8_dot)
     s_tir.TensorIntrin.register(name, desc, impl, override=True)
     return name
+
+
+def dot_intrinsic_name(int8_dot: str) -> str:
+    """The name :func:`dot_intrinsic` registers for *int8_dot* (nothing registered here)."""
+    return f"mxc_dot_{dot_lanes(int8_dot)}x{GROUP}_{int8_dot}"
+
+
+def register_dot_intrinsics() -> None:
+    """Register every family's intrinsic (tuning workers replay traces that name them)."""
+    for family in ("avx512vnni", "avxvnni"):
+        dot_intrinsic(family)
 
 
 # ---------------------------------------------------------------------------
