@@ -19,9 +19,7 @@ COMPILER_OPS = MXC / "compiler" / "ops"
 TVM_OPS = MXC / "backends" / "tvm" / "ops"
 
 #: copies still present, each with the reason it is not fixed here
-PENDING = {
-    ("quantized.py", "_levels"): "quantized ops are being rewritten on branch i13a",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _functions(path: Path) -> dict[str, ast.FunctionDef]:

@@ -41,7 +41,10 @@ def builder_init() -> None:
     """Builder worker set-up: register :data:`BUILD_FUNC` (and its host-proxy variant)
     and the CPU tensor intrinsics MetaSchedule's builder would import with all the others."""
     import tvm
+
+    from .schedules.int8 import register_dot_intrinsics
     register_cpu_tensor_intrinsics()
+    register_dot_intrinsics()      # mxc's int8 kernels' vpdpbusd (their default schedules)
     tvm.register_global_func(BUILD_FUNC, _build, override=True)
     tvm.register_global_func(PROXY_BUILD_FUNC, _build_on_host, override=True)
 

@@ -36,14 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _max_abs, _product_range,
-                           _range_out, _saturate_round, _scalar)
+from .quantization import (K_INT8_RANGE, _F, _max_abs, _product_range, _range_out,
+                           _saturate_round, _scalar, code_levels)
 from .registry import ForwardContext, get_op
 
-
-
-def _levels(dtype) -> np.float32:
-    return K_UINT8_RANGE if np.dtype(dtype) == np.uint8 else K_INT8_RANGE
 
 
 def round_away(x: np.ndarray) -> np.ndarray:
@@ -105,14 +101,14 @@ def quantized_conv_forward(op, p, inputs, ctx):
 
     data = value(conv.inputs[0])
     wcodes, wscales, bias, weight = conv_weights(op, p, value)
-    data_scale = _F(_levels(data.dtype) / _max_abs(ranges[0], ranges[1]))
+    data_scale = _F(code_levels(data.dtype) / _max_abs(ranges[0], ranges[1]))
     acc = _integer_conv(data, wcodes, conv)
     channel = (1, -1) + (1,) * (acc.ndim - 2)
     if bias is not None:
         acc = acc + np.rint((bias * (wscales * data_scale).astype(_F)).astype(_F)).reshape(channel)
     if op.calibrated(p):
         out_dt = np.dtype(op.quantized_out_dtype(p))
-        out_scale = _F(_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
+        out_scale = _F(code_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
         y = acc.astype(_F) * (out_scale / data_scale / wscales).astype(_F).reshape(channel)
     else:
         out_scale = _F(data_scale * wscales[0])
@@ -122,7 +118,7 @@ def quantized_conv_forward(op, p, inputs, ctx):
             y = np.maximum(y, 0)
         else:
             s = base[op.sum_index(p)]
-            sum_scale = _F(out_scale / _F(_levels(s.dtype) / _max_abs(ranges[2], ranges[3])))
+            sum_scale = _F(out_scale / _F(code_levels(s.dtype) / _max_abs(ranges[2], ranges[3])))
             y = y + s.astype(_F) * sum_scale
     if op.calibrated(p):
         idx = op.sum_index(p)
@@ -152,7 +148,7 @@ def quantized_fc_forward(op, p, inputs, ctx):
     base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
     data, weight = base[0], base[1]
     d_lo, d_hi, w_lo, w_hi = ranges[:4]
-    data_scale = _F(_levels(data.dtype) / _max_abs(d_lo, d_hi))
+    data_scale = _F(code_levels(data.dtype) / _max_abs(d_lo, d_hi))
     weight_scale = _F(K_INT8_RANGE / _max_abs(w_lo, w_hi))
     x = data.reshape(data.shape[0], -1) if fp.flatten else data.reshape(-1, data.shape[-1])
     acc = x.astype(np.int64) @ weight.astype(np.int64).T
@@ -170,7 +166,7 @@ def quantized_fc_forward(op, p, inputs, ctx):
         return [y]
     if op.calibrated(p):
         out_dt = np.dtype(op.quantized_out_dtype(p))
-        scale = _F(_F(_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
+        scale = _F(_F(code_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
                    / _F(data_scale * weight_scale))
         y = acc.astype(_F) * scale
         for _ in post:
@@ -199,7 +195,7 @@ def quantized_selfatt_forward(op, p, inputs, ctx):
     base, ranges = inputs[:nb], [_scalar(v) for v in inputs[nb:]]
     qkv = base[0]
     q, k, v = _split_heads(qkv.astype(np.int64), p.heads, 3)
-    s_qkv = _F(_levels(qkv.dtype) / _max_abs(ranges[0], ranges[1]))
+    s_qkv = _F(code_levels(qkv.dtype) / _max_abs(ranges[0], ranges[1]))
     if op.name == "_sg_mkldnn_selfatt_qk":
         acc = np.matmul(q, k.transpose(0, 2, 1))
         s_b = s_qkv
@@ -207,7 +203,7 @@ def quantized_selfatt_forward(op, p, inputs, ctx):
     else:
         att = base[1]
         acc = np.matmul(att.astype(np.int64), v)
-        s_b = _F(_levels(att.dtype) / _max_abs(ranges[2], ranges[3]))
+        s_b = _F(code_levels(att.dtype) / _max_abs(ranges[2], ranges[3]))
         extra = _F(1)
     if op.float_output(p):
         scale = _F(_F(_F(1) / _F(s_qkv * s_b)) / extra)

@@ -23,6 +23,12 @@ K_UINT8_RANGE = _F(255.5)
 _INT32_RANGE = _F(2147483647)
 
 
+def code_levels(dtype) -> np.float32:
+    """Codes per unit of ``max(|min|, |max|)`` of an int8/uint8 tensor of *dtype*:
+    MXNet's ``kInt8Range`` 127.5 or ``kUint8Range`` 255.5 (every quantized op's scale)."""
+    return K_UINT8_RANGE if np.dtype(dtype) == np.uint8 else K_INT8_RANGE
+
+
 def _max_abs(a, b):
     return max(abs(_F(a)), abs(_F(b)))
 
@@ -140,7 +146,7 @@ class Dequantize(OpDef):
 
     def forward(self, p, inputs, ctx):
         q, lo, hi = inputs
-        quant = K_UINT8_RANGE if q.dtype == np.uint8 else K_INT8_RANGE
+        quant = code_levels(q.dtype)
         scale = _F(_max_abs(_scalar(lo), _scalar(hi)) / quant)
         return [(q.astype(_F) * scale).astype(_F)]
 

@@ -23,17 +23,12 @@ from ...errors import DTypeError
 from . import indexing, join_split, nn_activation, nn_norm, nn_pool, shape_manip  # noqa: F401
 from .common import merge_all
 from .quantization import (K_INT8_RANGE, K_UINT8_RANGE, _F, _max_abs, _product_range,
-                           _range_out, _saturate_round, _scalar)
+                           _range_out, _saturate_round, _scalar, code_levels)
 from .registry import (Attr, OpDef, Params, enum, get_op, optional, register_op, to_bool,
                        to_float, to_int)
 
 #: MXNet's kInt32Range as float32 arithmetic sees it (2**31 - 1 rounds to 2**31)
 K_INT32_RANGE = _F(2147483647)
-
-
-def _levels(dtype) -> np.float32:
-    """Codes per unit of ``max(|min|, |max|)``: 127.5 (int8) or 255.5 (uint8)."""
-    return K_UINT8_RANGE if np.dtype(dtype) == np.uint8 else K_INT8_RANGE
 
 
 def _range_shapes(p, ins, first: int, what="range"):
@@ -314,10 +309,10 @@ class QuantizedConcat(_QuantizedTwin):
         highs = [_scalar(v) for v in inputs[n + 1::2]]
         lo, hi = min(lows), max(highs)
         out_dt = np.dtype(ctx.out_dtypes[0] or self.out_dtype(p, [d.dtype.name for d in data]))
-        out_scale = _F(_levels(out_dt) / _max_abs(lo, hi))
+        out_scale = _F(code_levels(out_dt) / _max_abs(lo, hi))
         parts = []
         for x, a, b in zip(data, lows, highs):
-            scale = _F(out_scale / _F(_levels(x.dtype) / _max_abs(a, b)))
+            scale = _F(out_scale / _F(code_levels(x.dtype) / _max_abs(a, b)))
             if scale == 1 and x.dtype == out_dt:
                 parts.append(x)
             else:
@@ -433,14 +428,14 @@ class QuantizedElemwiseAdd(_QuantizedBinary):
         out_dt = np.dtype(self.out_type(p))
         if self.calibrated(p):
             lo, hi = _F(p.min_calib_range), _F(p.max_calib_range)
-            out_scale = _F(_levels(out_dt) / _max_abs(lo, hi))
-            sa = _F(out_scale / _F(_levels(a.dtype) / ra))
-            sb = _F(out_scale / _F(_levels(b.dtype) / rb))
+            out_scale = _F(code_levels(out_dt) / _max_abs(lo, hi))
+            sa = _F(out_scale / _F(code_levels(a.dtype) / ra))
+            sb = _F(out_scale / _F(code_levels(b.dtype) / rb))
         else:
             hi = _F(ra + rb)
             lo = -hi
-            sa = _F(_F(ra * K_INT32_RANGE) / _F(_F(ra + rb) * _levels(a.dtype)))
-            sb = _F(_F(rb * K_INT32_RANGE) / _F(_F(ra + rb) * _levels(b.dtype)))
+            sa = _F(_F(ra * K_INT32_RANGE) / _F(_F(ra + rb) * code_levels(a.dtype)))
+            sb = _F(_F(rb * K_INT32_RANGE) / _F(_F(ra + rb) * code_levels(b.dtype)))
         y = a.astype(_F) * sa + b.astype(_F) * sb     # oneDNN sums in float32
         return [_saturate_round(y, out_dt), _range_out(lo), _range_out(hi)]
 

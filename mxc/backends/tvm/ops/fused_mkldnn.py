@@ -26,16 +26,12 @@ from __future__ import annotations
 import numpy as np
 
 from ....compiler.ops.fused_mkldnn_kernels import conv_weights
-from ....compiler.ops.quantization import K_INT8_RANGE, K_UINT8_RANGE
+from ....compiler.ops.quantization import K_INT8_RANGE, code_levels
 from ..converter import Lowering, register_converter, register_host_only
 from ._common import R, const, exact_product
 
 F = "float32"
 INT32_RANGE = float(np.float32(2147483647))
-
-
-def _levels(dtype: str) -> float:
-    return float(K_UINT8_RANGE if dtype == "uint8" else K_INT8_RANGE)
 
 
 def _vec(ctx: Lowering, value: float):
@@ -118,7 +114,7 @@ def quantized_conv(ctx: Lowering):
     codes, wscales, bias, weight = conv_weights(op, p, value)
     data_pos = op.input_position(p, conv.inputs[0])
     data, d_lo, d_hi = ctx.inputs[data_pos], ctx.inputs[nb], ctx.inputs[nb + 1]
-    data_scale = _scale(ctx, _levels(ctx.in_dtypes[data_pos]), d_lo, d_hi)
+    data_scale = _scale(ctx, code_levels(ctx.in_dtypes[data_pos]), d_lo, d_hi)
     kernel, stride, dilate, pad, _ = conv.opdef.geometry(conv.params)
     acc = ctx.emit(R.nn.conv2d(data, ctx.const(codes), strides=stride, padding=pad,
                                dilation=dilate, groups=conv.params.num_group,
@@ -130,7 +126,7 @@ def quantized_conv(ctx: Lowering):
         acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(bcodes, "int32"), channel)))
     if op.calibrated(p):
         out_dt = op.quantized_out_dtype(p)
-        out_scale = np.float32(_levels(out_dt)) / np.float32(
+        out_scale = np.float32(code_levels(out_dt)) / np.float32(
             max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
         req = ctx.emit(R.divide(R.divide(const(out_scale, F), data_scale), ctx.const(wscales)))
         y = exact_product(ctx, ctx.astype(acc, F), ctx.emit(R.reshape(req, channel)))
@@ -142,7 +138,7 @@ def quantized_conv(ctx: Lowering):
 
     def sum_term(dt):
         idx = op.sum_index(p)
-        s_scale = _scale(ctx, _levels(ctx.in_dtypes[idx]), ctx.inputs[nb + 2], ctx.inputs[nb + 3])
+        s_scale = _scale(ctx, code_levels(ctx.in_dtypes[idx]), ctx.inputs[nb + 2], ctx.inputs[nb + 3])
         factor = ctx.emit(R.divide(out_scale_t, s_scale))
         return ctx.astype(exact_product(ctx, ctx.inputs[idx], factor), dt)
 
@@ -173,7 +169,7 @@ def quantized_fully_connected(ctx: Lowering):
     rows = dshape[0] if fp.flatten else int(np.prod(dshape[:-1]))
     x = ctx.reshape(data, (rows, int(np.prod(dshape)) // rows))
     acc = ctx.emit(R.matmul(x, R.permute_dims(weight, [1, 0]), out_dtype="int32"))
-    data_scale = _scale(ctx, _levels(d_dt), d_lo, d_hi)
+    data_scale = _scale(ctx, code_levels(d_dt), d_lo, d_hi)
     weight_scale = _scale(ctx, float(K_INT8_RANGE), w_lo, w_hi)
     ds_ws = ctx.emit(R.multiply(data_scale, weight_scale))
     if op.has_bias(p):
@@ -189,7 +185,7 @@ def quantized_fully_connected(ctx: Lowering):
         return [_post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), inv)))]
     if op.calibrated(p):
         out_dt = op.quantized_out_dtype(p)
-        levels = np.float32(_levels(out_dt)) / np.float32(
+        levels = np.float32(code_levels(out_dt)) / np.float32(
             max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
         scale = ctx.emit(R.divide(const(levels, F), ds_ws))
         y = _post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), scale)))

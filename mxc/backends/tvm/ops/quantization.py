@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....compiler.ops.quantization import K_INT8_RANGE, code_levels
 from ..converter import Lowering, register_converter
 from ._common import R, const
 
-K_INT8_RANGE = 127.5
-K_UINT8_RANGE = 255.5
 INT32_RANGE = float(np.float32(2147483647))
 F = "float32"
 
@@ -72,8 +71,7 @@ def quantize_v2(ctx: Lowering):
         lo = ctx.emit(R.min(flat, axis=[0], keepdims=True))
         hi = ctx.emit(R.max(flat, axis=[0], keepdims=True))
     real = _max_abs(ctx, lo, hi)
-    levels = K_UINT8_RANGE if out_type == "uint8" else K_INT8_RANGE
-    scale = ctx.emit(R.divide(const(levels, F), real))
+    scale = ctx.emit(R.divide(const(code_levels(out_type), F), real))
     q = _saturate_round(ctx, ctx.emit(R.multiply(xf, scale)), out_type)
     if out_type == "uint8":
         return [q, lo, hi]
@@ -83,9 +81,8 @@ def quantize_v2(ctx: Lowering):
 @register_converter("_contrib_dequantize")
 def dequantize(ctx: Lowering):
     q, lo, hi = ctx.inputs
-    levels = K_UINT8_RANGE if ctx.in_dtypes[0] == "uint8" else K_INT8_RANGE
     scale = ctx.emit(R.divide(_max_abs(ctx, ctx.astype(lo, F), ctx.astype(hi, F)),
-                              const(levels, F)))
+                              const(code_levels(ctx.in_dtypes[0]), F)))
     return ctx.emit(R.multiply(ctx.astype(q, F), scale))
 
 
@@ -145,7 +142,7 @@ def quantized_fully_connected(ctx: Lowering):
     acc = ctx.emit(R.matmul(x, R.permute_dims(ctx.inputs[1], [1, 0]), out_dtype="int32"))
     uint8 = ctx.in_dtypes[0] == "uint8"
     if not p.no_bias:
-        d_scale = ctx.emit(R.divide(const(K_UINT8_RANGE if uint8 else K_INT8_RANGE, F),
+        d_scale = ctx.emit(R.divide(const(code_levels(ctx.in_dtypes[0]), F),
                                     _max_abs(ctx, d_lo, d_hi)))
         w_scale = ctx.emit(R.divide(const(K_INT8_RANGE, F), _max_abs(ctx, w_lo, w_hi)))
         b_range = _max_abs(ctx, *ctx.inputs[nw + 4:nw + 6])

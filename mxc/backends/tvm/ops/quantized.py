@@ -16,18 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from ....compiler.ir import Node
+from ....compiler.ops.quantization import K_INT8_RANGE, K_UINT8_RANGE, code_levels
 from ..converter import Lowering, NodeIO, register_converter, register_host_only
 from ._common import R, const, exact_product
 from .nn_pool import pooling
 
 F = "float32"
-K_INT8 = 127.5
-K_UINT8 = 255.5
+K_INT8 = float(K_INT8_RANGE)
 INT32_RANGE = float(np.float32(2147483647))
-
-
-def _levels(dtype: str) -> float:
-    return K_UINT8 if dtype == "uint8" else K_INT8
 
 
 def _max_abs(ctx: Lowering, lo, hi):
@@ -78,10 +74,10 @@ def quantized_concat(ctx: Lowering):
         lo = ctx.emit(R.minimum(lo, a))
         hi = ctx.emit(R.maximum(hi, b))
     out_dt = ctx.out_dtype
-    out_scale = ctx.emit(R.divide(const(_levels(out_dt), F), _max_abs(ctx, lo, hi)))
+    out_scale = ctx.emit(R.divide(const(code_levels(out_dt), F), _max_abs(ctx, lo, hi)))
     parts = []
     for k in range(n):
-        in_scale = ctx.emit(R.divide(const(_levels(ctx.in_dtypes[k]), F),
+        in_scale = ctx.emit(R.divide(const(code_levels(ctx.in_dtypes[k]), F),
                                      _max_abs(ctx, lows[k], highs[k])))
         scale = ctx.emit(R.divide(out_scale, in_scale))
         parts.append(_saturate(ctx, ctx.emit(R.multiply(ctx.astype(ctx.inputs[k], F), scale)),
@@ -95,11 +91,11 @@ def quantized_elemwise_add(ctx: Lowering):
     op, p = ctx.node.opdef, ctx.p
     a, b, a_lo, a_hi, b_lo, b_hi = ctx.inputs
     ra, rb = _max_abs(ctx, a_lo, a_hi), _max_abs(ctx, b_lo, b_hi)
-    la, lb = _levels(ctx.in_dtypes[0]), _levels(ctx.in_dtypes[1])
+    la, lb = code_levels(ctx.in_dtypes[0]), code_levels(ctx.in_dtypes[1])
     out_dt = op.out_type(p)
     if op.calibrated(p):
         c_lo, c_hi = np.float32(p.min_calib_range), np.float32(p.max_calib_range)
-        out_scale = np.float32(_levels(out_dt)) / max(abs(c_lo), abs(c_hi))
+        out_scale = np.float32(code_levels(out_dt)) / max(abs(c_lo), abs(c_hi))
         sa = ctx.emit(R.divide(const(out_scale, F), R.divide(const(la, F), ra)))
         sb = ctx.emit(R.divide(const(out_scale, F), R.divide(const(lb, F), rb)))
         lo, hi = _vec(ctx, float(c_lo)), _vec(ctx, float(c_hi))
@@ -172,7 +168,7 @@ def quantized_batch_norm(ctx: Lowering):
                                      const(K_INT8, F)), const(r_out, F)))
     xs = ctx.astype(x, F)
     if ctx.in_dtypes[0] == "uint8":
-        xs = ctx.emit(R.round(R.multiply(xs, const(np.float32(K_INT8 / K_UINT8), F))))
+        xs = ctx.emit(R.round(R.multiply(xs, const(K_INT8_RANGE / K_UINT8_RANGE, F))))
     y = ctx.emit(R.divide(xs, const(np.sqrt(np.float32(1) + np.float32(p.eps)), F)))
     y = ctx.emit(R.add(exact_product(ctx, y, R.reshape(w, shape)), R.reshape(b, shape)))
     return [_saturate(ctx, y, "int8"), _vec(ctx, float(c_lo)), _vec(ctx, float(c_hi))]

@@ -81,8 +81,13 @@ def rule_winograd(func: tirx.PrimFunc, info: CpuInfo):
     return rule(func, info)
 
 
-RULES = (("winograd", rule_winograd), ("reduction", rule_reduction), ("elementwise", rule_elementwise),
-         ("fallback", rule_fallback))
+def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
+    from .int8 import rule_int8 as rule
+    return rule(func, info)
+
+
+RULES = (("winograd", rule_winograd), ("int8", rule_int8), ("reduction", rule_reduction),
+         ("elementwise", rule_elementwise), ("fallback", rule_fallback))
 
 
 def default_schedule(func: tirx.PrimFunc, info: CpuInfo):

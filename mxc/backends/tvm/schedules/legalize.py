@@ -14,7 +14,9 @@ time and the kernel is a TE compute reading the packed array:
 * the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.winograd`): input
   transform, batched product with pre-transformed packed weights, output transform;
 * ``relax.matmul`` ``[M, K] x [K, N]`` with a constant ``[K, N]`` ->
-  ``dense_packed`` over ``[N/nc, K, nc]``.
+  ``dense_packed`` over ``[N/nc, K, nc]``;
+* int8 ``conv2d``/``matmul`` (int32 accumulation, constant weight) on a
+  target with VNNI -> the ``vpdpbusd`` kernels of :mod:`.int8`.
 
 ``nc`` is a whole number of vector registers chosen with the register-tile
 model of :func:`tile_shape`, which the default schedule
@@ -29,7 +31,7 @@ import tvm
 from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
-from . import winograd
+from . import int8, winograd
 from .cpu import CpuInfo, tile_shape
 from .module_utils import static_shape, tensor_dtype
 
@@ -94,6 +96,9 @@ def _conv2d(info: CpuInfo):
     default = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        out = int8.legalize_conv2d(bb, call, info.int8_dot)
+        if out is not None:
+            return out
         a = call.attrs
         x, w = call.args
         xs, xdt = _sinfo_shape(x)
@@ -130,6 +135,9 @@ def _matmul(info: CpuInfo):
     default = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        out = int8.legalize_matmul(bb, call, info.int8_dot)
+        if out is not None:
+            return out
         x, w = call.args
         xs, xdt = _sinfo_shape(x)
         ws, wdt = _sinfo_shape(w)

@@ -42,6 +42,9 @@ class CpuInfo:
     l1d_kib: int = 32       # per core
     l2_kib: int = 512       # per core
     name: str = "generic-avx2"
+    #: int8 dot-product instructions the target enables (:mod:`.int8`): "avx512vnni",
+    #: "avxvnni" or "" (none: int8 kernels use plain int32 arithmetic)
+    int8_dot: str = ""
 
     @property
     def accumulators(self) -> int:
@@ -122,7 +125,17 @@ def microarch(target: Target) -> CpuInfo:
 def cpu_info(target: Target) -> CpuInfo:
     """The cost-model row of *target* with its thread count (``num-cores`` or this host's)."""
     threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
-    return replace(microarch(target), threads=threads or host_threads())
+    return replace(microarch(target), threads=threads or host_threads(),
+                   int8_dot=int8_dot(target))
+
+
+def int8_dot(target: Target) -> str:
+    """The widest int8 dot-product family of *target* (``vpdpbusd``), "" when none."""
+    if _has(target, "avx512vnni") and _has(target, "avx512bw"):
+        return "avx512vnni"
+    if _has(target, "avxvnni"):
+        return "avxvnni"
+    return ""
 
 
 def host_threads() -> int:

@@ -79,3 +79,16 @@ def inline_injective(sch, params, keep=()) -> None:
                 pass
         if not changed:
             break
+
+
+def accumulate_locally(sch, block_rv, params) -> tuple:
+    """(the block, its epilogue blocks) with the block's result in a ``local`` buffer.
+
+    An output block gets a ``local`` cache whose write-back is the epilogue;
+    otherwise its consumers (the inlined elementwise chain) are the epilogue."""
+    name = block_name(sch, block_rv)
+    if writes_param(sch, block_rv, params):
+        epilogues = [sch.cache_write(block_rv, 0, "local")]
+        return sch.get_sblock(name), epilogues
+    sch.set_scope(block_rv, 0, "local")
+    return block_rv, list(sch.get_consumers(block_rv))

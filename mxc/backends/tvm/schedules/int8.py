@@ -1,0 +1,374 @@
+"""INT8 convolution and dense kernels on x86 dot-product instructions (VNNI).
+
+``vpdpbusd`` multiplies 4 unsigned bytes by 4 signed bytes and adds the four
+products into one int32 lane, 16 lanes per zmm register (AVX512-VNNI) or 8 per
+ymm (AVX-VNNI): 64 multiply-adds per instruction, where the plain int32 path
+(widen, ``vpmulld``, add) does 16.  The quantized convolutions of an MXNet
+int8 model (:mod:`..ops.fused_mkldnn`, :mod:`..ops.quantization`) lower to a
+``relax.nn.conv2d``/``relax.matmul`` of uint8/int8 codes with a constant int8
+weight and int32 accumulation; on a target with VNNI they are legalized here
+into a kernel shaped for the instruction:
+
+* weights packed at compile time ``[K/L, KH, KW, C/4, L, 4]`` (``L`` = int32
+  lanes): the ``L x 4`` bytes one instruction reads are contiguous; input
+  channels are padded to a multiple of 4 and output channels to one of ``L``
+  with zero weights;
+* activations channels-last; a ``pad_temp`` stage materialises the spatial
+  padding and the channel padding (it is skipped when neither is needed);
+* a thin layer (input channels not a multiple of 4, a 3-channel image) has
+  each kernel row's ``KW x C`` taps -- contiguous bytes of a channels-last
+  row -- grouped by 4 across pixels (:func:`fold_width`);
+* **int8 data**: the instruction's data operand is unsigned, so the codes are
+  shifted by +128 (``x ^ 0x80``) in ``pad_temp`` -- the padding becomes 128,
+  the shifted zero -- and ``128 * sum(w)`` over each output channel's weights
+  (computed at compile time) is subtracted from the accumulator, which makes
+  the result exactly the signed product;
+* the accumulator is exact int32, as before: MXNet's rounding and saturation
+  (the fused epilogue's requantize/dequantize) are unchanged.
+
+:func:`rule_int8` is the default schedule of such a kernel: the output
+pixels (``oh * ow`` fused) are register-blocked ``rw`` at a time, the output
+channels ``nc`` (whole registers) at a time, as the float micro-kernel of
+:func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
+one ``vpdpbusd``.  Targets without VNNI keep the generic int32 path (the
+float-style schedules on int32 arithmetic); AMX tiles are not used.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import numpy as np
+from tvm import relax, s_tir, te, tirx
+from tvm.ir.expr import Constant
+
+from .microarch import CpuInfo
+from .module_utils import static_shape, tensor_dtype
+
+log = logging.getLogger(__name__)
+
+#: name of the accumulating block (what :func:`rule_int8` recognises)
+CONV_BLOCK = "conv2d_nhwc_int8"
+#: the +128 shift turning int8 data into the instruction's unsigned operand
+SHIFT = 128
+#: bytes per int32 lane of one dot-product step
+GROUP = 4
+
+
+# ---------------------------------------------------------------------------
+# the instructions
+# ---------------------------------------------------------------------------
+def dot_lanes(int8_dot: str) -> int:
+    """int32 lanes of one dot-product instruction of the *int8_dot* family (0: none)."""
+    return {"avx512vnni": 16, "avxvnni": 8}.get(int8_dot, 0)
+
+
+#: LLVM's ``vpdpbusd`` intrinsic per register width (LLVM picks the VEX encoding on AVX-VNNI)
+_VPDPBUSD = {16: "llvm.x86.avx512.vpdpbusd.512", 8: "llvm.x86.avx512.vpdpbusd.256"}
+
+
+@functools.lru_cache(maxsize=None)
+def dot_intrinsic(int8_dot: str) -> str:
+    """Register (once) and name the tensor intrinsic ``C[L] += A[4] . B[L, 4]`` (u8 x s8 -> s32).
+
+    TVM ships a 16-lane form whose accumulator is a global buffer; the
+    schedule accumulates in registers (a ``local`` buffer), so mxc registers
+    its own, for 16 lanes (zmm) and 8 (ymm).
+    """
+    from tvm.script import tirx as T
+
+    lanes = dot_lanes(int8_dot)
+    if not lanes:
+        raise ValueError(f"no int8 dot-product instruction family {int8_dot!r}")
+    # (LLVM >= 17 types the byte operands <4L x i8>; older LLVMs took <L x i32>)
+    c_type, a_type, b_type = f"int32x{lanes}", f"uint8x{GROUP * lanes}", f"int8x{GROUP * lanes}"
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.Buffer((GROUP,), "uint8", offset_factor=1),
+             b: T.Buffer((lanes, GROUP), "int8", offset_factor=1),
+             c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(c[0:lanes], a[0:GROUP], b[0:lanes, 0:GROUP])
+            T.writes(c[0:lanes])
+            for i in T.serial(0, lanes):
+                for k in T.serial(0, GROUP):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        c[vi] = c[vi] + T.cast(a[vk], "int32") * T.cast(b[vi, vk], "int32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.Buffer((GROUP,), "uint8", offset_factor=1),
+             b: T.Buffer((lanes, GROUP), "int8", offset_factor=1),
+             c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(c[0:lanes], a[0:GROUP], b[0:lanes, 0:GROUP])
+            T.writes(c[0:lanes])
+            a_i32 = T.reinterpret(a.vload([0], "uint8x4"), dtype="int32")
+            a_bytes = T.reinterpret(T.broadcast(a_i32, lanes), dtype=a_type)
+            c[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
+                T.llvm_lookup_intrinsic_id(_VPDPBUSD[lanes]),
+                c.vload([0], dtype=c_type), a_bytes, b.vload([0, 0], dtype=b_type),
+                dtype=c_type)
+
+    name = dot_intrinsic_name(int8_dot)
+    s_tir.TensorIntrin.register(name, desc, impl, override=True)
+    return name
+
+
+def dot_intrinsic_name(int8_dot: str) -> str:
+    """The name :func:`dot_intrinsic` registers for *int8_dot* (nothing registered here)."""
+    return f"mxc_dot_{dot_lanes(int8_dot)}x{GROUP}_{int8_dot}"
+
+
+def register_dot_intrinsics() -> None:
+    """Register every family's intrinsic (tuning workers replay traces that name them)."""
+    for family in ("avx512vnni", "avxvnni"):
+        dot_intrinsic(family)
+
+
+# ---------------------------------------------------------------------------
+# compile-time weight packing
+# ---------------------------------------------------------------------------
+def pack_weights(w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(``[K/L, KH, KW, C/4, L, 4]`` int8 weights, ``128 * sum(w)`` int32 per padded channel).
+
+    Channels are zero-padded to multiples of 4 (input) and *lanes* (output);
+    the second array is the compensation of the +128 data shift.
+    """
+    kh, kw, c, k = w_hwio.shape
+    cp, kp = -(-c // GROUP) * GROUP, -(-k // lanes) * lanes
+    w = np.zeros((kh, kw, cp, kp), dtype=np.int8)
+    w[:, :, :c, :k] = w_hwio
+    packed = w.reshape(kh, kw, cp // GROUP, GROUP, kp // lanes, lanes).transpose(4, 0, 1, 2, 5, 3)
+    comp = SHIFT * w.astype(np.int64).sum(axis=(0, 1, 2))
+    return np.ascontiguousarray(packed), comp.astype(np.int32)
+
+
+def fold_width(w_hwio: np.ndarray) -> np.ndarray | None:
+    """``[KH, 1, KW*C, K]``: a thin layer's kernel rows as single taps of ``KW*C`` channels.
+
+    Where C is not a multiple of 4 (a 3-channel image) padding each pixel's
+    channels to 4 wastes up to a quarter of the products; a kernel row's
+    ``KW x C`` bytes are contiguous in a channels-last row, so they are
+    grouped by 4 across pixels instead (21 -> 24 bytes for 7x7x3, not 28).
+    None when C is a multiple of 4 or the kernel is one pixel wide.
+    """
+    kh, kw, c, k = w_hwio.shape
+    if c % GROUP == 0 or kw == 1:
+        return None
+    return w_hwio.reshape(kh, 1, kw * c, k)
+
+
+# ---------------------------------------------------------------------------
+# the kernel (TE)
+# ---------------------------------------------------------------------------
+def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None, strides,
+                     padding, dilation, channels: int, kernel_w: int | None = None) -> te.Tensor:
+    """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs).
+
+    *kernel_w*: the weight folds the kernel's width into its channel groups
+    (``[K/L, KH, 1, ceil(KW*C/4), L, 4]``, :func:`fold_width`): the ``KW x C``
+    taps of one kernel row are contiguous bytes of a channels-last input row.
+    """
+    n, h, w, c = (int(d) for d in data.shape)
+    ko, kh, kw, c4, lanes, group = (int(d) for d in weight.shape)
+    sh, sw = strides
+    dh, dw = dilation
+    pt, pl, pb, pr = padding
+    width = kw if kernel_w is None else kernel_w
+    oh = (h + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (w + pl + pr - ((width - 1) * dw + 1)) // sw + 1
+    shifted = data.dtype == "int8"
+    fill = tirx.const(SHIFT if shifted else 0, "uint8")
+
+    def padded(i, y, x, ch, *bounds):
+        inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, *bounds)
+        v = data[i, y - pt, x - pl, ch]
+        v = (v.astype("int32") + SHIFT).astype("uint8") if shifted else v
+        return tirx.if_then_else(inside, v, fill)
+
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rc = te.reduce_axis((0, c4), name="rc")
+    ri = te.reduce_axis((0, group), name="ri")
+    if kernel_w is not None:      # one padded row of bytes, the last window's spare taps inside
+        row = (w + pl + pr) * c + c4 * group - kernel_w * c
+        src = te.compute((n, h + pt + pb, row), lambda i, y, t: padded(i, y, t // c, t % c),
+                         name="pad_temp")
+
+        def tap(i, y, x):
+            return src[i, y * sh + ry * dh, x * sw * c + rc * group + ri]
+    else:
+        if shifted or any(padding) or c4 * group != c:
+            src = te.compute((n, h + pt + pb, w + pl + pr, c4 * group),
+                             lambda i, y, x, ch: padded(i, y, x, ch, ch < c), name="pad_temp")
+        else:
+            src = data
+
+        def tap(i, y, x):
+            return src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
+
+    def conv(i, y, x, k):
+        b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
+        return te.sum(tap(i, y, x).astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
+
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=CONV_BLOCK)
+    if comp is None and ko * lanes == channels:
+        return acc
+    if comp is None:
+        return te.compute((n, oh, ow, channels), lambda i, y, x, k: acc[i, y, x, k],
+                          name="conv2d_int8_crop")
+    return te.compute((n, oh, ow, channels), lambda i, y, x, k: acc[i, y, x, k] - comp[k],
+                      name="conv2d_int8_unshift")
+
+
+def dense_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
+               units: int) -> te.Tensor:
+    """``[M, C] x [C, N]`` of int8 codes as a 1x1 convolution over ``M`` pixels."""
+    m, c = (int(d) for d in data.shape)
+    x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_int8_rows")
+    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units)
+    return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_int8_out")
+
+
+# ---------------------------------------------------------------------------
+# legalization
+# ---------------------------------------------------------------------------
+def _int8_operands(x, w, call) -> bool:
+    return (isinstance(w, Constant) and tensor_dtype(x) in ("uint8", "int8")
+            and tensor_dtype(w) == "int8" and tensor_dtype(call) == "int32"
+            and static_shape(x) is not None and static_shape(call) is not None)
+
+
+def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
+    """The VNNI kernel for an int8 NHWC/HWIO ``conv2d`` (None: not applicable)."""
+    lanes = dot_lanes(int8_dot)
+    a = call.attrs
+    x, w = call.args
+    if not lanes or not _int8_operands(x, w, call) or int(a.groups) != 1 \
+            or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+        return None
+    dot_intrinsic(int8_dot)   # registered before any schedule (or tuning record) names it
+    weights = w.value.numpy()
+    folded = fold_width(weights) if int(a.dilation[1]) == 1 else None
+    packed, comp = pack_weights(weights if folded is None else folded, lanes)
+    args = [x, relax.const(packed, "int8")]
+    if tensor_dtype(x) == "int8":
+        args.append(relax.const(comp, "int32"))
+    geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
+                [int(v) for v in a.dilation], int(static_shape(w)[3]),
+                None if folded is None else int(weights.shape[1]))
+    log.debug("int8 conv2d -> %s kernel, weights %s", int8_dot, packed.shape)
+    return bb.call_te(lambda d, wt, *cp: conv2d_nhwc_int8(d, wt, *(cp or [None]), *geometry),
+                      *args, primfunc_name_hint=CONV_BLOCK)
+
+
+def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
+    """The VNNI kernel for ``[M, C] x const [C, N]`` int8 ``matmul`` (None: not applicable)."""
+    lanes = dot_lanes(int8_dot)
+    x, w = call.args
+    if not lanes or not _int8_operands(x, w, call) or len(static_shape(x)) != 2 \
+            or len(static_shape(w)) != 2:
+        return None
+    dot_intrinsic(int8_dot)
+    c, n = (int(d) for d in static_shape(w))
+    packed, comp = pack_weights(w.value.numpy().reshape(1, 1, c, n), lanes)
+    args = [x, relax.const(packed, "int8")]
+    if tensor_dtype(x) == "int8":
+        args.append(relax.const(comp, "int32"))
+    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n), *args,
+                      primfunc_name_hint="dense_int8")
+
+
+# ---------------------------------------------------------------------------
+# the default schedule
+# ---------------------------------------------------------------------------
+def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
+    """Register-blocked, ``vpdpbusd``-tensorized schedule of a :data:`CONV_BLOCK` kernel.
+
+    ::
+
+        parallel for (co, n, pixel tile):
+            acc[rw][nc] = 0                                   # rw x nc/L registers
+            for (ry, rx, rc):                                 # 4 input channels a step
+                for p in unroll(rw), v in unroll(nc/L):
+                    acc[p][v*L:(v+1)*L] = vpdpbusd(acc[p][..], bcast(x[p, 4 ch]), w[.., L, 4])
+            out[tile] = epilogue(acc)                         # fused requantize etc.
+
+    None when *func* has no such block or *info* has no dot-product instruction.
+    """
+    from .cpu import _fuse_map, _tile_split, _vectorizable, tile_shape
+    from .module_utils import accumulate_locally, inline_injective
+
+    lanes = dot_lanes(info.int8_dot)
+    sch = s_tir.Schedule(func)
+    if not lanes or _find(sch, CONV_BLOCK) is None:
+        return None
+    params = list(func.params)
+    keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
+    inline_injective(sch, params, keep=keep)
+    main = sch.get_sblock(CONV_BLOCK)
+    ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]     # n y x k ry rx rc ri
+    main, epilogues = accumulate_locally(sch, main, params)
+    pix = [i for i in (1, 2) if ext[i] > 1]
+    if len(pix) == 2:   # one pixel axis: a register block may wrap rows (7x7 maps)
+        sch.transform_layout(main, ("write", 0), _fuse_map(4, pix, ext[:4]))
+        sch.transform_block_layout(main, _fuse_map(8, pix, ext))
+        for epi in epilogues:
+            eext = [int(iv.dom.extent) for iv in sch.get(epi).iter_vars]
+            if len(eext) != 4 or eext[1:3] != ext[1:3]:
+                return None
+            sch.transform_block_layout(epi, _fuse_map(4, pix, eext))
+        pix = [1]
+    loops = sch.get_loops(main)
+    spatial, (ry, rx, rc, ri) = loops[:-4], loops[-4:]
+    rext = ext[1] * ext[2]
+    nc, rw = tile_shape(ext[3], rext, info, nc=None)
+    if nc is None or nc % lanes:
+        nc, rw = lanes, 1
+    co, ci = _tile_split(sch, spatial[-1], nc, max(nc, 4 * lanes))
+    cv, ck = sch.split(ci, [None, lanes])
+    pixel, inner = (spatial[pix[0]] if pix else None), []
+    if pixel is not None and rw > 1:     # rw pixels a register block
+        pixel, block = _tile_split(sch, pixel, rw, max(rw, 32))
+        inner = [block]
+    outer = [lp for i, lp in enumerate(spatial[:-1]) if i not in pix] + \
+        ([pixel] if pixel is not None else [])
+    sch.reorder(co, *outer, ry, rx, rc, *inner, cv, ck, ri)
+    par = sch.fuse(co, *outer)
+    for epi in epilogues:
+        sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
+    sch.parallel(par)
+    for lp in inner + [cv]:
+        sch.unroll(lp)
+    for epi in epilogues:
+        tile = sch.get_loops(epi)[1:]
+        if tile and _vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
+            sch.vectorize(tile[-1])
+    init = sch.decompose_reduction(main, ry)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.tensorize(ck, dot_intrinsic(info.int8_dot))
+    for b in keep:
+        _schedule_pad(sch, b)
+    return sch
+
+
+def _schedule_pad(sch, block) -> None:
+    """Rows in parallel, channels vectorised (a few: unrolled) -- no index arithmetic
+    per byte, which a fused-and-split loop would put there (4-channel first layers)."""
+    loops = sch.get_loops(block)
+    sch.parallel(sch.fuse(*loops[:2]))
+    if len(loops) == 4:          # [n, y, x, ch]; a folded row [n, y, x*ch] stays a loop
+        ch = loops[3]
+        if int(sch.get(ch).extent) >= 16:
+            sch.vectorize(ch)
+        else:
+            sch.unroll(ch)
+
+
+def _find(sch, name: str):
+    try:
+        return sch.get_sblock(name)
+    except Exception:  # noqa: BLE001 - no (unique) block of that name
+        return None
