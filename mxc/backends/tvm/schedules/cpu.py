@@ -98,6 +98,8 @@ def default_schedule(func: tirx.PrimFunc, info: CpuInfo):
     for name, rule in RULES:
         try:
             sch = rule(func, info)
+        except (ImportError, NameError):  # mxc's own bug, not a kernel the rule does not fit
+            raise
         except Exception as exc:  # noqa: BLE001 - a rule that does not fit
             log.debug("schedule rule %s failed: %s", name, exc)
             continue

@@ -298,7 +298,8 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
 
     None when *func* has no such block or *info* has no dot-product instruction.
     """
-    from .cpu import _fuse_map, _tile_split, _vectorizable, tile_shape
+    from .reduction import _fuse_map, _tile_split, tile_shape
+    from .tir_queries import is_vectorizable
     from .module_utils import accumulate_locally, inline_injective
 
     lanes = dot_lanes(info.int8_dot)
@@ -344,7 +345,7 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
         sch.unroll(lp)
     for epi in epilogues:
         tile = sch.get_loops(epi)[1:]
-        if tile and _vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
+        if tile and is_vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
             sch.vectorize(tile[-1])
     init = sch.decompose_reduction(main, ry)
     sch.vectorize(sch.get_loops(init)[-1])
