@@ -29,11 +29,14 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
+from .load_steps import is_load_step, load_only_slots, run_load_steps
 
 log = logging.getLogger(__name__)
 
 #: the runtime graph format this session executes (``graph.json``)
 GRAPH_FORMAT, GRAPH_VERSION = "mxc-runtime-graph", 1
+#: the version of graphs with ``load`` steps (:mod:`.load_steps`); 1 has none
+GRAPH_VERSION_LOAD_STEPS = 2
 _REGION, _HOST = 0, 1
 _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 # how a region argument is obtained
@@ -209,7 +212,8 @@ class Session:
     # the plan
     # ------------------------------------------------------------------------------
     def _build_plan(self, g: Mapping, params: Mapping[str, np.ndarray]) -> None:
-        if g.get("format") != GRAPH_FORMAT or g.get("version") != GRAPH_VERSION:
+        if g.get("format") != GRAPH_FORMAT \
+                or g.get("version") not in (GRAPH_VERSION, GRAPH_VERSION_LOAD_STEPS):
             raise ArtifactError(f"{self.source}: unsupported runtime graph "
                                 f"{g.get('format')!r} version {g.get('version')!r}")
         n = int(g["num_slots"])
@@ -237,12 +241,20 @@ class Session:
             value = np.ascontiguousarray(params[name])
             template[spec["slot"]] = value
             producer[spec["slot"]] = "const"
+        self._functions = sorted({s["function"] for s in g["steps"] if s["kind"] == "region"}
+                                 | {b["function"] for s in g["steps"]
+                                    for b in (s.get("bodies") or ()) if b is not None})
+        for s, value in self._run_load_steps(g, template).items():  # transformed once, now
+            template[s] = dev_const[s] = value
+            producer[s] = "const"
 
         last_use: dict[int, int] = {}
         plan = []
-        for i, step in enumerate(g["steps"]):
+        for step in g["steps"]:
+            if is_load_step(step):
+                continue
             for s in step["inputs"]:
-                last_use[s] = i
+                last_use[s] = len(plan)
             if step["kind"] == "region":
                 args = []
                 for s in step["inputs"]:
@@ -278,9 +290,19 @@ class Session:
                 plan[i][5] = (release or ()) + (s,)
         self._plan = [tuple(p) for p in plan]
         self._template = template
-        self._functions = sorted({p[2] for p in plan if p[0] == _REGION}
-                                 | {b["function"] for s in g["steps"]
-                                    for b in (s.get("bodies") or ()) if b is not None})
+
+    def _run_load_steps(self, g: Mapping, template: list) -> dict:
+        """Run the graph's load steps; drops the weights only they read from *template*."""
+        if not any(is_load_step(step) for step in g["steps"]):
+            return {}
+        st = self._state()
+        if self._threads is not None:
+            _tvm.use_threads(self._threads)
+        values = run_load_steps(g, lambda name: st.vm[name],
+                                lambda s: _tvm.from_numpy(template[s], self._dev), self.source)
+        for s in load_only_slots(g):
+            template[s] = None
+        return values
 
     def _body_caller(self, step: str):
         """``call(spec, arrays) -> arrays``: run a compiled control-flow body of *step*."""

@@ -131,13 +131,17 @@ class CompiledModel:
         return self._library
 
     def _export_options(self) -> dict:
-        """CUDA: device code goes in as a fatbin (SASS + PTX), see :mod:`.cuda_binary`."""
+        """The linker drops the kernels' debug information (a tenth of a small model's
+        artifact; nothing reads it at run time).  CUDA: device code goes in as a
+        fatbin (SASS + PTX), see :mod:`.cuda_binary`."""
+        options = {"options": ["-Wl,-S"]}
         target = self.manifest["target"]
         if target.get("kind") != "cuda":
-            return {}
+            return options
         from .cuda_binary import pack_imports
         from .targets import DEFAULT_CUDA_ARCH
-        return {"fpack_imports": pack_imports(target.get("arch") or DEFAULT_CUDA_ARCH)}
+        return {**options,
+                "fpack_imports": pack_imports(target.get("arch") or DEFAULT_CUDA_ARCH)}
 
     def save(self, path: str | os.PathLike, *, sign: Any = None) -> Path:
         """Write the ``.mxc`` artifact to *path* (atomically); returns the path.
@@ -342,6 +346,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     prog.start(f"build for {tgt.kind.name}")
     executable = None
     tuning = None
+    from . import load_time as _load_time
+    lifted: dict = {}   # region function -> its load-time weight transforms
     if functions["__module__"] is not None:
         from .build import _default_db
         db = db if db is not None else _default_db()
@@ -352,7 +358,8 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
             if tuning.foreign:
                 log.warning("%s", tuning.foreign)
         from .schedules import winograd as _winograd
-        with _winograd.choose(winograd) as wino:
+        with _winograd.choose(winograd) as wino, \
+                _load_time.lifting(functions[n.name][0].name for n in regions) as lifted:
             executable = _build(functions["__module__"], tgt, prog, db, tuning)
     summary = "one library" if executable is not None else "nothing to compile"
     if tuning is not None:
@@ -364,10 +371,11 @@ def _compile(sym, params, shapes, dtypes, target, passes, bind_params, prog: Pro
     prog.start("runtime graph")
     rt_graph, rt_params = _runtime_graph(pg, regions, functions, params, pshapes, pdtypes,
                                          output_names, host_reasons)
+    rt_graph, rt_params = _load_time.add_load_steps(rt_graph, rt_params, lifted)
     manifest = _manifest(rt_graph, regions, functions, host_reasons, tgt, pipeline,
                          bind_params, name, pshapes, pg, tuning)
     if regions and tgt.kind.name == "llvm":
-        manifest["winograd"] = dict(wino)
+        manifest["winograd"] = _winograd.manifest_record(wino, lifted)
     manifest["weights_as_inputs"] = fed_weights
     timings["runtime graph"] = prog.done(f"{len(rt_graph['steps'])} step(s)")
     return CompiledModel(pg, rt_graph, manifest, rt_params, executable, host_reasons, timings)
