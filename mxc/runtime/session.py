@@ -29,7 +29,6 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
-from .load_steps import is_load_step, load_only_slots, run_load_steps
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +36,7 @@ log = logging.getLogger(__name__)
 GRAPH_FORMAT, GRAPH_VERSION = "mxc-runtime-graph", 1
 #: the version of graphs with ``load`` steps (:mod:`.load_steps`); 1 has none
 GRAPH_VERSION_LOAD_STEPS = 2
+_LOAD = "load"  # load_steps.LOAD (that module is imported only for graphs with one)
 _REGION, _HOST = 0, 1
 _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 # how a region argument is obtained
@@ -251,7 +251,7 @@ class Session:
         last_use: dict[int, int] = {}
         plan = []
         for step in g["steps"]:
-            if is_load_step(step):
+            if step["kind"] == _LOAD:
                 continue
             for s in step["inputs"]:
                 last_use[s] = len(plan)
@@ -293,8 +293,9 @@ class Session:
 
     def _run_load_steps(self, g: Mapping, template: list) -> dict:
         """Run the graph's load steps; drops the weights only they read from *template*."""
-        if not any(is_load_step(step) for step in g["steps"]):
+        if not any(step["kind"] == _LOAD for step in g["steps"]):
             return {}
+        from .load_steps import load_only_slots, run_load_steps
         st = self._state()
         if self._threads is not None:
             _tvm.use_threads(self._threads)

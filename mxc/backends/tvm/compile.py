@@ -238,9 +238,10 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         where *params* came from (a file name), for that message.
     winograd:
         CPU 3x3 convolutions: ``"auto"`` (default; Winograd where the output
-        side is >= 8: faster, transformed weights 1.8-4x the size), ``"on"``
-        (every 3x3 stride-1 convolution it applies to), ``"off"`` (direct:
-        smallest artifact).  None: ``$MXC_WINOGRAD`` if set, else auto.  The
+        side is >= 8: faster; the artifact stores the weights as given, the
+        runtime transforms them once when it loads the model, 1.8-4x their
+        size in memory), ``"on"`` (every 3x3 stride-1 convolution it applies
+        to), ``"off"`` (direct convolutions).  None: ``$MXC_WINOGRAD`` if set, else auto.  The
         manifest's ``winograd`` records the choice and the weight sizes.
     sign:
         An Ed25519 private key (PEM file path, bytes or key object; ``mxc
