@@ -121,6 +121,26 @@ def test_a_fresh_process_loads_the_artifact_and_gets_the_same_outputs(compiled, 
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), model.run({"data": data})[0])
 
 
+def test_tied_weights_are_stored_once():
+    """Two convolutions of one weight array: one stored parameter, two transforms."""
+    x = S.var("data")
+    w = S.var("w")
+    y = S.Convolution(x, weight=w, kernel=(3, 3), pad=(1, 1), num_filter=16, no_bias=True,
+                      name="c1")
+    y = S.Convolution(S.Activation(y, act_type="relu", name="r"), weight=w, kernel=(3, 3),
+                      pad=(1, 1), num_filter=16, no_bias=True, name="c2")
+    rng = np.random.RandomState(2)
+    params = {"w": rng.randn(16, 16, 3, 3).astype(np.float32) * 0.2}
+    data = rng.randn(1, 16, 8, 8).astype(np.float32)
+    model = mxc.compile(y, params, {"data": data.shape}, winograd="on")
+    (load,) = [s for s in model.runtime_graph["steps"] if s["kind"] == "load"]
+    assert len(load["inputs"]) == 1 and len(load["outputs"]) == 2
+    assert model.manifest["winograd"]["stored_bytes"] == params["w"].nbytes
+    want = run_graph(y.graph, {**params, "data": data})[0]
+    np.testing.assert_allclose(model.run({"data": data})[0], want, rtol=1e-4,
+                               atol=WINOGRAD_ATOL * float(np.abs(want).max()))
+
+
 def test_a_load_step_may_only_read_stored_parameters(compiled, tmp_path):
     """A forged graph.json whose load step reads a data input is refused at load."""
     from mxc.runtime.artifact import read_artifact, write_artifact

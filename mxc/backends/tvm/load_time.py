@@ -125,7 +125,7 @@ def _fold(func: relax.Function, calls: list) -> relax.Function:
     for var, call, kind in calls:
         evaluate = _EVALUATORS.get(kind)
         if evaluate is None:
-            raise tvm.error.InternalError(f"no numpy evaluator for load-time kind {kind!r}")
+            raise BackendError(f"no numpy evaluator for the load-time transform {kind!r}")
         out = evaluate([a.value.numpy() for a in call.args[1].fields], static_shape(var))
         replace[var] = relax.const(np.ascontiguousarray(out), str(out.dtype))
     return substitute_vars(func, replace)
@@ -135,30 +135,42 @@ def _lift(bb: relax.BlockBuilder, name: str, func: relax.Function, calls: list) 
     """*func* taking the results of *calls* as trailing parameters, and the record of
     its new load-time function (added to *bb*), which takes the constants the calls
     read as parameters: stored with the model's parameters, not compiled in (where
-    ``FoldConstant`` would evaluate the calls again)."""
+    ``FoldConstant`` would evaluate the calls again).  Equal constants (tied weights:
+    earlier passes copy them per use) are one parameter, stored once."""
     tname = name + SUFFIX
-    inputs, arrays, kinds = [], [], {}
+    constants: list = []          # (numpy value, its parameter of the load-time function)
+    kinds: dict[str, dict] = {}
+
+    def parameter(c: Constant, stats: dict) -> relax.Var:
+        value = c.value.numpy()
+        for known, var in constants:
+            if known.shape == value.shape and known.dtype == value.dtype \
+                    and np.array_equal(known, value):
+                return var
+        var = relax.Var(f"w{len(constants)}", c.ty)
+        constants.append((np.ascontiguousarray(value), var))
+        stats["stored_bytes"] += value.nbytes
+        return var
+
+    calls_in = []
     for var, call, kind in calls:
-        fields = call.args[1].fields
-        inputs.append([relax.Var(f"{var.name}_in{i}", a.ty) for i, a in enumerate(fields)])
-        arrays += [np.ascontiguousarray(a.value.numpy()) for a in fields]
         k = kinds.setdefault(kind, {"count": 0, "stored_bytes": 0, "bytes": 0})
         k["count"] += 1
-        k["stored_bytes"] += sum(_nbytes(a) for a in fields)
         k["bytes"] += _nbytes(var)
-    with bb.function(tname, [v for vs in inputs for v in vs]):
+        args = relax.Tuple([parameter(c, k) for c in call.args[1].fields])
+        calls_in.append((var, relax.Call(call.op, [call.args[0], args] + list(call.args[2:]),
+                                         call.attrs, call.ty_args)))
+    with bb.function(tname, [var for _, var in constants]):
         with bb.dataflow():
-            outs = [bb.emit(relax.Call(call.op, [call.args[0], relax.Tuple(vs)]
-                                       + list(call.args[2:]), call.attrs, call.ty_args),
-                            name_hint=var.name)
-                    for (var, call, _), vs in zip(calls, inputs)]
+            outs = [bb.emit(call, name_hint=var.name) for var, call in calls_in]
             result = bb.emit_output(relax.Tuple(outs))
         bb.emit_func_output(result)
     params = [relax.Var(f"{var.name}_at_load", var.ty) for var, _, _ in calls]
     body = substitute_vars(func, dict(zip((c[0] for c in calls), params)))
     lifted = relax.Function(list(func.params) + params, body.body, func.ret_ty, func.is_pure,
                             func.attrs)
-    record = {"function": tname, "count": len(calls), "inputs": arrays, "kinds": kinds}
+    record = {"function": tname, "count": len(calls), "kinds": kinds,
+              "inputs": [value for value, _ in constants]}
     return lifted, record
 
 
