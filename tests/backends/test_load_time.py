@@ -69,6 +69,22 @@ def test_the_artifact_stores_the_weights_once(compiled, tmp_path):
     assert sizes["lib.so"] < weights
 
 
+def test_a_small_library_is_deflated_a_large_one_stored(compiled, tmp_path, monkeypatch):
+    """Code shrinks: a small model's library is deflated (its bytes and outputs intact)."""
+    from mxc.runtime import artifact
+    _, _, data, model = compiled
+    want = model.run({"data": data})[0]
+    for limit, method in ((8 << 20, zipfile.ZIP_DEFLATED), (1 << 10, zipfile.ZIP_STORED)):
+        monkeypatch.setattr(artifact, "DEFLATE_LIBRARY_MAX", limit)
+        path = model.save(tmp_path / f"{limit}.mxc")
+        with zipfile.ZipFile(path) as zf:
+            info = zf.getinfo("lib.so")
+        assert info.compress_type == method
+        assert (info.compress_size < 0.9 * info.file_size) == (method == zipfile.ZIP_DEFLATED)
+        assert artifact.read_artifact(path).library == model.library_bytes()
+    np.testing.assert_array_equal(mxc.runtime.load(path).run({"data": data})[0], want)
+
+
 def test_outputs_match_the_reference_and_the_direct_convolution(compiled):
     y, params, data, model = compiled
     got = model.run({"data": data})[0]
