@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import numpy as np
 
@@ -136,7 +137,8 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     print(f"host nodes: {len(man.get('host_nodes', ()))}")
     for h in man.get("host_nodes", ()):
         print(f"  {h['name']} ({h['op']}): {h['reason']}")
-    print("members:")
+    print(f"members (sizes as read; the file, a small library deflated: "
+          f"{os.path.getsize(path):,} bytes):")
     for name, m in man.get("members", {}).items():
         print(f"  {name:<16} {m['size']:>12,} bytes  sha256 {m['sha256'][:16]}...")
     return 0
