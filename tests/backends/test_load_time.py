@@ -125,6 +125,17 @@ def test_the_session_drops_the_weights_only_the_load_step_reads(compiled):
     assert all(model.session()._template[s] is None for s in only)
 
 
+def test_other_threads_use_the_weights_transformed_by_the_loading_thread(compiled):
+    """Each thread has its own VM; the transformed weights are the session's."""
+    from concurrent.futures import ThreadPoolExecutor
+    _, _, data, model = compiled
+    want = model.run({"data": data})[0]
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda _: model.run({"data": data})[0], range(4)))
+    for got in outs:
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_fresh_process_loads_the_artifact_and_gets_the_same_outputs(compiled, tmp_path):
     _, _, data, model = compiled
     path = model.save(tmp_path / "m.mxc")
