@@ -763,6 +763,7 @@ def render_markdown(report: dict) -> str:
             lines.append(f"| {e['name']} | " + " | ".join(cells) + " |")
 
     lines += _memory_table(report, mine, peers, tuned)
+    lines += _size_table(report, mine, tuned)
 
     lines += ["", "## Machine", ""]
     lines += machine.format_machine(report["machine"], report.get("peers"))
@@ -834,6 +835,27 @@ def _memory_table(report: dict, mine: list[str], peers: bool, tuned: bool) -> li
                "calls" if peers else "") + ".", "",
             "| model | " + " | ".join(c[0] for c in cols) + " |",
             "|---|" + "---|" * len(cols)] + rows
+
+
+def _size_table(report: dict, mine: list[str], tuned: bool) -> list[str]:
+    """The ``.mxc`` artifact against the model's parameters, and its load time."""
+    rows = []
+    for e in report["models"]:
+        for m in mine:
+            res = e["engines"].get(m) or {}
+            art, params = res.get("artifact_bytes"), res.get("params_bytes")
+            if art is None or not params:
+                continue
+            load = f"{res['load_s'] * 1e3:.0f} ms" if res.get("load_s") is not None else "–"
+            rows.append(f"| {e['name']} | {_title(m, tuned)} | {fmt_bytes(params)} | "
+                        f"{fmt_bytes(art)} | {art / params:.2f} | {load} |")
+    if not rows:
+        return []
+    return ["", "Artifact size: the `.mxc` file against the arrays of the model's `.params` "
+                "(`bench/bench_artifact.py` breaks it down); load: `mxc.runtime.load` in the "
+                "run process (reading, checks, the library, load-time weight transforms).", "",
+            "| model | engine | params | artifact | artifact/params | load |",
+            "|---|---|---|---|---|---|"] + rows
 
 
 def _variant(report: dict) -> str:

@@ -32,7 +32,7 @@ from bench.memory import current_rss_bytes, peak_rss_bytes  # noqa: E402
 
 
 def compile_model(args) -> dict:
-    import numpy as np  # noqa: F401
+    import numpy as np
     import tvm  # noqa: F401  (imported before the clock starts)
     import mxc
     import mxc.backends.tvm.compile  # noqa: F401
@@ -44,6 +44,8 @@ def compile_model(args) -> dict:
     sym = mxc.sym.load(args.symbol)
     params = mxc.nd.load(args.params)
     res["load_model_s"] = time.perf_counter() - t0
+    res["params_bytes"] = sum(int(np.asarray(v.numpy() if hasattr(v, "numpy") else v).nbytes)
+                              for v in params.values())
     shapes = {k: tuple(v) for k, v in json.loads(args.shapes).items()}
     dtypes = json.loads(args.dtypes) if args.dtypes else None
     target = json.loads(args.target) if args.target.strip().startswith("{") else args.target

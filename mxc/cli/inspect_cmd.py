@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import numpy as np
 
@@ -77,13 +78,20 @@ def cpu_needs_line(host: dict) -> str:
 
 
 def winograd_line(wino: dict, man: dict) -> str:
-    """The size trade-off of ``--winograd``: bytes of the transformed weights."""
+    """The size trade-off of ``--winograd``: bytes of the transformed weights, and
+    whether the artifact stores them transformed or as given (transformed at load)."""
     n = wino.get("convolutions", 0)
     if not n:
         return f"winograd {wino.get('mode')}: no convolution transformed"
     w, t = wino.get("weight_bytes", 0), wino.get("transformed_bytes", 0)
-    return (f"winograd {wino.get('mode')}: {n} convolution(s), their weights {w:,} -> {t:,} "
-            f"bytes ({t / max(w, 1):.1f}x; --winograd off keeps {w:,}, runs slower)")
+    line = f"winograd {wino.get('mode')}: {n} convolution(s), their weights {w:,} -> {t:,} bytes"
+    if "stored_bytes" not in wino:   # an artifact of an mxc that stored them transformed
+        return f"{line} ({t / max(w, 1):.1f}x; --winograd off keeps {w:,}, runs slower)"
+    at_load = wino.get("transformed_at_load", 0)
+    how = ("all transformed when the model loads" if at_load == n else
+           f"{at_load} transformed when the model loads" if at_load else "stored transformed")
+    return (f"{line} in memory ({t / max(w, 1):.1f}x), {how}; the artifact stores "
+            f"{wino['stored_bytes']:,}")
 
 
 #: LLVM feature names of vector/matrix instruction sets worth showing
@@ -133,7 +141,8 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     print(f"host nodes: {len(man.get('host_nodes', ()))}")
     for h in man.get("host_nodes", ()):
         print(f"  {h['name']} ({h['op']}): {h['reason']}")
-    print("members:")
+    print(f"members (sizes as read; the file, a small library deflated: "
+          f"{os.path.getsize(path):,} bytes):")
     for name, m in man.get("members", {}).items():
         print(f"  {name:<16} {m['size']:>12,} bytes  sha256 {m['sha256'][:16]}...")
     return 0

@@ -175,6 +175,8 @@ def from_artifact(graph: Mapping, manifest: Mapping, title: str) -> Drawing:
         shape_of[spec["slot"]] = _shape_text(spec.get("shape"))
     backend = "tvm"
     for step in graph.get("steps", ()):
+        if step["kind"] == "load":   # weights transformed once at load time: not a call's data
+            continue
         if step["kind"] == "region":
             region = DRegion(f"r{len(b.d.regions)}", step["name"], backend, step.get("function",
                                                                                    "region"))

@@ -13,6 +13,10 @@ A plan is a list of steps over numbered *value slots*:
 * :class:`HostStep` -- a node run by its reference kernel on the host, with
   its parsed parameters and inferred types (and, for control-flow nodes, the
   compiled :class:`BodyCall` of each body);
+* :class:`LoadStep` -- a function of the library run once when a session is
+  made, on stored parameters only (Winograd's weight transform): the artifact
+  stores the weights as given, memory holds them transformed
+  (:mod:`mxc.runtime.load_steps`);
 * :class:`OutputSlot` -- the slots returned, in order.
 
 On disk it stays the readable JSON of format :data:`GRAPH_FORMAT` version
@@ -31,6 +35,9 @@ from .validate import validate_graph
 
 #: the runtime graph format (``graph.json``) this runtime reads and the compiler writes
 GRAPH_FORMAT, GRAPH_VERSION = "mxc-runtime-graph", 1
+#: the version of plans with :class:`LoadStep` s (a runtime that predates them refuses
+#: them instead of running regions without their transformed weights); 1 has none
+GRAPH_VERSION_LOAD_STEPS = 2
 
 Shape = tuple  # of int (None: an extent known only at run time)
 
@@ -110,7 +117,19 @@ class HostStep:
     bodies: tuple[Optional[BodyCall], ...] = ()
 
 
-Step = Union[RegionStep, HostStep]
+@dataclass(frozen=True)
+class LoadStep:
+    """Library function *function* run once when a session is made, on the *inputs*
+    slots (stored parameters only); its *outputs* are kept like stored parameters."""
+
+    kind: ClassVar[str] = "load"
+    name: str
+    function: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+Step = Union[RegionStep, HostStep, LoadStep]
 
 
 @dataclass(frozen=True)
@@ -132,6 +151,15 @@ class Plan:
     def host_steps(self) -> list[HostStep]:
         return [s for s in self.steps if isinstance(s, HostStep)]
 
+    @property
+    def load_steps(self) -> list[LoadStep]:
+        return [s for s in self.steps if isinstance(s, LoadStep)]
+
+    @property
+    def version(self) -> int:
+        """The format version this plan needs: the oldest one that has its step kinds."""
+        return GRAPH_VERSION_LOAD_STEPS if self.load_steps else GRAPH_VERSION
+
     def functions(self) -> list[str]:
         """Every library function the plan calls (regions and control-flow bodies), sorted."""
         names = {s.function for s in self.regions}
@@ -143,7 +171,7 @@ class Plan:
     # ---------------------------------------------------------------------------------
     def to_json(self) -> dict:
         """The ``graph.json`` object (plain JSON types)."""
-        return {"format": GRAPH_FORMAT, "version": GRAPH_VERSION, "num_slots": self.num_slots,
+        return {"format": GRAPH_FORMAT, "version": self.version, "num_slots": self.num_slots,
                 "inputs": [{"name": i.name, "slot": i.slot, "shape": list(i.shape),
                             "dtype": i.dtype, "optional": i.optional} for i in self.inputs],
                 "ignored_inputs": list(self.ignored_inputs),
@@ -161,11 +189,13 @@ class Plan:
         *check_bytes(shape, dtype, what)* may refuse declared shapes the process
         cannot allocate (``mxc.runtime.artifact`` passes its limit)."""
         validate_graph(data, source, check_bytes=check_bytes or _no_limit)
-        if data["format"] != GRAPH_FORMAT or data["version"] != GRAPH_VERSION:
+        if data["format"] != GRAPH_FORMAT \
+                or data["version"] not in (GRAPH_VERSION, GRAPH_VERSION_LOAD_STEPS):
             raise ArtifactError(f"{source}: unsupported runtime graph {data['format']!r} "
                                 f"version {data['version']!r} (this mxc reads {GRAPH_FORMAT!r} "
-                                f"version {GRAPH_VERSION}); compile the model again")
-        return cls(
+                                f"versions {GRAPH_VERSION}-{GRAPH_VERSION_LOAD_STEPS}); "
+                                f"compile the model again")
+        plan = cls(
             num_slots=data["num_slots"],
             inputs=tuple(InputSlot(i["name"], i["slot"], tuple(i["shape"]), i["dtype"],
                                    bool(i.get("optional", False))) for i in data["inputs"]),
@@ -174,6 +204,12 @@ class Plan:
             outputs=tuple(OutputSlot(o["name"], o["slot"], tuple(o["shape"]), o["dtype"])
                           for o in data["outputs"]),
             ignored_inputs=tuple(data.get("ignored_inputs", ())))
+        if plan.version != data["version"]:
+            raise ArtifactError(f"{source}: unsupported runtime graph {data['format']!r} "
+                                f"version {data['version']!r} for its steps (graphs with "
+                                f"load steps are version {GRAPH_VERSION_LOAD_STEPS}, others "
+                                f"{GRAPH_VERSION})")
+        return plan
 
 
 def _no_limit(shape: tuple, dtype: str, what: str) -> None:
@@ -189,6 +225,9 @@ def _shape_of(shape) -> tuple | None:
 
 
 def _step_json(s: Step) -> dict:
+    if isinstance(s, LoadStep):
+        return {"kind": s.kind, "name": s.name, "function": s.function,
+                "inputs": list(s.inputs), "outputs": list(s.outputs)}
     if isinstance(s, RegionStep):
         return {"kind": s.kind, "name": s.name, "function": s.function,
                 "inputs": list(s.inputs), "outputs": list(s.outputs),
@@ -207,6 +246,8 @@ def _step_json(s: Step) -> dict:
 
 
 def _step_of(s: dict) -> Step:
+    if s["kind"] == LoadStep.kind:
+        return LoadStep(s["name"], s["function"], tuple(s["inputs"]), tuple(s["outputs"]))
     if s["kind"] == "region":
         return RegionStep(s["name"], s["function"], tuple(s["inputs"]), tuple(s["outputs"]),
                           int(s.get("num_nodes", 0)), dict(s.get("ops") or {}))

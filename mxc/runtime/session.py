@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
-from .plan import GRAPH_FORMAT, GRAPH_VERSION, Plan, RegionStep  # noqa: F401 - re-exported
+from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -235,12 +235,18 @@ class Session:
                                     f"the artifact")
             template[spec.slot] = np.ascontiguousarray(params[spec.name])
             producer[spec.slot] = "const"
+        self._functions = g.functions()
+        for s, value in self._run_load_steps(g, template).items():  # transformed once, now
+            template[s] = dev_const[s] = value
+            producer[s] = "const"
 
         last_use: dict[int, int] = {}
         calls = []   # (kind, name, what, inputs, outputs) per step
-        for i, step in enumerate(g.steps):
+        for step in g.steps:
+            if isinstance(step, LoadStep):
+                continue
             for s in step.inputs:
-                last_use[s] = i
+                last_use[s] = len(calls)
             if isinstance(step, RegionStep):
                 args = []
                 for s in step.inputs:
@@ -269,7 +275,20 @@ class Session:
                 releases[i] += (s,)
         self._plan = [(*c, r or None) for c, r in zip(calls, releases)]
         self._template = template
-        self._functions = g.functions()
+
+    def _run_load_steps(self, g: Plan, template: list) -> dict:
+        """Run the plan's load steps; drops from *template* the weights only they read."""
+        if not g.load_steps:
+            return {}
+        from .load_steps import load_only_slots, run_load_steps
+        st = self._state()
+        if self._threads is not None:
+            _tvm.use_threads(self._threads)
+        values = run_load_steps(g, lambda name: st.vm[name],
+                                lambda s: _tvm.from_numpy(template[s], self._dev), self.source)
+        for s in load_only_slots(g):
+            template[s] = None
+        return values
 
     def _body_caller(self, step: str):
         """``call(spec, arrays) -> arrays``: run a compiled control-flow body of *step*."""

@@ -197,11 +197,13 @@ def validate_graph(g: Any, path: Any, *, check_bytes: Callable[[tuple, str, str]
         f.get(spec, "optional", where, (bool,), required=False)
         check_bytes(shape, dtype, f"graph.json: {where}")
         produced[s] = True
+    param_slots = set()
     for i, spec in enumerate(params):
         where = f"params[{i}]"
         spec = f.obj(spec, where)
         f.get(spec, "name", where, (str,))
-        produced[slot(f.get(spec, "slot", where, (int,)), f"{where}.slot")] = True
+        param_slots.add(slot(f.get(spec, "slot", where, (int,)), f"{where}.slot"))
+        produced[spec["slot"]] = True
     for i, step in enumerate(steps):
         where = f"steps[{i}]"
         step = f.obj(step, where)
@@ -215,8 +217,14 @@ def validate_graph(g: Any, path: Any, *, check_bytes: Callable[[tuple, str, str]
                 f.get(ops, op, f"{where}.ops", (int,))
         elif kind == "host":
             _host_step_fields(f, step, where)
+        elif kind == "load":     # run once at load time, on stored parameters only
+            f.get(step, "function", where, (str,))
+            for k, s in enumerate(f.get(step, "inputs", where, (list,))):
+                if s not in param_slots:
+                    raise f.fail(f"{where}.inputs[{k}]", f"expected the slot of a stored "
+                                                         f"parameter, got {s!r}")
         else:
-            raise f.fail(f"{where}.kind", f"expected 'region' or 'host', got {kind!r}")
+            raise f.fail(f"{where}.kind", f"expected 'region', 'host' or 'load', got {kind!r}")
         for k, s in enumerate(f.get(step, "inputs", where, (list,))):
             s = slot(s, f"{where}.inputs[{k}]")
             if not produced[s]:

@@ -110,6 +110,9 @@ def test_harness_end_to_end_on_the_mlp_example(tmp_path):
     # peak memory of the compile's and the run's own processes
     assert res["compile_peak_rss_bytes"] > res["peak_rss_bytes"] > 0
     assert "Peak resident memory" in table and "| mxc compile | mxc run |" in table
+    # the artifact against the parameters (784*128 + 128*64 + 64*10 weights, the biases)
+    assert res["params_bytes"] == 4 * (784 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10)
+    assert "| mlp | mxc |" in table and res["artifact_bytes"] > 0
     # three FullyConnected layers 784->128->64->10 at batch 4
     assert entry["flops"]["total"] == 2 * 4 * (784 * 128 + 128 * 64 + 64 * 10)
     assert report["machine"]["threads"]["TVM_NUM_THREADS"] == str(report["settings"]["threads"])
@@ -200,6 +203,18 @@ def test_report_tables_without_db_keep_one_mxc_column():
     assert row[3] == "3.0 s" and "tuned" not in md.split("## Machine")[0].replace("untuned", "")
     head, row = _table_rows(md, "| model | mxc compile |")
     assert row[1:] == ["900 MiB", "200 MiB"]
+
+
+def test_report_table_of_artifact_size_against_the_parameters():
+    from bench.bench_models import render_markdown
+
+    report = _made_up_report(tuned=False, peers=False)
+    report["models"][0]["engines"]["mxc"].update(artifact_bytes=11 * 2 ** 20,
+                                                 params_bytes=10 * 2 ** 20, load_s=0.25)
+    head, row = _table_rows(render_markdown(report), "| model | engine | params |")
+    assert dict(zip(head, row)) == {"model": "net", "engine": "mxc", "params": "10 MiB",
+                                    "artifact": "11 MiB", "artifact/params": "1.10",
+                                    "load": "250 ms"}
 
 
 def _tiny_checkpoint(root: Path) -> Path:

@@ -163,8 +163,8 @@ def test_manifest_fields_are_validated(good, tmp_path, edit, field, no_library_w
                                                  r"\[0, 2\)"),
     (lambda g: g["steps"][0].update(inputs=[1]), r"steps\[0\].inputs\[0\]: slot 1 is read "
                                                  r"before"),
-    (lambda g: g["steps"][0].update(kind="python"), r"steps\[0\].kind: expected 'region' or "
-                                                    r"'host'"),
+    (lambda g: g["steps"][0].update(kind="python"), r"steps\[0\].kind: expected 'region', "
+                                                    r"'host' or 'load'"),
     (lambda g: g["inputs"][0].update(shape=[-4, 784]), r"inputs\[0\].shape: expected "
                                                        r"dimensions"),
     (lambda g: g["inputs"][0].update(dtype="object"), r"inputs\[0\].dtype: expected a dtype"),

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from mxc.errors import ArtifactError
-from mxc.runtime.plan import (GRAPH_FORMAT, GRAPH_VERSION, BodyCall, HostStep, InputSlot,
-                              OutputSlot, ParamSlot, Plan, RegionStep)
+from mxc.runtime.plan import (GRAPH_FORMAT, GRAPH_VERSION, GRAPH_VERSION_LOAD_STEPS, BodyCall,
+                              HostStep, InputSlot, LoadStep, OutputSlot, ParamSlot, Plan,
+                              RegionStep)
 
 
 def _plan() -> Plan:
@@ -44,6 +45,36 @@ def test_json_round_trip_is_exact():
     assert data["format"] == GRAPH_FORMAT and data["version"] == GRAPH_VERSION
     assert Plan.from_json(data) == plan
     assert Plan.from_json(data).to_json() == data
+
+
+def _with_load_step() -> Plan:
+    """The region reads the weight ``w`` transformed by a load step into slot 6."""
+    import dataclasses
+    plan = _plan()
+    region, host = plan.steps
+    return dataclasses.replace(plan, num_slots=7, steps=(
+        LoadStep("tvm_subgraph0_transform_params", "region0_transform_params", (2,), (6,)),
+        dataclasses.replace(region, inputs=(0, 2, 6)), host))
+
+
+def test_a_plan_with_load_steps_round_trips_as_the_version_that_has_them():
+    plan = _with_load_step()
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["version"] == GRAPH_VERSION_LOAD_STEPS == GRAPH_VERSION + 1
+    assert data["steps"][0] == {"kind": "load", "name": "tvm_subgraph0_transform_params",
+                                "function": "region0_transform_params", "inputs": [2],
+                                "outputs": [6]}
+    assert Plan.from_json(data) == plan and plan.load_steps == [plan.steps[0]]
+    data["version"] = GRAPH_VERSION     # a version-1 reader would skip the transform
+    with pytest.raises(ArtifactError, match="unsupported runtime graph"):
+        Plan.from_json(data)
+
+
+def test_a_load_step_reads_stored_parameters_only():
+    data = _with_load_step().to_json()
+    data["steps"][0]["inputs"] = [0]     # the data input: not known at load time
+    with pytest.raises(ArtifactError, match=r"steps\[0\]\.inputs\[0\].*stored parameter"):
+        Plan.from_json(data)
 
 
 def test_json_keeps_the_documented_layout():

@@ -41,11 +41,14 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
             tuning.foreign = foreign_records_message(db, tgt)
             if tuning.foreign:
                 log.warning("%s", tuning.foreign)
+        from . import load_time as _load_time
         from .schedules import winograd as _winograd
-        with _winograd.choose(options.winograd) as wino:
+        with _winograd.choose(options.winograd) as wino, \
+                _load_time.lifting(lowered.region_functions()) as lifted:
             executable = _build(lowered.module, tgt, prog, db, tuning)
+        record.lifted = lifted
         if lowered.regions and tgt.kind.name == "llvm":
-            record.winograd = dict(wino)
+            record.winograd = _winograd.manifest_record(wino, lifted)
     summary = "one library" if executable is not None else "nothing to compile"
     if tuning is not None:
         summary += (f", {len(tuning.tuned)} of {tuning.kernels} kernel(s) from the tuning "

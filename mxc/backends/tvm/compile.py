@@ -131,13 +131,17 @@ class CompiledModel:
         return self._library
 
     def _export_options(self) -> dict:
-        """CUDA: device code goes in as a fatbin (SASS + PTX), see :mod:`.cuda_binary`."""
+        """The linker drops the kernels' debug information (a tenth of a small model's
+        artifact; nothing reads it at run time).  CUDA: device code goes in as a
+        fatbin (SASS + PTX), see :mod:`.cuda_binary`."""
+        options = {"options": ["-Wl,-S"]}
         target = self.manifest["target"]
         if target.get("kind") != "cuda":
-            return {}
+            return options
         from .cuda_binary import pack_imports
         from .targets import DEFAULT_CUDA_ARCH
-        return {"fpack_imports": pack_imports(target.get("arch") or DEFAULT_CUDA_ARCH)}
+        return {**options,
+                "fpack_imports": pack_imports(target.get("arch") or DEFAULT_CUDA_ARCH)}
 
     def save(self, path: str | os.PathLike, *, sign: Any = None) -> Path:
         """Write the ``.mxc`` artifact to *path* (atomically); returns the path.
@@ -284,6 +288,7 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
 def _compile(sym, params, shapes, dtypes, options: CompileOptions,
              prog: CompileProgress) -> CompiledModel:
     from .build_stage import build_lowered
+    from .load_time import add_load_steps
     from .manifest import build_manifest
     from .runtime_plan import plan_model
 
@@ -291,6 +296,7 @@ def _compile(sym, params, shapes, dtypes, options: CompileOptions,
     executable, record = build_lowered(lowered, options, prog)
     prog.start("runtime graph")
     plan, rt_params = plan_model(lowered)
+    plan, rt_params = add_load_steps(plan, rt_params, record.lifted)
     manifest = build_manifest(plan, lowered, options, record)
     lowered.timings["runtime graph"] = prog.done(f"{len(plan.steps)} step(s)")
     return CompiledModel(lowered.graph, plan, manifest, rt_params, executable,

@@ -93,6 +93,10 @@ class LoweredModel:
     fed_weights: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
+    def region_functions(self) -> list[str]:
+        """The library function name of every region, in order."""
+        return [self.functions[n.name][0].name for n in self.regions]
+
 
 def lower_model(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = None,
                 dtypes: Mapping[str, Any] | None = None,

@@ -10,7 +10,7 @@ read from -- so an artifact can be explained without its compile command.
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...runtime.plan import Plan
@@ -29,10 +29,15 @@ class BuildRecord:
         when no database was used.
     winograd:
         the Winograd mode and weight sizes (CPU builds with regions), else None.
+    lifted:
+        ``{region function: its load-time weight transforms}``
+        (:func:`~mxc.backends.tvm.load_time.lifting`'s record) for the runtime plan's
+        load steps.
     """
 
     tuning: dict | None = None
     winograd: dict | None = None
+    lifted: dict = field(default_factory=dict)
 
 
 def build_manifest(plan: Plan, lowered: LoweredModel, options: CompileOptions,

@@ -89,10 +89,11 @@ def _fold_function(func: relax.Function) -> relax.Function | None:
     if not replace:
         return None
     # bind the folded vars to constants; DCE removes the dead bindings later
-    return _substitute(func, replace)
+    return substitute_vars(func, replace)
 
 
-def _substitute(func: relax.Function, replace: dict) -> relax.Function:
+def substitute_vars(func: relax.Function, replace: dict) -> relax.Function:
+    """*func* with every use of the variables in *replace* replaced by their value."""
     @relax.expr_functor.mutator
     class _Sub(relax.PyExprMutator):
         def visit_var_(self, var):

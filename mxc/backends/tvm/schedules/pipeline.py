@@ -5,6 +5,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
+from ..load_time import lift_load_time_transforms
 from .cpu import cpu_info, cpu_schedule_pass
 from .fold import fold_constants_numpy, inline_scalar_constants
 from .layout import channels_last
@@ -22,6 +23,7 @@ def graph_passes(target: tvm.target.Target, layout: bool = True) -> list:
         relax.backend.DispatchSampling(),
         relax.backend.DispatchSortScan(),
         relax.transform.LegalizeOps(legalize_map),
+        lift_load_time_transforms,   # weight transforms: to load time, or folded in numpy
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),

@@ -11,11 +11,19 @@ The work becomes three kernels, each of a shape the default schedules know:
    ``B``; ``e`` runs over the ``(m+2)^2`` tile positions, ``p`` over the tiles.
 2. ``winograd_bgemm``: ``M[e, p, k] = sum_c V[e, p, c] U[e, c, k]`` -- one
    matrix product per tile position, ``U = G g G^T`` the transformed weights,
-   computed in numpy at compile time (the weights are constants) and packed
-   ``[e, K/nc, C, nc]`` like the direct convolution's.
+   packed ``[e, K/nc, C, nc]`` like the direct convolution's.
 3. ``winograd_output``: ``Y = A^T M_p A`` per tile, cropped to the output,
    with the convolution's epilogue (bias, BatchNorm affine, residual add,
    activation) fused after it by FuseOps.
+
+``U`` is (m+2)^2/9 times the size of the weights: 1.8x for F(2, 3), 4x for
+F(4, 3).  So that the artifact stores the weights only once, as given, ``U``
+comes from a fourth kernel, ``winograd_weight``, marked as a load-time
+transform of constants: compiling a model (:mod:`..load_time`) moves it into
+a function the runtime calls once when it loads the artifact, and passes its
+result to every call of the region; elsewhere (a module built on its own) it
+is evaluated in numpy at compile time (:func:`transform_weights`).  Both
+compute in float64 and round once to the weights' dtype.
 
 The transform matrices come from TVM's Cook-Toom construction.  Their
 coefficients are selected by the tile position inside the kernels; the
@@ -33,8 +41,12 @@ import math
 import numpy as np
 from tvm import s_tir, te, tirx
 
+from ..load_time import mark_load_time, register_evaluator
+
 #: the PrimFunc ``op_pattern`` FuseOps never fuses across
 _OPAQUE = 8
+#: the kernel (and load-time transform kind) computing ``U`` from the weights
+WEIGHT_KERNEL = "winograd_weight"
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,6 +101,23 @@ def choose(mode: str | None):
         _Choice.mode, _Choice.stats = saved
 
 
+def manifest_record(stats: dict, lifted: dict) -> dict:
+    """The manifest's ``winograd``: the choice's *stats* (:func:`choose`) with where the
+    transformed weights come from (*lifted*: :func:`..load_time.lifting`'s record).
+
+    ``weight_bytes`` / ``transformed_bytes``: the weights as given / as the kernels
+    read them; ``transformed_at_load``: the convolutions whose weights the runtime
+    transforms when it loads the model (the others were transformed at compile
+    time); ``stored_bytes``: what the artifact holds of all of them;
+    ``memory_bytes``: what a loaded session holds (the transformed weights only)."""
+    from ..load_time import lifted_totals
+    at_load = lifted_totals(lifted, WEIGHT_KERNEL)
+    transformed = stats.get("transformed_bytes", 0)
+    return {**stats, "transformed_at_load": at_load["count"],
+            "stored_bytes": at_load["stored_bytes"] + transformed - at_load["bytes"],
+            "memory_bytes": transformed}
+
+
 def current_mode() -> str:
     """The mode :func:`choose` set, else auto (``$MXC_WINOGRAD`` is read by the options
     layer, :meth:`mxc.backends.tvm.options.CompileOptions.from_env`, never here)."""
@@ -131,13 +160,49 @@ def eligible(xs, ws, strides, dilation, groups: int, lanes: int) -> bool:
 
 
 def transform_weights(w_hwio: np.ndarray, m: int, nc: int) -> np.ndarray:
-    """``U = G g G^T`` per (input, output) channel pair, packed ``[E, K/nc, C, nc]``."""
+    """``U = G g G^T`` per (input, output) channel pair, packed ``[E, K/nc, C, nc]``
+    (numpy, float64 rounded once: what :func:`weight_transform` computes)."""
     _, _, g = transform_matrices(m)
     alpha = m + 2
     kh, kw, c, k = w_hwio.shape
     u = np.einsum("ai,ijck,bj->abck", g, w_hwio.astype(np.float64), g)   # [a, a, C, K]
     u = u.reshape(alpha * alpha, c, k // nc, nc).transpose(0, 2, 1, 3)
     return np.ascontiguousarray(u.astype(w_hwio.dtype))
+
+
+def transformed_shape(w_shape, m: int, nc: int) -> tuple[int, int, int, int]:
+    """The shape of ``U`` for ``[3, 3, C, K]`` weights: ``[(m+2)^2, K/nc, C, nc]``."""
+    _, _, c, k = (int(d) for d in w_shape)
+    return ((m + 2) ** 2, k // nc, c, nc)
+
+
+def weight_transform(w: te.Tensor, m: int, nc: int) -> te.Tensor:
+    """``U[e, ko, c, ki] = (G g G^T)[e]`` of the weights ``w[3, 3, C, K]`` with
+    ``k = ko * nc + ki``: the TE twin of :func:`transform_weights`, run once at
+    load time (float64 accumulation, rounded once, as numpy does)."""
+    _, _, g = transform_matrices(m)
+    gt = np.ascontiguousarray(g.T)      # [3, m+2]: column = the tile position
+    alpha = m + 2
+    wide = "float64"
+
+    def compute(e, ko, ch, ki):
+        a, b = e // alpha, e % alpha
+        total = tirx.const(0.0, wide)
+        for i in range(3):
+            for j in range(3):
+                coef = _select(gt, i, a, wide) * _select(gt, j, b, wide)
+                total = total + coef * w[i, j, ch, ko * nc + ki].astype(wide)
+        return total.astype(w.dtype)
+
+    return te.compute(transformed_shape(w.shape, m, nc), compute, name="winograd_weight")
+
+
+@register_evaluator(WEIGHT_KERNEL)
+def _evaluate_weight_transform(args: list[np.ndarray], out_shape: tuple) -> np.ndarray:
+    """The numpy fallback of a ``winograd_weight`` call that is not lifted."""
+    w = args[0]
+    alpha2, _, _, nc = out_shape
+    return transform_weights(w, math.isqrt(alpha2) - 2, nc)
 
 
 def _select(matrix: np.ndarray, row: int, col, dtype: str):
@@ -226,14 +291,16 @@ def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for):
     nc = nc_for(k, tiles)
     if nc is None or k % nc:
         return None
-    transformed = transform_weights(w_hwio, m, nc)
-    u = relax.const(transformed, dtype)
+    u = bb.emit(mark_load_time(bb, bb.call_te(weight_transform, relax.const(w_hwio, dtype),
+                                              m, nc, primfunc_name_hint=WEIGHT_KERNEL),
+                               WEIGHT_KERNEL))
     stats = _Choice.stats
     if stats:
         itemsize = np.dtype(dtype).itemsize
         stats["convolutions"] += 1
         stats["weight_bytes"] += int(w_hwio.size * itemsize)
-        stats["transformed_bytes"] += int(transformed.size * itemsize)
+        stats["transformed_bytes"] += int(np.prod(transformed_shape(w_hwio.shape, m, nc))
+                                          * itemsize)
     v = bb.emit(_opaque(bb, bb.call_te(input_transform, x, m, [int(p) for p in padding],
                                        oh, ow, primfunc_name_hint="winograd_input")))
     mm = bb.emit(_opaque(bb, bb.call_te(batch_matmul, v, u,
@@ -261,13 +328,29 @@ def _block(sch, name):
 
 
 def rule_winograd(func: tirx.PrimFunc, info):
-    """Schedule ``winograd_input`` / ``winograd_output`` kernels; None for others."""
+    """Schedule ``winograd_input`` / ``winograd_output`` / ``winograd_weight`` kernels;
+    None for others."""
     sch = s_tir.Schedule(func)
     if _block(sch, "winograd_input") is not None:
         return _schedule_input(sch, info)
     if _block(sch, "winograd_output") is not None:
         return _schedule_output(sch, func, info)
+    if _block(sch, WEIGHT_KERNEL) is not None:
+        return _schedule_weight(sch, info)
     return None
+
+
+def _schedule_weight(sch, info):
+    """(tile position, channel tile) pairs in parallel, output channels vectorised.
+
+    It runs once per load: the tile position stays a loop (the coefficients' select
+    chains are invariant in the channel loops) -- unrolled like the input transform's,
+    it was ~20 kB of code per convolution, a tenth of a small model's artifact."""
+    blk = sch.get_sblock(WEIGHT_KERNEL)
+    e, ko, _, ki = sch.get_loops(blk)
+    sch.parallel(sch.fuse(e, ko))
+    sch.vectorize(ki)
+    return sch
 
 
 def _schedule_input(sch, info):
