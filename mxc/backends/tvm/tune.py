@@ -46,6 +46,7 @@ from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # 
                       read_tune_log, record_cpus, trials_done)
 from .tune_progress import TuneProgress, progress_callback
 from .targets import host_cpu_name, missing_on_host
+from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict
 from .tune_workers import tensor_intrinsics_for
 
 # ---------------------------------------------------------------------------
@@ -62,6 +63,9 @@ class TaskReport:
     best_ms: float | None = None   # best measured latency (database, after the run)
     default_ms: float | None = None  # mxc's default schedule, measured by this run
     skipped: bool = False          # already tuned enough
+    #: the re-measurement of the best record against the default schedule
+    #: (:mod:`.tune_verify`); None: the best record is the default, or not verified
+    verdict: Verdict | None = None
 
     @property
     def trials(self) -> int:
@@ -76,6 +80,8 @@ class TuneReport:
     target: str
     tasks: list[TaskReport] = field(default_factory=list)
     seconds: float = 0.0
+    #: untuned vs tuned whole-model latency (``mxc tune --check-model``), when measured
+    model_check: ModelCheck | None = None
 
     @property
     def trials_run(self) -> int:
@@ -92,6 +98,10 @@ class TuneReport:
             default = f" (default schedule {t.default_ms:.4f} ms)" if t.default_ms else ""
             lines.append(f"  {t.name}: x{t.weight}, {t.trials} trial(s) ({state}), "
                          f"best {best}{default}")
+            if t.verdict is not None:
+                lines.append(f"    {t.verdict.describe()}")
+        if self.model_check is not None:
+            lines.append(self.model_check.describe())
         return "\n".join(lines)
 
 
@@ -169,7 +179,9 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
          progress: TextIO | None | bool = True,
          verbose: bool = False,
          model_info: Mapping[str, Any] | None = None,
-         winograd: str | None = None) -> TuneReport:
+         winograd: str | None = None,
+         verify: bool = True,
+         keep_margin: float = KEEP_MARGIN) -> TuneReport:
     """Tune every kernel of a model to at least *trials* measured trials.
 
     mod_or_graph:
@@ -206,6 +218,12 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     winograd:
         the ``--winograd`` mode the model will be compiled with (the kernels
         differ): ``auto``, ``on``, ``off`` (None: as :func:`compile`).
+    verify:
+        after tuning a kernel (or finding it tuned already), re-measure its best
+        record against mxc's default schedule, interleaved, and let ``compile
+        --db`` use the tuned schedule only when it is faster by *keep_margin*
+        (a fraction; see :mod:`.tune_verify`).  Measurement noise then cannot
+        make a tuned build slower than the untuned one.
     model_info:
         what to say about the model in the database's tuning log
         (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
@@ -232,6 +250,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     report = TuneReport(db_dir=db_dir, target=str(tgt))
 
     pending: dict[int, list] = {}      # remaining trials -> [(report, extracted task)]
+    judged: list = []                  # tasks already tuned: (report, extracted task)
     for task in tasks:
         task_mod = task.dispatched[0]
         done = trials_done(database, task_mod)
@@ -239,6 +258,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
         report.tasks.append(rep)
         if done >= trials:
             rep.skipped = True
+            judged.append((rep, task))
             continue
         pending.setdefault(trials - done, []).append((rep, task))
 
@@ -260,7 +280,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     try:
         with _quiet_metaschedule(not verbose):
             _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
-                         timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy))
+                         timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy),
+                         verify=judged if verify and tgt.kind.name == "llvm" else None, keep_margin=keep_margin)
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -276,7 +297,9 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
             "search": search, "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
             "started": datetime.datetime.fromtimestamp(
                 start, datetime.timezone.utc).isoformat(timespec="seconds"),
-            "seconds": round(time.time() - start, 3), "status": status})
+            "seconds": round(time.time() - start, 3), "status": status,
+            "verdicts": {r.name: _verdict_log(r.verdict) for r in report.tasks
+                         if r.verdict is not None}})
 
     for rep, task in zip(report.tasks, tasks):
         rep.best_ms = best_latency_ms(database, task.dispatched[0])
@@ -287,9 +310,20 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
     return report
 
 
+def _verdict_log(verdict: Verdict) -> dict:
+    """A verdict as the tuning log records it (without the judged trace)."""
+    return {"kept": verdict.kept, "winner_ms": verdict.winner_ms,
+            "default_ms": verdict.default_ms, "rounds": verdict.rounds}
+
+
 def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers, timeout_s,
-                 trials_per_iter, search, seed, seed_default, proxy=False) -> None:
+                 trials_per_iter, search, seed, seed_default, proxy=False, *,
+                 verify: list | None = None, keep_margin: float = KEEP_MARGIN) -> None:
     """Tune the pending tasks one at a time.
+
+    With *verify* (a list, possibly empty, of tasks tuned before this run), each
+    task tuned now and each of those gets its best record re-measured against the
+    default schedule (:func:`.tune_verify.verify_task`).
 
     One ``tune_tasks`` call per task (sharing one builder and runner): MetaSchedule
     commits a task's records when it joins its measurements, and its gradient
@@ -303,6 +337,8 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
     builder = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=max(timeout_s, 30),
                                       f_build=PROXY_BUILD_FUNC if proxy else BUILD_FUNC,
                                       initializer=builder_init)
+    from .tune_verify import runner_measure
+    measure = runner_measure(builder, runner, tgt)
     try:
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
@@ -329,6 +365,10 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
                                        f"{exc}") from exc
                 rep.trials_run = prog.run_counts.get(rep.name, 0)
+                if verify is not None:
+                    _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
+        for rep, task in verify or ():
+            _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
     finally:
         for obj in (builder, runner):
             pool = getattr(obj, "pool", None)
@@ -337,6 +377,15 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     pool.shutdown(wait=False)
                 except Exception:  # noqa: BLE001
                     pass
+
+
+def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin) -> None:
+    """Re-measure *task*'s best record against its default schedule (into *rep*)."""
+    from .tune_verify import verify_task
+    rep.verdict = verify_task(rep.name, task.dispatched[0], target, database, db_dir, measure,
+                              margin=keep_margin)
+    if rep.verdict is not None and stream is not None:
+        print(f"[mxc tune] {rep.name}: {rep.verdict.describe()}", file=stream, flush=True)
 
 
 def _measure_default(task, target, database, builder, runner) -> float | None:
