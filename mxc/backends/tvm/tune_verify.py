@@ -26,6 +26,7 @@ untuned and tuned builds run interleaved, medians reported.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import logging
 import os
@@ -60,7 +61,7 @@ class Verdict:
     default_ms: float | None  # median re-measured time of the default schedule
     ratio: float | None       # median over rounds of winner / default
     rounds: int
-    record: str = ""          # the judged record's trace (JSON): which record this is about
+    record: str = ""          # the judged record (:func:`record_id`)
     when: str = ""
 
     def describe(self) -> str:
@@ -81,8 +82,9 @@ def kernel_key(task_mod) -> str:
 
 
 def record_id(record) -> str:
-    """A record's trace as canonical JSON: tells which record a verdict judged."""
-    return json.dumps(record.as_json()[0], sort_keys=True, default=str)
+    """Which record a verdict judged: a digest of its trace (instructions and
+    decisions, as printed)."""
+    return hashlib.sha256(str(record.trace).encode()).hexdigest()[:32]
 
 
 def read_verdicts(db_dir: str | os.PathLike) -> dict[str, dict]:
