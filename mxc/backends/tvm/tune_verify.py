@@ -63,8 +63,12 @@ class Verdict:
     rounds: int
     record: str = ""          # the judged record (:func:`record_id`)
     when: str = ""
+    key: str = ""             # the kernel (:func:`kernel_key`)
+    reason: str = "re-measured"  # or "model check": reverted by :func:`revert_to_default`
 
     def describe(self) -> str:
+        if self.reason != "re-measured":
+            return f"kept {self.kept} ({self.reason})"
         if self.winner_ms is None or self.default_ms is None:
             return f"kept {self.kept}"
         return (f"re-measured tuned {self.winner_ms:.4f} ms vs default {self.default_ms:.4f} ms "
@@ -267,13 +271,28 @@ def verify_task(task_name: str, task_mod, target, database, db_dir: str | os.Pat
         times = measure([tuned_mod, default_mod], rounds)
         keep, w_ms, d_ms, ratio = _decide(times, margin)
         verdict = Verdict(task_name, "tuned" if keep else "default", 1e3 * w_ms, 1e3 * d_ms,
-                          ratio, rounds, record_id(best), when)
+                          ratio, rounds, record_id(best), when, key)
     except Exception as exc:  # noqa: BLE001 - undecided: keep what is known to be safe
         log.warning("re-measuring %s failed (%s): it keeps its default schedule", task_name, exc)
-        verdict = Verdict(task_name, "default", None, None, None, 0, record_id(best), when)
+        verdict = Verdict(task_name, "default", None, None, None, 0, record_id(best), when, key)
     log.info("%s: %s (%.1f s)", task_name, verdict.describe(), time.time() - started)
     write_verdict(db_dir, key, verdict)
     return verdict
+
+
+def revert_to_default(db_dir: str | os.PathLike, verdicts: Sequence[Verdict],
+                      reason: str = "model check") -> list[Verdict]:
+    """Turn the verdicts that kept a tuned schedule into "default" ones (for
+    *reason*): ``compile --db`` then gives those kernels their default schedule.
+    Returns the verdicts changed."""
+    changed = []
+    for v in verdicts:
+        if v.kept != "tuned" or not v.key:
+            continue
+        new = Verdict(**{**asdict(v), "kept": "default", "reason": reason})
+        write_verdict(db_dir, v.key, new)
+        changed.append(new)
+    return changed
 
 
 # ---------------------------------------------------------------------------
