@@ -131,12 +131,12 @@ def applied_database(db_dir: str | os.PathLike):
                                       module_equality="structural")
     verdicts = read_verdicts(db_dir)
     out = ms.database.MemoryDatabase(module_equality="structural")
-    seen: set[str] = set()
+    seen: set = set()    # workloads (the records of one kernel share its Workload object)
     for rec in source.get_all_tuning_records():
-        key = kernel_key(rec.workload.mod)
-        if key in seen:
+        if rec.workload in seen:
             continue
-        seen.add(key)
+        seen.add(rec.workload)
+        key = kernel_key(rec.workload.mod)
         top = source.get_top_k(rec.workload, 1)
         if not top:                       # only failed candidates
             continue
