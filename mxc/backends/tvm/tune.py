@@ -281,7 +281,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
         with _quiet_metaschedule(not verbose):
             _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
                          timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy),
-                         verify=judged if verify and tgt.kind.name == "llvm" else None, keep_margin=keep_margin)
+                         verify=judged if verify and tgt.kind.name == "llvm" else None,
+                         keep_margin=keep_margin)
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
