@@ -71,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "outputs agree, time both interleaved for SECONDS (default 30) and "
                         "report the medians; if the tuned model is slower, its kernels go "
                         "back to the default schedules (costs two compiles)")
+    p.add_argument("--tasks", metavar="NAME[,NAME...]", default=None,
+                   help="tune only the kernels whose task name contains one of these "
+                        "(names as the progress lines and the summary print them)")
     p.add_argument("--verbose-tuning", action="store_true",
                    help="let MetaSchedule log to the console as well (it always logs to "
                         "DIR/logs)")
@@ -134,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                   seed_default=args.seed_default, seed=args.seed, progress=not args.quiet,
                   verbose=args.verbose_tuning, winograd=args.winograd,
                   verify=args.verify, **margin,
+                  only=[t for t in args.tasks.split(",") if t] if args.tasks else None,
                   model_info={"model": model_name(args.model),
                               "symbol": str(Path(args.model).resolve()),
                               "shapes": {k: list(v) for k, v in shapes_of(args).items()}})

@@ -302,6 +302,20 @@ def test_interrupted_tuning_resumes_with_the_missing_trials(tuned_db, tmp_path):
     assert _records(partial) == 4          # + the re-measured default schedule
 
 
+def test_tune_only_the_named_kernels(tmp_path):
+    """only=[...] spends trials on the kernels named; the others are left untuned."""
+    from mxc.backends.tvm.tune import tune
+    graph = _cnn()
+    mod = lower_graph(graph, shapes=CNN_SHAPE, params=_params(graph, CNN_SHAPE))
+    report = tune(mod, "llvm", 1, tmp_path / "db", search="random", progress=False,
+                  only=["max_pool"], verify=False, seed_default=False)
+    assert len(report.tasks) >= 4
+    tuned = [t for t in report.tasks if not t.skipped]
+    assert [t.name for t in tuned] == ["max_pool2d"] and tuned[0].trials_run == 1
+    assert all(t.trials == 0 for t in report.tasks if t.skipped)
+    assert _records(tmp_path / "db") == 1
+
+
 def test_tune_progress_lines(tuned_db, tmp_path):
     import io
 

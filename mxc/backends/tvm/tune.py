@@ -181,7 +181,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
          model_info: Mapping[str, Any] | None = None,
          winograd: str | None = None,
          verify: bool = True,
-         keep_margin: float = KEEP_MARGIN) -> TuneReport:
+         keep_margin: float = KEEP_MARGIN,
+         only: Sequence[str] | None = None) -> TuneReport:
     """Tune every kernel of a model to at least *trials* measured trials.
 
     mod_or_graph:
@@ -224,6 +225,10 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
         --db`` use the tuned schedule only when it is faster by *keep_margin*
         (a fraction; see :mod:`.tune_verify`).  Measurement noise then cannot
         make a tuned build slower than the untuned one.
+    only:
+        tune only the kernels whose task name contains one of these strings
+        (``["conv2d_nhwc_packed_add"]``: spend trials where the default is weak);
+        the others are treated as tuned already.
     model_info:
         what to say about the model in the database's tuning log
         (:data:`TUNE_LOG`): ``{"model": name, "symbol": path, "shapes": ...}``.
@@ -256,7 +261,7 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
         done = trials_done(database, task_mod)
         rep = TaskReport(name=task.task_name, weight=int(task.weight), trials_before=done)
         report.tasks.append(rep)
-        if done >= trials:
+        if done >= trials or (only and not any(part in task.task_name for part in only)):
             rep.skipped = True
             judged.append((rep, task))
             continue
