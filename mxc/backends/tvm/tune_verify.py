@@ -317,7 +317,7 @@ class ModelCheck:
 
 
 def compare_models(untuned: Callable[[], Any], tuned: Callable[[], Any], *,
-                   budget_s: float = 30.0, min_rounds: int = 5, max_rounds: int = 200,
+                   budget_s: float = 30.0, min_rounds: int = 5, max_rounds: int = 10000,
                    warmup: int = 2, clock: Callable[[], float] = time.perf_counter) -> ModelCheck:
     """Median latency of the callables *untuned* and *tuned* (one inference each),
     run alternately (A B, B A ...) for about *budget_s* seconds (at least
