@@ -33,7 +33,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -256,11 +256,14 @@ def verify_task(task_name: str, task_mod, target, database, db_dir: str | os.Pat
     key = kernel_key(task_mod)
     stored = read_verdicts(db_dir).get(key)
     if stored and stored.get("record") == record_id(best):
-        return Verdict(**stored)
-    sch = ms.database.MemoryDatabase(module_equality="structural")
-    sch.commit_tuning_record(ms.database.TuningRecord(
-        best.trace, sch.commit_workload(task_mod), best.run_secs, best.target, best.args_info))
-    tuned_mod = sch.query_ir_module(task_mod, target, task_name)
+        known = {f.name for f in fields(Verdict)}
+        return Verdict(**{k: v for k, v in stored.items() if k in known})
+    # the best record's kernel exactly as compile --db will build it (the same query)
+    just_best = ms.database.MemoryDatabase(module_equality="structural")
+    just_best.commit_tuning_record(ms.database.TuningRecord(
+        best.trace, just_best.commit_workload(task_mod), best.run_secs, best.target,
+        best.args_info))
+    tuned_mod = just_best.query_ir_module(task_mod, target, task_name)
     if default_mod is None:
         default_mod = default_module(task_mod["main"], target)
     if tuned_mod is None or tvm_ffi.structural_equal(tuned_mod, default_mod):
