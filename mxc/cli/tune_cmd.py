@@ -58,6 +58,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "samples: quick start, for smoke tests)")
     p.add_argument("--no-default-record", dest="seed_default", action="store_false",
                    help="do not measure and store mxc's default schedule of each kernel")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="do not re-measure each kernel's best record against the default "
+                        "schedule (by default a tuned schedule is used only when the "
+                        "interleaved re-measurement finds it faster by the keep margin)")
+    p.add_argument("--keep-margin", type=float, default=None, metavar="FRACTION",
+                   help="how much faster a tuned kernel must re-measure to be kept "
+                        "(default 0.03)")
+    p.add_argument("--check-model", type=float, nargs="?", const=30.0, default=None,
+                   metavar="SECONDS",
+                   help="after tuning, compile the model untuned and tuned, check their "
+                        "outputs agree, time both interleaved for SECONDS (default 30) and "
+                        "report the medians; if the tuned model is slower, its kernels go "
+                        "back to the default schedules (costs two compiles)")
+    p.add_argument("--tasks", metavar="NAME[,NAME...]", default=None,
+                   help="tune only the kernels whose task name contains one of these "
+                        "(names as the progress lines and the summary print them)")
     p.add_argument("--verbose-tuning", action="store_true",
                    help="let MetaSchedule log to the console as well (it always logs to "
                         "DIR/logs)")
@@ -106,19 +122,26 @@ def run(args: argparse.Namespace) -> int:
     check_tuning_dependencies(args.search)
     if args.trials < 1:
         raise MxcError(f"--trials must be >= 1, not {args.trials}")
-    mod, target, compile_options = lower_args_model(args)
+    loaded = load_model(args)
+    mod, target, compile_options = lower_args_model(args, loaded)
+    margin = {} if args.keep_margin is None else {"keep_margin": args.keep_margin}
     report = tune_model(mod, TuneOptions(
         target=target, trials=args.trials, db_dir=args.db, rpc=args.rpc,
         rpc_workers=args.rpc_workers, trials_per_iter=args.batch, timeout_s=args.timeout,
         all_kernels=args.all_kernels, search=args.search, seed_default=args.seed_default,
         seed=args.seed, progress=not args.quiet, verbose=args.verbose_tuning,
-        winograd=compile_options.winograd,
+        winograd=compile_options.winograd, verify=args.verify, **margin,
+        only=[t for t in args.tasks.split(",") if t] if args.tasks else None,
         model_info={"model": model_name(args.model), "symbol": str(Path(args.model).resolve()),
                     "shapes": {k: list(v) for k, v in shapes_of(args).items()}}))
-    print(report.summary())
     if report.tasks and all(t.best_ms is None for t in report.tasks):
+        print(report.summary())
         raise BackendError(f"no candidate of any kernel built and ran successfully: {args.db} "
                            f"holds no usable schedule (see {args.db}/logs; check --target "
                            f"and --timeout)")
+    if args.check_model is not None:
+        from .tune_check import check_model
+        check_model(args, loaded, report, args.check_model)
+    print(report.summary())
     print(f"compile with it: mxc compile {args.model} ... --db {args.db}")
     return 0

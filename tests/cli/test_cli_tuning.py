@@ -48,7 +48,8 @@ def tuned(tmp_path_factory):
     np.savez(inputs, data=rng.uniform(-1, 1, SHAPE).astype("float32"))
     db = root / "db"
     rc = main(["tune", str(symbol), "--params", str(params_file), "--shape", "data=1,4,8,8",
-               "--trials", str(TRIALS), "--db", str(db), "--search", "random", "-q"])
+               "--trials", str(TRIALS), "--db", str(db), "--search", "random", "-q",
+               "--no-verify"])   # the best record is applied, whatever re-measuring says
     assert rc == 0
     return root, symbol, params_file, inputs, db
 
@@ -158,3 +159,36 @@ def test_db_is_refused_where_it_means_nothing(tuned, tmp_path, capsys):
     rc = main(["run", str(art), "--inputs", str(inputs), "--output", str(tmp_path / "o.npz"),
                "--db", str(db)])
     assert rc != 0 and "compiled artifact" in capsys.readouterr().err
+
+
+def test_tune_verifies_kernels_and_checks_the_model(tuned, tmp_path, capsys):
+    """Re-running ``mxc tune`` (nothing left to search) re-measures each kernel's best
+    record against its default schedule, and --check-model times the whole model both
+    ways: the summary and the tuning log report it, and compile applies exactly the
+    records the verdicts kept."""
+    import shutil
+
+    from mxc.backends.tvm.tune import read_tune_log
+    from mxc.backends.tvm.tune_verify import read_verdicts
+    root, symbol, params_file, inputs, db = tuned
+    copy = shutil.copytree(db, tmp_path / "db")
+    capsys.readouterr()
+    rc = main(["tune", str(symbol), "--params", str(params_file), "--shape", "data=1,4,8,8",
+               "--trials", str(TRIALS), "--db", str(copy), "--search", "random", "-q",
+               "--check-model", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "already in the database" in out
+    assert "model: untuned " in out and " ms, tuned " in out and "interleaved rounds" in out
+    entry = read_tune_log(copy)[-1]
+    verdicts = read_verdicts(copy)
+    assert len(entry["verdicts"]) == len(verdicts) <= 1
+    for v in verdicts.values():
+        assert v["kept"] in ("tuned", "default")
+        assert f"kept {v['kept']}" in out
+    art = tmp_path / "m.mxc"
+    assert main(["compile", str(symbol), "--params", str(params_file), "--shape",
+                 "data=1,4,8,8", "--db", str(copy), "-o", str(art), "-q"]) == 0
+    tuned_kernels = read_manifest(art)["tuning_db"]["tuned"]
+    for v in verdicts.values():
+        assert (v["task"] in tuned_kernels) == (v["kept"] == "tuned"), (v, tuned_kernels)

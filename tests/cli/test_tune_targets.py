@@ -58,7 +58,9 @@ def _tune_compile_run(model, target, capsys):
     root, symbol, params_file, inputs = model
     db = root / f"db-{target.replace(' ', '_').replace('=', '_')}"
     common = [str(symbol), "--params", str(params_file), "--shape", SHAPE, "--target", target]
-    rc = main(["tune", *common, "--trials", "2", "--db", str(db), "--search", "random"])
+    # --no-verify: the tuned record is applied whatever re-measuring it would say
+    rc = main(["tune", *common, "--trials", "2", "--db", str(db), "--search", "random",
+               "--no-verify"])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "is not registered" not in captured.err

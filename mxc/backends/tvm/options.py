@@ -15,9 +15,10 @@ import contextlib
 import os
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, TextIO
+from typing import Any, Mapping, Sequence, TextIO
 
 from ...errors import BackendError
+from .tune_verify import KEEP_MARGIN  # light (no TVM): TuneOptions' default margin
 
 #: a tuning database directory used when no ``db`` is given (``mxc tune --db DIR``)
 ENV_TUNING_DB = "MXC_TUNING_DB"
@@ -189,6 +190,18 @@ class TuneOptions:
     winograd:
         the Winograd mode the model will be compiled with (the kernels differ);
         None: auto.
+    verify:
+        after tuning a kernel (or finding it tuned already), re-measure its best
+        record against mxc's default schedule, interleaved, and let ``compile
+        --db`` use the tuned schedule only when it is faster by *keep_margin* (a
+        fraction; see :mod:`.tune_verify`): measurement noise then cannot make a
+        tuned build slower than the untuned one.
+    keep_margin:
+        how much faster a tuned schedule must re-measure to be kept.
+    only:
+        tune only the kernels whose task name contains one of these strings
+        (``["conv2d_nhwc_packed_add"]``: spend trials where the default is weak);
+        the others are treated as tuned already.
     """
 
     target: Any = "llvm"
@@ -207,6 +220,9 @@ class TuneOptions:
     verbose: bool = False
     model_info: Mapping[str, Any] | None = None
     winograd: str | None = None
+    verify: bool = True
+    keep_margin: float = KEEP_MARGIN
+    only: Sequence[str] | None = None
 
     #: the environment variables that supplied a value (filled by :meth:`from_env`)
     environment: Mapping[str, str] = field(default_factory=dict)

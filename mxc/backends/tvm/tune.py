@@ -47,6 +47,7 @@ from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # 
 from .options import TuneOptions
 from .tune_progress import TuneProgress, progress_callback
 from .targets import host_cpu_name, missing_on_host
+from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict
 from .tune_workers import tensor_intrinsics_for
 
 # ---------------------------------------------------------------------------
@@ -63,6 +64,9 @@ class TaskReport:
     best_ms: float | None = None   # best measured latency (database, after the run)
     default_ms: float | None = None  # mxc's default schedule, measured by this run
     skipped: bool = False          # already tuned enough
+    #: the re-measurement of the best record against the default schedule
+    #: (:mod:`.tune_verify`); None: the best record is the default, or not verified
+    verdict: Verdict | None = None
 
     @property
     def trials(self) -> int:
@@ -77,6 +81,8 @@ class TuneReport:
     target: str
     tasks: list[TaskReport] = field(default_factory=list)
     seconds: float = 0.0
+    #: untuned vs tuned whole-model latency (``mxc tune --check-model``), when measured
+    model_check: ModelCheck | None = None
 
     @property
     def trials_run(self) -> int:
@@ -93,6 +99,10 @@ class TuneReport:
             default = f" (default schedule {t.default_ms:.4f} ms)" if t.default_ms else ""
             lines.append(f"  {t.name}: x{t.weight}, {t.trials} trial(s) ({state}), "
                          f"best {best}{default}")
+            if t.verdict is not None:
+                lines.append(f"    {t.verdict.describe()}")
+        if self.model_check is not None:
+            lines.append(self.model_check.describe())
         return "\n".join(lines)
 
 
@@ -179,11 +189,13 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
 
     # the settings under the names the tuning loop below uses
     (target, trials, db_dir, rpc, rpc_workers, trials_per_iter, max_workers, timeout_s,
-     all_kernels, search, seed_default, seed, progress, verbose, model_info, winograd) = (
+     all_kernels, search, seed_default, seed, progress, verbose, model_info, winograd,
+     verify, keep_margin, only) = (
         options.target, options.trials, options.db_dir, options.rpc, options.rpc_workers,
         options.trials_per_iter, options.max_workers, options.timeout_s, options.all_kernels,
         options.search, options.seed_default, options.seed, options.progress, options.verbose,
-        options.model_info, options.winograd)
+        options.model_info, options.winograd, options.verify, options.keep_margin,
+        options.only)
     stream = sys.stderr if progress is True else (progress or None)
     start = time.time()
     tgt = _tuning_target(resolve_target(target))
@@ -201,13 +213,15 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     report = TuneReport(db_dir=db_dir, target=str(tgt))
 
     pending: dict[int, list] = {}      # remaining trials -> [(report, extracted task)]
+    judged: list = []                  # tasks already tuned: (report, extracted task)
     for task in tasks:
         task_mod = task.dispatched[0]
         done = trials_done(database, task_mod)
         rep = TaskReport(name=task.task_name, weight=int(task.weight), trials_before=done)
         report.tasks.append(rep)
-        if done >= trials:
+        if done >= trials or (only and not any(part in task.task_name for part in only)):
             rep.skipped = True
+            judged.append((rep, task))
             continue
         pending.setdefault(trials - done, []).append((rep, task))
 
@@ -229,7 +243,9 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     try:
         with _quiet_metaschedule(not verbose):
             _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
-                         timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy))
+                         timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy),
+                         verify=judged if verify and tgt.kind.name == "llvm" else None,
+                         keep_margin=keep_margin)
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -245,7 +261,9 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
             "search": search, "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
             "started": datetime.datetime.fromtimestamp(
                 start, datetime.timezone.utc).isoformat(timespec="seconds"),
-            "seconds": round(time.time() - start, 3), "status": status})
+            "seconds": round(time.time() - start, 3), "status": status,
+            "verdicts": {r.name: _verdict_log(r.verdict) for r in report.tasks
+                         if r.verdict is not None}})
 
     for rep, task in zip(report.tasks, tasks):
         rep.best_ms = best_latency_ms(database, task.dispatched[0])
@@ -256,9 +274,20 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     return report
 
 
+def _verdict_log(verdict: Verdict) -> dict:
+    """A verdict as the tuning log records it (without the judged trace)."""
+    return {"kept": verdict.kept, "winner_ms": verdict.winner_ms,
+            "default_ms": verdict.default_ms, "rounds": verdict.rounds}
+
+
 def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers, timeout_s,
-                 trials_per_iter, search, seed, seed_default, proxy=False) -> None:
+                 trials_per_iter, search, seed, seed_default, proxy=False, *,
+                 verify: list | None = None, keep_margin: float = KEEP_MARGIN) -> None:
     """Tune the pending tasks one at a time.
+
+    With *verify* (a list, possibly empty, of tasks tuned before this run), each
+    task tuned now and each of those gets its best record re-measured against the
+    default schedule (:func:`.tune_verify.verify_task`).
 
     One ``tune_tasks`` call per task (sharing one builder and runner): MetaSchedule
     commits a task's records when it joins its measurements, and its gradient
@@ -272,6 +301,8 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
     builder = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=max(timeout_s, 30),
                                       f_build=PROXY_BUILD_FUNC if proxy else BUILD_FUNC,
                                       initializer=builder_init)
+    from .tune_verify import runner_measure
+    measure = runner_measure(builder, runner, tgt)
     try:
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
@@ -298,6 +329,10 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
                                        f"{exc}") from exc
                 rep.trials_run = prog.run_counts.get(rep.name, 0)
+                if verify is not None:
+                    _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
+        for rep, task in verify or ():
+            _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
     finally:
         for obj in (builder, runner):
             pool = getattr(obj, "pool", None)
@@ -306,6 +341,15 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     pool.shutdown(wait=False)
                 except Exception:  # noqa: BLE001
                     pass
+
+
+def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin) -> None:
+    """Re-measure *task*'s best record against its default schedule (into *rep*)."""
+    from .tune_verify import verify_task
+    rep.verdict = verify_task(rep.name, task.dispatched[0], target, database, db_dir, measure,
+                              margin=keep_margin)
+    if rep.verdict is not None and stream is not None:
+        print(f"[mxc tune] {rep.name}: {rep.verdict.describe()}", file=stream, flush=True)
 
 
 def _measure_default(task, target, database, builder, runner) -> float | None:

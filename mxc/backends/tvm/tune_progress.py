@@ -24,13 +24,14 @@ class TuneProgress:
         self.done = dict(done_before)
         self.best: dict[str, float] = {}
         self.start = time.time()
-        self.total_goal = sum(goal.values())
+        # the trials this run measures: of the tasks tuned now (*names*), not the skipped
+        todo = sum(max(goal.get(n, 0) - done_before.get(n, 0), 0) for n in names)
+        self.total_goal = todo
         self.total_done = 0
         self.run_counts: dict[str, int] = {n: 0 for n in names}
         self.current = ""
         # a terminal: one tqdm bar over every trial of this run (counts, ETA); else plain
         # lines, with a "still working" line when a batch takes long
-        todo = sum(max(goal.get(n, 0) - done_before.get(n, 0), 0) for n in names)
         self.bar = _progress.bar(todo, "[mxc tune]", stream, unit="trial") if stream else None
         self.heartbeat = (_progress.Heartbeat(stream, self._still) if stream is not None
                           and self.bar is None else None)

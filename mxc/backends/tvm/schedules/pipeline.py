@@ -44,9 +44,10 @@ def cpu_pipeline(target: tvm.target.Target, *, db: str | None = None, layout: bo
         with target:
             mod = tvm.transform.Sequential(graph_passes(target, layout))(mod)
             if db is not None:
-                from tvm.s_tir import meta_schedule as ms
-                database = ms.database.JSONDatabase(work_dir=db, allow_missing=False,
-                                                    module_equality="structural")
+                from ..tune_verify import applied_database
+                # each kernel's best record, except those re-measurement found no faster
+                # than the default schedule (those kernels keep it: tuning never loses)
+                database = applied_database(db)
                 with database:   # (a work_dir argument would make the pass log a warning)
                     mod = relax.transform.MetaScheduleApplyDatabase()(mod)
             passes = [cpu_schedule_pass(target, stats)] if schedule else []

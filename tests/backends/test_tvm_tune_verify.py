@@ -1,0 +1,245 @@
+"""Tuning that never loses: a kernel's best record is re-measured against mxc's default
+schedule and ``build_module(db=...)`` applies it only when it was found faster.
+
+Each case builds its database by hand (no search): a record whose stored time
+is a lie (a naive, unscheduled kernel claiming to take a nanosecond) must be
+rejected when measured for real against the default schedule; a record that is
+genuinely faster than the "default" it is compared with (a scheduled kernel
+against the naive one) must be kept; and the decision itself is checked with
+injected timings, deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+from mxc import sym as S
+from mxc.backends.reference import run_graph
+from mxc.backends.tvm import build_module, lower_graph, run_module
+from mxc.backends.tvm.tune_verify import (KEEP_MARGIN, VERDICT_FILE, compare_models,
+                                          interleaved_order, read_verdicts, verify_task)
+
+RTOL, ATOL = 1e-4, 1e-4
+#: big enough that the naive loop nest is many times slower than a scheduled kernel
+SHAPE = {"data": (1, 32, 28, 28)}
+
+
+def _conv():
+    x = S.var("data")
+    # stride 2: a direct convolution (no Winograd), one tuning task
+    y = S.Convolution(x, kernel=(3, 3), num_filter=32, stride=(2, 2), pad=(1, 1), name="conv")
+    return S.Activation(y, act_type="relu", name="relu").graph
+
+
+def _params(graph):
+    from mxc.compiler.infer import infer_shapes
+    shapes = infer_shapes(graph, SHAPE)
+    rng = np.random.RandomState(0)
+    return {n.name: rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
+            for n in graph.input_nodes() if n.name not in SHAPE}
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """(module, graph, params, target, the conv's tuning task)."""
+    from mxc.backends.tvm.build import resolve_target
+    from mxc.backends.tvm.tune import _tuning_target, extract_tasks
+    graph = _conv()
+    params = _params(graph)
+    mod = lower_graph(graph, shapes=SHAPE, params=params)
+    target = _tuning_target(resolve_target("llvm"))
+    tasks = extract_tasks(mod, target)
+    assert len(tasks) == 1
+    return mod, graph, params, target, tasks[0]
+
+
+def _database(db_dir, task, target, sch, secs: float):
+    """A JSON database holding one record of *task*: schedule *sch*, claimed *secs*."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from mxc.backends.tvm.tune_db import open_database
+    database = open_database(db_dir)
+    task_mod = task.dispatched[0]
+    database.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, database.commit_workload(task_mod), [secs], target,
+        ArgInfo.from_prim_func(task_mod["main"])))
+    return database
+
+
+def _naive(task):
+    """The kernel as lowered, unscheduled (its trace only looks its blocks up: a
+    database ignores records with an empty trace)."""
+    from tvm import s_tir
+    sch = s_tir.Schedule(task.dispatched[0])
+    sch.get_child_blocks(sch.get_sblock("root"))
+    return sch
+
+
+def _mxc_default(task, target):
+    from mxc.backends.tvm.schedules.cpu import cpu_info, default_schedule
+    _, sch = default_schedule(task.dispatched[0]["main"], cpu_info(target))
+    assert sch is not None
+    return sch
+
+
+@pytest.fixture(scope="module")
+def measure(kernel):
+    """Real measurement: MetaSchedule's local builder and runner, as ``mxc tune`` uses."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from mxc.backends.tvm.tune import _runner
+    from mxc.backends.tvm.tune_verify import runner_measure
+    from mxc.backends.tvm.tune_workers import BUILD_FUNC, builder_init
+    builder = ms.builder.LocalBuilder(max_workers=1, timeout_sec=60, f_build=BUILD_FUNC,
+                                      initializer=builder_init)
+    runner = _runner(None, 1, 60)
+    yield runner_measure(builder, runner, kernel[3])
+    for obj in (builder, runner):
+        pool = getattr(obj, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def _build_and_check(mod, graph, params, db):
+    """Build with database *db*; outputs equal the reference; the default-scheduled
+    kernels (the stats) returned."""
+    stats: dict = {}
+    exe = build_module(mod, "llvm", db=db, stats=stats)
+    feed = np.random.RandomState(3).uniform(-1, 1, SHAPE["data"]).astype("float32")
+    got = run_module(exe, [feed])[0]
+    want = run_graph(graph, {"data": feed, **params})[0]
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    return stats
+
+
+def _conv_default_scheduled(stats) -> bool:
+    return any("conv" in name for name in stats)
+
+
+def test_a_record_that_lied_about_its_time_is_rejected(kernel, measure, tmp_path):
+    """The naive kernel claims 1 ns (it is the database's best record); measured for
+    real, interleaved against the default schedule, it is slower: the build uses the
+    default schedule for that kernel."""
+    mod, graph, params, target, task = kernel
+    db = tmp_path / "db"
+    database = _database(db, task, target, _naive(task), 1e-9)
+    stats = _build_and_check(mod, graph, params, db)
+    assert not _conv_default_scheduled(stats), stats      # unverified: the record is applied
+    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, measure)
+    assert verdict is not None and verdict.kept == "default", verdict
+    assert verdict.winner_ms > verdict.default_ms, verdict
+    stats = _build_and_check(mod, graph, params, db)
+    assert _conv_default_scheduled(stats), stats
+    stored = read_verdicts(db)
+    assert [v["kept"] for v in stored.values()] == ["default"]
+
+
+def test_a_genuinely_faster_record_is_kept(kernel, measure, tmp_path):
+    """mxc's scheduled kernel against the naive loop nest standing in for the default:
+    re-measured it is many times faster, so it is kept and applied."""
+    mod, graph, params, target, task = kernel
+    db = tmp_path / "db"
+    database = _database(db, task, target, _mxc_default(task, target), 1e-3)
+    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, measure,
+                          default_mod=_naive(task).mod)
+    assert verdict is not None and verdict.kept == "tuned", verdict
+    assert verdict.winner_ms * 2 < verdict.default_ms, verdict
+    stats = _build_and_check(mod, graph, params, db)
+    assert not _conv_default_scheduled(stats), stats
+
+
+def test_the_default_schedule_as_best_record_needs_no_verdict(kernel, tmp_path):
+    mod, graph, params, target, task = kernel
+    db = tmp_path / "db"
+    database = _database(db, task, target, _mxc_default(task, target), 1e-3)
+
+    def measure(_mods, _rounds):
+        raise AssertionError("nothing to measure: the best record is the default")
+    assert verify_task(task.task_name, task.dispatched[0], target, database, db, measure) is None
+    assert not (db / VERDICT_FILE).exists()
+
+
+class _Timings:
+    """A measure() that returns given times (seconds per round) and counts its calls."""
+
+    def __init__(self, winner, default):
+        self.times = [list(winner), list(default)]
+        self.calls = 0
+
+    def __call__(self, mods, rounds):
+        assert len(mods) == 2
+        self.calls += 1
+        return [t[:rounds] for t in self.times]
+
+
+@pytest.mark.parametrize("winner,kept", [
+    ([0.98] * 5, "default"),                       # 2 % faster: within the margin
+    ([1.2, 0.5, 1.2, 0.5, 1.2], "default"),        # faster in 2 rounds of 5 only
+    ([0.9, 0.9, 0.95, 0.9, 2.0], "tuned"),         # one disturbed round does not matter
+])
+def test_decision_needs_a_margin_in_the_medians(kernel, tmp_path, winner, kept):
+    mod, graph, params, target, task = kernel
+    db = tmp_path / "db"
+    database = _database(db, task, target, _naive(task), 1e-9)
+    timings = _Timings(winner, [1.0] * 5)
+    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, timings)
+    assert verdict.kept == kept and timings.calls == 1
+    assert verdict.ratio == pytest.approx(sorted(w / 1.0 for w in winner)[2])
+    # the same best record again: the stored verdict, nothing measured
+    again = verify_task(task.task_name, task.dispatched[0], target, database, db, timings)
+    assert again.kept == kept and timings.calls == 1
+    assert 0 < KEEP_MARGIN < 0.1
+
+
+def test_a_new_best_record_is_judged_again(kernel, tmp_path):
+    """A verdict names the record it judged: a better record found later is applied
+    until it is verified itself."""
+    mod, graph, params, target, task = kernel
+    db = tmp_path / "db"
+    database = _database(db, task, target, _naive(task), 1e-6)
+    verify_task(task.task_name, task.dispatched[0], target, database, db,
+                _Timings([2.0] * 5, [1.0] * 5))
+    assert _conv_default_scheduled(_build_and_check(mod, graph, params, db))
+    # a (different) record claiming to be faster still: not judged yet, so it is applied
+    from tvm.s_tir import meta_schedule as ms
+
+    from mxc.backends.tvm.tune_db import open_database
+    sch = _naive(task)
+    sch.parallel(sch.get_loops(sch.get_child_blocks(sch.get_sblock("root"))[-1])[0])
+    database = open_database(db)
+    database.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, database.commit_workload(task.dispatched[0]), [1e-7], target, None))
+    assert not _conv_default_scheduled(_build_and_check(mod, graph, params, db))
+    verdicts = json.loads((db / VERDICT_FILE).read_text())
+    assert len(verdicts) == 1
+
+
+def test_interleaved_order_alternates_which_runs_first():
+    assert interleaved_order(2, 4) == [0, 1, 1, 0, 0, 1, 1, 0]
+
+
+def test_compare_models_reports_interleaved_medians():
+    """A fake clock: the 'tuned' callable takes 2 units, the untuned 3."""
+    now = [0.0]
+    calls: list[str] = []
+
+    def untuned():
+        calls.append("u")
+        now[0] += 3.0
+
+    def tuned():
+        calls.append("t")
+        now[0] += 2.0
+    check = compare_models(untuned, tuned, budget_s=0, min_rounds=4, warmup=1,
+                           clock=lambda: now[0])
+    assert check.rounds == 4
+    assert check.untuned_ms == 3000.0 and check.tuned_ms == 2000.0
+    assert check.speedup == pytest.approx(1.5)
+    assert calls[2:] == ["u", "t", "t", "u", "u", "t", "t", "u"]
+    assert "faster" in check.describe()
