@@ -932,7 +932,10 @@ def parse_args(argv=None):
     ap.add_argument("--tune-timeout", type=float, default=3600,
                     help="seconds per model for --tune (default 3600)")
     ap.add_argument("--threads", type=int, default=None,
-                    help="threads for every engine (default: all available cores)")
+                    help="threads for every engine (default: all available cores, each engine "
+                         "told the way its docs say -- OMP_NUM_THREADS for MXNet, "
+                         "intra_op_num_threads for ORT -- and mxc left to size its own pool, "
+                         "as a user runs it; with --threads TVM_NUM_THREADS is set too)")
     ap.add_argument("--target", default="llvm", help="mxc target (default llvm: this CPU)")
     ap.add_argument("--corpus", default=None, help="corpus root (default $MXC_CORPUS or "
                                                    "../shared/corpus)")
@@ -969,8 +972,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    explicit = args.threads is not None
     args.threads = args.threads or machine.available_cores()
-    threads = machine.configure_threads(args.threads)  # before numpy / TVM start thread pools
+    # before numpy / TVM start thread pools; mxc sizes its own pool unless --threads is given
+    threads = machine.configure_threads(args.threads, explicit=explicit)
 
     import numpy as np  # noqa: F401
     from bench.ceiling import measure_ceiling

@@ -41,12 +41,23 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def configure_threads(n: int | None = None) -> dict[str, str]:
-    """Set every engine's thread count to *n* (default: all cores) in ``os.environ``."""
+#: variables an engine needs no help from: mxc's runtime sizes TVM's pool to every allowed
+#: core itself (``mxc.runtime.threads``), so a user sets none -- nor does the benchmark,
+#: unless a thread count is asked for explicitly
+SELF_SIZED = ("TVM_NUM_THREADS",)
+
+
+def configure_threads(n: int | None = None, *, explicit: bool = True) -> dict[str, str]:
+    """Set every engine's thread count to *n* (default: all cores) in ``os.environ``.
+
+    With ``explicit=False`` (no ``--threads``) the variables of :data:`SELF_SIZED`
+    are left as the user's environment has them: the engines run as a user runs
+    them, with the thread count their own docs ask for and no more."""
     n = n or available_cores()
     for var in THREAD_VARS:
-        os.environ[var] = str(n)
-    return {var: os.environ[var] for var in THREAD_VARS}
+        if explicit or var not in SELF_SIZED:
+            os.environ[var] = str(n)
+    return {var: os.environ.get(var, "unset (the engine's default)") for var in THREAD_VARS}
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -159,7 +170,7 @@ def machine_info() -> dict:
         "apache-tvm-ffi": _version("apache-tvm-ffi"),
         "mxc": None,
         "mxc_git": git_revision(),
-        "threads": {var: os.environ.get(var) for var in THREAD_VARS},
+        "threads": {var: os.environ.get(var, "unset") for var in THREAD_VARS},
         "load_average": load_average(),
     }
     try:
