@@ -338,3 +338,27 @@ def test_tir_facts_come_from_the_structure_not_the_text():
     assert constant_bounds(blocks["pad"].body, j) == {2, 22}
     assert constant_bounds(blocks["cat"].body, blocks["cat"].iter_vars[-1].var) == {16}
     assert constant_bounds(blocks["copy"].body, blocks["copy"].iter_vars[-1].var) == set()
+
+
+def test_the_batch_axis_stays_out_of_the_register_block():
+    """A register block spans an image's pixels (h, w), never the batch: with n fused
+    in, every input address became a nest of divisions in the innermost loop."""
+    from tvm import s_tir, te
+    from mxc.backends.tvm.schedules.reduction import _analyse
+    x = te.placeholder((4, 13, 13, 32), name="x")
+    w = te.placeholder((32, 48), name="w")
+    rc = te.reduce_axis((0, 32), name="rc")
+    y = te.compute((4, 13, 13, 48),
+                   lambda n, h, v, k: te.sum(x[n, h, v, rc] * w[rc, k], axis=rc), name="conv")
+    sch = s_tir.Schedule(te.create_prim_func([x, w, y]))
+    nest = _analyse(sch, sch.get_sblock("conv"))
+    assert nest.pixels == [1, 2] and nest.pixel_extent == 13 * 13
+
+
+@pytest.mark.parametrize("isa", sorted(TARGETS))
+@pytest.mark.parametrize("case", ["1x1-1000-outputs", "3x3-dense", "depthwise-stride2"])
+def test_batched_convolutions_match_the_reference(case, isa):
+    cin, cout, size, kernel, stride, groups = CONV_CASES[case]
+    y = _conv_block(S.var("data"), cout, kernel, stride, groups,
+                    act="relu6" if groups > 1 else "relu")
+    _check(y, {"data": (3, cin, size, size)}, target=_target(isa))

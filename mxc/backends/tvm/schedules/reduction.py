@@ -63,6 +63,8 @@ CHECK_COUNT_TILE_VECTORS = 2
 UNROLL_MAX_REDUCTION = 8
 
 #: the largest tiles the schedule's sampled splits allow ``mxc tune``'s search to try:
+#: pixel axes fused into the register-block axis (a 2-D image's h and w)
+MAX_PIXEL_AXES = 2
 #: channel tiles up to this many vectors, register blocks up to this many pixels
 TUNE_MAX_CHANNEL_VECTORS = 4
 TUNE_MAX_PIXEL_BLOCK = 32
@@ -212,8 +214,12 @@ def _analyse(sch, main) -> ReductionNest | None:
     if not (isinstance(last_index, tirx.Var) and last_index.same_as(ivs[vi].var)):
         return None
     cext = as_int(ivs[vi].dom.extent)
-    # the pixel axis: the spatial iters before it with extent > 1 (h, w)
-    pix = [i for i in spatial[:-1] if as_int(ivs[i].dom.extent) > 1]
+    # the pixel axis: the spatial iters before it with extent > 1 (h, w) -- at most
+    # MAX_PIXEL_AXES of them: fusing the batch axis too makes every input address a
+    # nest of divisions (n, h, w of the fused pixel) the simplifier cannot undo, in
+    # the innermost loop (squeezenet's last convolution at batch 8 ran 20x its
+    # batch-1 time); the batch axis stays an outer, parallel loop instead
+    pix = [i for i in spatial[:-1] if as_int(ivs[i].dom.extent) > 1][-MAX_PIXEL_AXES:]
     vvar = ivs[vi].var
     streaming = _streams_vectors(block, vvar)
     if not streaming:
