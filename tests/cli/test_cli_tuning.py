@@ -32,10 +32,8 @@ def _tiny_conv():
     return S.Activation(y, act_type="relu", name="relu")
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
-    """(model dir, symbol, params, inputs npz, database) with the conv tuned by ``mxc tune``."""
-    root = tmp_path_factory.mktemp("cli-tuning")
+def write_tiny_model(root):
+    """The tiny convolution as a checkpoint in *root*: (symbol, params, inputs npz)."""
     sym = _tiny_conv()
     shapes = infer_shapes(sym.graph, {"data": SHAPE})
     rng = np.random.RandomState(0)
@@ -46,6 +44,14 @@ def tuned(tmp_path_factory):
     save_params(str(params_file), {f"arg:{k}": v for k, v in params.items()})
     inputs = root / "in.npz"
     np.savez(inputs, data=rng.uniform(-1, 1, SHAPE).astype("float32"))
+    return symbol, params_file, inputs
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """(model dir, symbol, params, inputs npz, database) with the conv tuned by ``mxc tune``."""
+    root = tmp_path_factory.mktemp("cli-tuning")
+    symbol, params_file, inputs = write_tiny_model(root)
     db = root / "db"
     rc = main(["tune", str(symbol), "--params", str(params_file), "--shape", "data=1,4,8,8",
                "--trials", str(TRIALS), "--db", str(db), "--search", "random", "-q",

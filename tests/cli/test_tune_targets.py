@@ -23,26 +23,15 @@ from mxc.backends.tvm.targets import missing_on_host, parse_target_text  # noqa:
 from mxc.cli import main  # noqa: E402
 from mxc.runtime import read_manifest  # noqa: E402
 
-from test_cli_tuning import _tiny_conv  # noqa: E402  (the same one-task model)
+from test_cli_tuning import write_tiny_model  # noqa: E402  (the same one-task model)
 
 SHAPE = "data=1,4,8,8"
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    from mxc.compiler.infer import infer_shapes
-    from mxc.frontend.params import save_params
     root = tmp_path_factory.mktemp("tune-targets")
-    sym = _tiny_conv()
-    shapes = infer_shapes(sym.graph, {"data": (1, 4, 8, 8)})
-    rng = np.random.RandomState(0)
-    params = {n.name: rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
-              for n in sym.graph.input_nodes() if n.name != "data"}
-    symbol, params_file = root / "tiny-symbol.json", root / "tiny-0000.params"
-    sym.save(str(symbol))
-    save_params(str(params_file), {f"arg:{k}": v for k, v in params.items()})
-    inputs = root / "in.npz"
-    np.savez(inputs, data=rng.uniform(-1, 1, (1, 4, 8, 8)).astype("float32"))
+    symbol, params_file, inputs = write_tiny_model(root)
     assert main(["run", str(symbol), "--params", str(params_file), "--inputs", str(inputs),
                  "--output", str(root / "ref.npz")]) == 0
     return root, symbol, params_file, inputs

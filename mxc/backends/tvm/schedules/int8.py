@@ -298,7 +298,7 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
 
     None when *func* has no such block or *info* has no dot-product instruction.
     """
-    from .reduction import _fuse_map, _tile_split, tile_shape
+    from .reduction import fuse_map, tile_split, tile_shape
     from .tir_queries import is_vectorizable
     from .module_utils import accumulate_locally, inline_injective
 
@@ -314,13 +314,13 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
     main, epilogues = accumulate_locally(sch, main, params)
     pix = [i for i in (1, 2) if ext[i] > 1]
     if len(pix) == 2:   # one pixel axis: a register block may wrap rows (7x7 maps)
-        sch.transform_layout(main, ("write", 0), _fuse_map(4, pix, ext[:4]))
-        sch.transform_block_layout(main, _fuse_map(8, pix, ext))
+        sch.transform_layout(main, ("write", 0), fuse_map(4, pix, ext[:4]))
+        sch.transform_block_layout(main, fuse_map(8, pix, ext))
         for epi in epilogues:
             eext = [int(iv.dom.extent) for iv in sch.get(epi).iter_vars]
             if len(eext) != 4 or eext[1:3] != ext[1:3]:
                 return None
-            sch.transform_block_layout(epi, _fuse_map(4, pix, eext))
+            sch.transform_block_layout(epi, fuse_map(4, pix, eext))
         pix = [1]
     loops = sch.get_loops(main)
     spatial, (ry, rx, rc, ri) = loops[:-4], loops[-4:]
@@ -328,11 +328,11 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
     nc, rw = tile_shape(ext[3], rext, info, nc=None)
     if nc is None or nc % lanes:
         nc, rw = lanes, 1
-    co, ci = _tile_split(sch, spatial[-1], nc, max(nc, 4 * lanes))
+    co, ci = tile_split(sch, spatial[-1], nc, max(nc, 4 * lanes))
     cv, ck = sch.split(ci, [None, lanes])
     pixel, inner = (spatial[pix[0]] if pix else None), []
     if pixel is not None and rw > 1:     # rw pixels a register block
-        pixel, block = _tile_split(sch, pixel, rw, max(rw, 32))
+        pixel, block = tile_split(sch, pixel, rw, max(rw, 32))
         inner = [block]
     outer = [lp for i, lp in enumerate(spatial[:-1]) if i not in pix] + \
         ([pixel] if pixel is not None else [])

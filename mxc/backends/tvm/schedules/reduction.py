@@ -294,12 +294,12 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
         return None
 
     nc, rw = plan.nc, plan.rw
-    co, ci = _tile_split(sch, loops[vi], nc, max(nc, TUNE_MAX_CHANNEL_VECTORS * info.lanes))
+    co, ci = tile_split(sch, loops[vi], nc, max(nc, TUNE_MAX_CHANNEL_VECTORS * info.lanes))
     outer_spatial = [loops[i] for i in spatial[:-1] if i not in pix]
     inner = []
     if pix:
         if rw > 1:
-            po, pi = _tile_split(sch, loops[pix[0]], rw, max(rw, TUNE_MAX_PIXEL_BLOCK))
+            po, pi = tile_split(sch, loops[pix[0]], rw, max(rw, TUNE_MAX_PIXEL_BLOCK))
             outer_spatial.append(po)
             inner.append(pi)
         else:
@@ -349,18 +349,18 @@ def _fuse_pixels(sch, main, epilogues: list, nest: ReductionNest) -> list | None
     # the accumulator buffer (dims = the spatial iters) gets the fused pixel dim too
     bpix = [spatial.index(i) for i in pix]
     bext = [extents[i] for i in spatial]
-    sch.transform_layout(main, ("write", 0), _fuse_map(len(spatial), bpix, bext))
-    sch.transform_block_layout(main, _fuse_map(len(extents), pix, extents))
+    sch.transform_layout(main, ("write", 0), fuse_map(len(spatial), bpix, bext))
+    sch.transform_block_layout(main, fuse_map(len(extents), pix, extents))
     for epi in epilogues:
         eivs = sch.get(epi).iter_vars
         if [as_int(iv.dom.extent) for iv in eivs] != [extents[i] for i in spatial] or \
                 len(canonical_loops(sch, epi) or ()) != len(eivs):
             return None
-        sch.transform_block_layout(epi, _fuse_map(len(eivs), pix, extents))
+        sch.transform_block_layout(epi, fuse_map(len(eivs), pix, extents))
     return epilogues
 
 
-def _tile_split(sch, loop, factor: int, max_inner: int):
+def tile_split(sch, loop, factor: int, max_inner: int):
     """Split *loop* by *factor*: an exact split as a *sampled* tile whose decision is
     *factor*, so the schedule's trace -- which ``mxc tune`` seeds MetaSchedule's
     search with -- carries a tile size its mutators vary (MutateTileSize moves
@@ -373,7 +373,7 @@ def _tile_split(sch, loop, factor: int, max_inner: int):
     return sch.split(loop, [None, factor])
 
 
-def _fuse_map(ndim: int, pix: list[int], extents: list[int]):
+def fuse_map(ndim: int, pix: list[int], extents: list[int]):
     """Index map fusing the adjacent iteration positions *pix* (row-major) into one."""
     from tvm.tirx.function import IndexMap
 
