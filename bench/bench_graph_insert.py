@@ -9,7 +9,9 @@ with a list-backed graph each insert (``list.index``) and each fresh name
 (a set of every name) is O(n), so the pass is O(n^2).
 
 Run ``python bench/bench_graph_insert.py [--sizes 10000 100000] [--budget S]``;
-each size reports the best of three runs.
+each size reports the best of three runs, each started after a full
+collection (with the collector paused during the pass, the earlier runs'
+cyclic garbage would otherwise still sit in the heap the pass walks).
 Only public ``Graph`` methods that existed before the O(1) container are used,
 so the same script, copied into an older checkout, measures that checkout; a
 size whose pass would exceed ``--budget`` seconds (estimated from a sample of
@@ -19,6 +21,7 @@ its inserts) is reported as an extrapolation instead of being run.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -66,6 +69,8 @@ def measure(n: int, budget: float, repeat: int = 3) -> tuple[float, bool]:
         return estimate, True
     best = float("inf")
     for _ in range(repeat):
+        graph = None
+        gc.collect()  # the previous runs' garbage is not this run's working set
         graph = chain(n)
         with gc_paused():
             t0 = time.perf_counter()
@@ -91,6 +96,7 @@ def machine_baseline(n: int, repeat: int = 3) -> float:
     items = [Item() for _ in range(n)]
     best = float("inf")
     for _ in range(repeat):
+        gc.collect()
         table: dict = {x: None for x in items}
         with gc_paused():
             t0 = time.perf_counter()

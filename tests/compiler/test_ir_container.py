@@ -127,3 +127,77 @@ def test_one_post_order_and_one_copy():
     cyc, m = copy_graph(Graph([x, p, q], [q.out]))
     assert m[id(p)].inputs[0].node is m[id(q)] and [n.name for n in cyc.nodes] == ["x", "p", "q"]
     assert Entry(m[id(q)], 0) == cyc.outputs[0]
+
+
+def test_a_node_in_two_lists_keeps_each_lists_order_exact():
+    """Nodes carry the links of one list; a second list holding them must stay exact.
+
+    Graph rebuilds (``Graph(old.topo_order(), ...)``) and views over a subset put
+    the same node objects in several lists; edits through either list must never
+    show up in the other.
+    """
+    g = chain(5)
+    data, r0, r1, r2, r3 = g.nodes
+    view = Graph([r3, r1, data], [r3.out])  # takes the links of three of g's nodes
+    x = g.create_node("identity", "x", [r1.out], after=r1)
+    y = view.create_node("identity", "y", [data.out], before=r1)
+    assert list(g.nodes) == [data, r0, r1, x, r2, r3]
+    assert list(view.nodes) == [r3, y, r1, data]
+    g.erase_node(x)
+    view.nodes.remove(r1)
+    assert list(g.nodes) == [data, r0, r1, r2, r3] and r1 in g.nodes and r1 not in view.nodes
+    assert x not in g.nodes and y not in g.nodes and r0 not in view.nodes
+    assert g.nodes.next_of(r1) is r2 and view.nodes.prev_of(data) is y
+    view.nodes.append(r1)  # r1 came back to the view, after g kept its links
+    g.nodes.remove(r2)
+    assert list(view.nodes) == [r3, y, data, r1] and list(g.nodes) == [data, r0, r1, r3]
+    with pytest.raises(GraphError, match="already in this graph"):
+        view.nodes.append(data)
+
+
+def test_random_edits_on_lists_sharing_nodes_match_plain_lists():
+    """An invariant check: random inserts, erases and rebuilds across three lists
+    that share nodes give, after every edit, exactly what plain lists give."""
+    import random
+
+    rng = random.Random(1234)
+    pool = [Node(None, f"n{i}") for i in range(40)]
+    graphs = [Graph(pool[:20]), Graph(pool[10:30]), Graph(pool[5:35:2])]
+    model = [list(pool[:20]), list(pool[10:30]), list(pool[5:35:2])]
+    for step in range(3000):
+        k = rng.randrange(3)
+        g, ref = graphs[k], model[k]
+        action = rng.randrange(5)
+        outside = [n for n in pool if n not in ref]
+        if action in (0, 1) and ref and outside:
+            anchor, node = rng.choice(ref), rng.choice(outside)
+            at = ref.index(anchor) + action  # 0: before, 1: after
+            if action:
+                g.add_node(node, after=anchor)
+            else:
+                g.add_node(node, before=anchor)
+            ref.insert(at, node)
+        elif action == 2 and ref:
+            node = rng.choice(ref)
+            g.nodes.remove(node)
+            ref.remove(node)
+        elif action == 3 and outside:
+            node, at = rng.choice(outside), rng.randrange(-len(ref) - 1, len(ref) + 2)
+            g.nodes.insert(at, node)  # list.insert semantics, negative and past-the-end too
+            ref.insert(at, node)
+        elif action == 4 and rng.random() < 0.1:
+            keep = [n for n in ref if rng.random() < 0.8]
+            rng.shuffle(keep)
+            g.nodes = keep
+            ref[:] = keep
+        for gg, rr in zip(graphs, model):
+            assert len(gg.nodes) == len(rr), step
+            assert all(n in gg.nodes for n in rr), step
+        assert list(g.nodes) == ref, step
+        if ref:
+            i = rng.randrange(len(ref))
+            assert g.nodes.next_of(ref[i]) is (ref[i + 1] if i + 1 < len(ref) else None)
+            assert g.nodes.prev_of(ref[i]) is (ref[i - 1] if i else None)
+    for gg, rr in zip(graphs, model):
+        assert list(gg.nodes) == rr
+        assert [n for n in pool if n in gg.nodes] == [n for n in pool if n in rr]

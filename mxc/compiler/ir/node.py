@@ -68,12 +68,15 @@ class Node:
     """
 
     __slots__ = ("op", "_name", "attrs", "_inputs", "_uses", "subgraphs", "control_deps",
-                 "meta", "_params_cache", "__weakref__")
+                 "meta", "_params_cache", "__weakref__",
+                 # the links of the one NodeList that owns this node (see nodelist.py)
+                 "_owner", "_prev", "_next")
 
     def __init__(self, op: str | None, name: str, attrs: dict[str, str] | None = None,
                  inputs: Iterable[Entry] = (), subgraphs: Iterable["Graph"] = (),
                  control_deps: Iterable["Node"] = ()):
         self.op = op
+        self._owner = None
         self._name = name
         self.attrs: dict[str, str] = dict(attrs or {})
         self._inputs: list[Entry] = []

@@ -3,8 +3,9 @@
 Passes insert and erase nodes in the middle of 100k-node graphs, so the
 container must make those edits O(1) (as torch.fx's linked node list does)
 while still reading like the plain list existing code iterates, indexes and
-assigns.  It is a doubly linked list kept in one dict (``node -> [prev, next]``,
-so membership is a dict lookup and a link edit touches few entries), plus:
+assigns.  It is a doubly linked list whose links live on the nodes themselves
+(so an edit touches only the nodes involved and membership is one identity
+test; see ``_link`` for nodes that sit in several lists at once), plus:
 
 * a materialized list, rebuilt lazily after a mutation, that iteration,
   indexing and slicing read (iterating is a snapshot: nodes inserted during a
@@ -31,25 +32,30 @@ __all__ = ["NodeList"]
 
 
 class _End:
-    """The sentinel that closes the ring (before the first, after the last node)."""
+    """The sentinel that closes one list's ring (before the first, after the last node).
 
-    __slots__ = ()
+    Each list has its own, so a sentinel's links are always its list's own.
+    """
+
+    __slots__ = ("_prev", "_next")
 
     def __repr__(self) -> str:
         return "<end>"
 
 
-_END = _End()
-
-
 class NodeList(MutableSequence):
     """An ordered set of nodes with O(1) insert-before/after, erase and membership."""
 
-    __slots__ = ("_links", "_cache", "_names", "_names_epoch", "_dup_names",
-                 "_counters", "full_walks")
+    __slots__ = ("_end", "_len", "_foreign", "_cache", "_names", "_names_epoch",
+                 "_dup_names", "_counters", "full_walks")
 
     def __init__(self, nodes: Iterable[Node] = ()):
-        self._links: dict = {_END: [_END, _END]}  # node -> [prev, next]
+        end = _End()
+        end._prev = end._next = end
+        self._end = end
+        self._len = 0
+        #: links of member nodes whose own slots another list holds: node -> [prev, next]
+        self._foreign: dict[Node, list] = {}
         self._cache: list[Node] | None = []
         self._names: dict[str, Node] | None = None
         self._names_epoch = -1
@@ -58,29 +64,76 @@ class NodeList(MutableSequence):
         #: O(n) walks made so far (materializing the order, rebuilding the name index)
         self.full_walks = 0
         for node in nodes:
-            self._link(node, self._links[_END][0], _END)
+            self._link(node, end._prev, end)
 
     # -- linking ------------------------------------------------------------------------
-    def _link(self, node: Node, prev, nxt, prev_link: list | None = None) -> None:
-        """Put *node* between *prev* and *nxt* (*prev_link*: prev's entry, when known)."""
-        links = self._links
-        if node in links:
-            raise GraphError(f"node {node.name!r} is already in this graph")
-        if not isinstance(node, Node):
+    # A node carries the links of the one list that owns it (``Node._owner``,
+    # ``_prev``, ``_next``), as torch.fx's nodes do: an insert touches only the
+    # nodes involved, with no per-list table to grow.  A node may sit in several
+    # lists at once (a graph rebuilt from another's nodes, a view over a subset);
+    # the newest list takes the slots, and the list that held them keeps that
+    # node's links in its ``_foreign`` table, so every list stays exact.
+    def _next_link(self, x):
+        if x is self._end or x._owner is self:
+            return x._next
+        return self._foreign[x][1]
+
+    def _prev_link(self, x):
+        if x is self._end or x._owner is self:
+            return x._prev
+        return self._foreign[x][0]
+
+    def _set_next(self, x, value) -> None:
+        if x is self._end or x._owner is self:
+            x._next = value
+        else:
+            self._foreign[x][1] = value
+
+    def _set_prev(self, x, value) -> None:
+        if x is self._end or x._owner is self:
+            x._prev = value
+        else:
+            self._foreign[x][0] = value
+
+    def _has(self, node) -> bool:
+        return node._owner is self or node in self._foreign
+
+    def _link(self, node: Node, prev, nxt) -> None:
+        """Put *node* between *prev* and *nxt*, both already here (or the sentinel)."""
+        if node.__class__ is not Node and not isinstance(node, Node):
             raise TypeError(f"a graph holds Node objects, got {node!r}")
-        links[node] = [prev, nxt]
-        (links[prev] if prev_link is None else prev_link)[1] = node
-        links[nxt][0] = node
+        owner = node._owner
+        if owner is not None:
+            if owner is self or node in self._foreign:
+                raise GraphError(f"node {node.name!r} is already in this graph")
+            owner._foreign[node] = [node._prev, node._next]  # the holder keeps its links aside
+        elif node in self._foreign:
+            raise GraphError(f"node {node.name!r} is already in this graph")
+        node._owner, node._prev, node._next = self, prev, nxt
+        end = self._end
+        if prev is end or prev._owner is self:  # the inlined _set_next/_set_prev: the hot path
+            prev._next = node
+        else:
+            self._foreign[prev][1] = node
+        if nxt is end or nxt._owner is self:
+            nxt._prev = node
+        else:
+            self._foreign[nxt][0] = node
+        self._len += 1
         self._cache = None
         names = self._names
         if names is not None and names.setdefault(node._name, node) is not node:
             self._dup_names = True
 
     def _unlink(self, node: Node) -> None:
-        links = self._links
-        prev, nxt = links.pop(node)
-        links[prev][1] = nxt
-        links[nxt][0] = prev
+        if node._owner is self:
+            prev, nxt = node._prev, node._next
+            node._owner = node._prev = node._next = None
+        else:
+            prev, nxt = self._foreign.pop(node)
+        self._set_next(prev, nxt)
+        self._set_prev(nxt, prev)
+        self._len -= 1
         self._cache = None
         names = self._names
         if names is not None and names.get(node.name) is node:
@@ -88,37 +141,58 @@ class NodeList(MutableSequence):
             if self._dup_names:  # another node may carry the name: rebuild on demand
                 self._names = None
 
-    def _reset(self, nodes: Iterable[Node]) -> None:
-        fresh = NodeList(nodes)
-        self._links, self._cache = fresh._links, fresh._cache
-        self._names = None
+    def _release(self) -> None:
+        """Let go of every node (their slots become free for other lists)."""
+        for node in self._list():
+            if node._owner is self:
+                node._owner = node._prev = node._next = None
+        end = self._end
+        end._prev = end._next = end
+        self._foreign, self._len, self._cache = {}, 0, []
 
-    def _anchor(self, anchor: Node) -> list:
-        link = self._links.get(anchor) if anchor is not _END else None
-        if link is None:
+    def _reset(self, nodes: Iterable[Node]) -> None:
+        nodes = list(nodes)
+        self._release()
+        self._names = None
+        end = self._end
+        for node in nodes:
+            self._link(node, end._prev, end)
+
+    def _anchor(self, anchor: Node) -> None:
+        if anchor is self._end or not isinstance(anchor, Node) or not self._has(anchor):
             raise GraphError(f"node {getattr(anchor, 'name', anchor)!r} is not in this graph")
-        return link
 
     def insert_before(self, anchor: Node, node: Node) -> Node:
         """Insert *node* just before *anchor* (O(1))."""
-        self._link(node, self._anchor(anchor)[0], anchor)
+        if getattr(anchor, "_owner", None) is self:
+            prev = anchor._prev
+        else:
+            self._anchor(anchor)
+            prev = self._prev_link(anchor)
+        self._link(node, prev, anchor)
         return node
 
     def insert_after(self, anchor: Node, node: Node) -> Node:
         """Insert *node* just after *anchor* (O(1))."""
-        link = self._anchor(anchor)
-        self._link(node, anchor, link[1], link)
+        if getattr(anchor, "_owner", None) is self:
+            nxt = anchor._next
+        else:
+            self._anchor(anchor)
+            nxt = self._next_link(anchor)
+        self._link(node, anchor, nxt)
         return node
 
     def next_of(self, node: Node) -> Node | None:
         """The node after *node* (None at the end)."""
-        nxt = self._anchor(node)[1]
-        return None if nxt is _END else nxt
+        self._anchor(node)
+        nxt = self._next_link(node)
+        return None if nxt is self._end else nxt
 
     def prev_of(self, node: Node) -> Node | None:
         """The node before *node* (None at the start)."""
-        prev = self._anchor(node)[0]
-        return None if prev is _END else prev
+        self._anchor(node)
+        prev = self._prev_link(node)
+        return None if prev is self._end else prev
 
     # -- names --------------------------------------------------------------------------
     def _name_index(self) -> dict[str, Node]:
@@ -155,22 +229,19 @@ class NodeList(MutableSequence):
         if cache is None:
             self.full_walks += 1
             cache = []
-            append, links = cache.append, self._links
-            n = links[_END][1]
-            while n is not _END:
+            append, end, foreign = cache.append, self._end, self._foreign
+            n = end._next
+            while n is not end:
                 append(n)
-                n = links[n][1]
+                n = n._next if n._owner is self else foreign[n][1]
             self._cache = cache
         return cache
 
     def __len__(self) -> int:
-        return len(self._links) - 1
+        return self._len
 
     def __contains__(self, node) -> bool:
-        try:
-            return node is not _END and node in self._links
-        except TypeError:  # unhashable: cannot be a node
-            return False
+        return isinstance(node, Node) and self._has(node)
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self._list())
@@ -185,11 +256,11 @@ class NodeList(MutableSequence):
     def __getitem__(self, i: slice) -> list[Node]: ...
 
     def __getitem__(self, i):
-        if self._cache is None and len(self):
+        if self._cache is None and self._len:
             if i == 0:
-                return self._links[_END][1]
+                return self._end._next
             if i == -1:
-                return self._links[_END][0]
+                return self._end._prev
         return self._list()[i]
 
     def __setitem__(self, i, value) -> None:
@@ -207,15 +278,17 @@ class NodeList(MutableSequence):
         n = len(self)
         if i < 0:
             i = max(0, n + i)
+        end = self._end
         if i == 0:
-            self._link(node, _END, self._links[_END][1])
+            self._link(node, end, end._next)
         elif i >= n:
-            self._link(node, self._links[_END][0], _END)
+            self._link(node, end._prev, end)
         else:
             self.insert_before(self._list()[i], node)
 
     def append(self, node: Node) -> None:
-        self._link(node, self._links[_END][0], _END)
+        end = self._end
+        self._link(node, end._prev, end)
 
     def extend(self, nodes: Iterable[Node]) -> None:
         for node in list(nodes):
