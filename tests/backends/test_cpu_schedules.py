@@ -23,6 +23,7 @@ from mxc.backends.reference import run_graph
 from mxc.backends.tvm.build import build_module
 from mxc.backends.tvm.converter import lower_graph
 from mxc.backends.tvm.schedules.cpu import CpuInfo, tile_shape
+from mxc.backends.tvm.schedules.reduction import vector_piece
 from mxc.backends.tvm.schedules.microarch import MICROARCHS
 from mxc.backends.tvm.targets import missing_on_host
 
@@ -86,6 +87,7 @@ CONV_CASES = {
     "1x1-pixels-prime-square": (80, 64, 7, 1, 1, 1),    # 49 pixels: partial blocks
     "1x1-channels-not-lanes": (6, 36, 12, 1, 1, 1),     # 36 channels: half-vector tile
     "1x1-1000-outputs": (32, 1000, 13, 1, 1, 1),        # 169 pixels, one-vector tile
+    "1x1-1000-one-pixel": (64, 1000, 1, 1, 1, 1),       # after global pooling: 5 x 8 lanes
     "3x3-stride2-first-layer": (3, 8, 33, 3, 2, 1),     # padded 3-channel image
     "3x3-dense": (16, 32, 10, 3, 1, 1),
     "depthwise-stride1": (36, 36, 15, 3, 1, 36),
@@ -209,6 +211,23 @@ def test_cost_model_row_comes_from_the_target():
     assert rows["llvm -mcpu=sapphirerapids"].registers == 32
     no512 = cpu_info(resolve_target("llvm -mcpu=znver4 -mattr=-avx512f"))
     assert no512.lanes == 8, no512
+
+
+@pytest.mark.parametrize("arch,cext,expected", [
+    ("znver4", 1000, 40), ("znver3", 1000, 40), ("skylake-avx512", 1000, 40),
+    ("generic-sse", 1000, 20), ("skylake-avx512", 512, 128), ("znver4", 512, 64),
+    ("znver3", 1280, 40)])
+def test_one_pixel_tiles_keep_enough_fmas_in_flight(arch, cext, expected):
+    """A dense layer has one pixel, so only the channel tile can supply independent
+    accumulators: it takes ``fma_latency x fma_ports`` vector pieces where the
+    channels divide into them (1000 = 25 x 5 pieces of 8 lanes; SSE: of 4), never
+    one latency-bound chain."""
+    info = MICROARCHS[arch]
+    nc, rw = tile_shape(cext, 1, info)
+    assert (nc, rw) == (expected, 1)
+    pieces = nc // vector_piece(nc, info.lanes)
+    assert pieces >= min(info.fma_latency * info.fma_ports, 5)
+    assert pieces + pieces + 3 <= info.registers
 
 
 def test_tile_shape_keeps_packed_channel_tile():

@@ -34,6 +34,11 @@ from .tir_queries import (as_int, canonical_loops, has_bounds_check, is_reductio
 #: channel tiles tried, in whole vectors (a multi-vector tile is unrolled vector by vector)
 MAX_TILE_VECTORS = 4
 
+#: channel tiles tried when too few pixels can be blocked to hide the FMA latency (a
+#: dense layer: one pixel): 1000 classes = 5 x 8-lane pieces x 25 tiles.  One accumulator
+#: chain made mobilenetv2's 1280 -> 1000 layer latency-bound (4 cycles per FMA)
+LATENCY_TILE_VECTORS = 8
+
 #: registers a broadcasting micro-kernel keeps besides accumulators and weight vectors:
 #: the broadcast input scalar and spares
 BROADCAST_OPERAND_REGISTERS = 3
@@ -73,36 +78,64 @@ TUNE_MAX_PIXEL_BLOCK = 32
 # ---------------------------------------------------------------------------
 # the register-tile model
 # ---------------------------------------------------------------------------
+def vector_piece(nc: int, lanes: int) -> int:
+    """The vector width a tile of *nc* channels is computed in: a whole register
+    when *nc* is a multiple of one, else the largest power of two below that
+    divides *nc* (1000 channels on AVX-512: 8-lane pieces)."""
+    piece = lanes
+    while piece > 1 and nc % piece:
+        piece //= 2
+    return piece
+
+
 def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
                streaming: bool = False) -> tuple[int | None, int]:
     """(nc, rw): channels per tile (the vector axis, extent *cext*) and the
     register-block length along the pixel axis (extent *rext*).
 
-    The micro-kernel keeps ``rw * v`` vector accumulators (``v = nc/lanes``)
-    live and per reduction step loads ``rw`` broadcasts and ``v`` weight
-    vectors (``streaming``: a vector per FMA, as depthwise convolution and
-    pooling).  A step costs ``max(latency, FMAs/ports, loads/ports)``
-    cycles; the tile with the best FMA throughput that fits the register
-    file (accumulators + operands + 1 spare) wins, ties to more accumulators.
-    *nc* fixes the channel tile (weights already packed for it).
+    The micro-kernel keeps ``rw * v`` vector accumulators (``v`` vector
+    pieces of :func:`vector_piece` width per tile) live and per reduction
+    step loads ``rw`` broadcasts and ``v`` weight vectors (``streaming``: a
+    vector per FMA, as depthwise convolution and pooling).  A step costs
+    ``max(latency, FMAs/ports, loads/ports)`` cycles; the tile with the best
+    FMA throughput that fits the register file (accumulators + operands + 1
+    spare) wins, ties to more accumulators.  *nc* fixes the channel tile
+    (weights already packed for it).
+
+    Tiles of up to :data:`MAX_TILE_VECTORS` pieces are tried first.  When the
+    best of them cannot keep ``fma_latency x fma_ports`` FMAs in flight (too
+    few pixels to block: a dense layer, a 1x1 convolution after global
+    pooling), tiles of up to :data:`LATENCY_TILE_VECTORS` pieces are tried
+    too: there the channels must supply the independent accumulators.
     """
-    lanes, regs = info.lanes, info.registers
     if nc is not None:
-        shapes = [nc]
-    else:
-        # whole vectors (the rule unrolls a multi-vector tile vector by vector)
-        shapes = [v * lanes for v in range(1, MAX_TILE_VECTORS + 1) if cext % (v * lanes) == 0]
-        if not shapes:      # channels not a multiple of the vector: a power-of-two part
-            pow2 = 1        # of a vector (odd-length vectors are handled element-wise)
-            while pow2 * 2 <= lanes and cext % (pow2 * 2) == 0:
-                pow2 *= 2
-            shapes = [pow2]
-        wide = STREAMING_MIN_VECTORS * lanes
-        if streaming and any(cand >= wide for cand in shapes):
-            shapes = [cand for cand in shapes if cand >= wide]
+        return _best_tile([nc], rext, info, streaming)
+    piece = vector_piece(cext, info.lanes)
+    shapes = _tile_candidates(cext, piece, MAX_TILE_VECTORS)
+    wide = STREAMING_MIN_VECTORS * info.lanes
+    if streaming and any(cand >= wide for cand in shapes):
+        shapes = [cand for cand in shapes if cand >= wide]
+    nc, rw = _best_tile(shapes, rext, info, streaming)
+    in_flight = info.fma_latency * info.fma_ports
+    if not streaming and rw * (nc // piece) < in_flight:
+        more = _tile_candidates(cext, piece, LATENCY_TILE_VECTORS)
+        if len(more) > len(shapes):
+            nc, rw = _best_tile(more, rext, info, streaming)
+    return nc, rw
+
+
+def _tile_candidates(cext: int, piece: int, max_pieces: int) -> list[int]:
+    """Channel tiles of 1..*max_pieces* vector pieces that divide *cext*."""
+    return [v * piece for v in range(1, max_pieces + 1) if cext % (v * piece) == 0]
+
+
+def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
+               streaming: bool) -> tuple[int, int]:
+    """The (nc, rw) of the register-tile model's best pick among channel tiles *shapes*."""
+    regs = info.registers
     best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
     for cand in shapes:
-        v = -(-cand // lanes)
+        v = cand // vector_piece(cand, info.lanes)
         for rw in range(1, max(rext, 1) + 1):
             acc = rw * v
             # operands: the v weight vectors, plus (broadcasting) the input scalar
@@ -308,8 +341,9 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
     # a tile of several vectors is unrolled vector by vector: LLVM legalises a wide
     # vector type (3 x 8 lanes especially) into far worse code than separate registers
     lanes_loop = []
-    if nc > info.lanes and nc % info.lanes == 0:
-        cv, ci = sch.split(ci, [None, info.lanes])
+    piece = vector_piece(nc, info.lanes)
+    if nc > piece:
+        cv, ci = sch.split(ci, [None, piece])
         lanes_loop = [cv]
     order = [co] + outer_spatial + red + inner + lanes_loop + [ci]
     sch.reorder(*order)
