@@ -47,6 +47,8 @@ from ..load_time import mark_load_time, register_evaluator
 _OPAQUE = 8
 #: the kernel (and load-time transform kind) computing ``U`` from the weights
 WEIGHT_KERNEL = "winograd_weight"
+#: the first pass of the output transform (``A^T M``, see :func:`output_transform`)
+OUTPUT_ROWS = "winograd_rows"
 
 
 @functools.lru_cache(maxsize=None)
@@ -259,21 +261,32 @@ def batch_matmul(v: te.Tensor, u: te.Tensor) -> te.Tensor:
 
 
 def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tensor:
-    """``Y[n, h, w, k]``: every tile through ``A^T M A``, cropped to the output."""
+    """``Y[n, h, w, k]``: every tile through ``A^T M A``, cropped to the output.
+
+    Computed in two passes, as the product is separable: ``T = A^T M`` over the
+    tile's rows (``winograd_rows``: m x (m+2) per tile), then ``Y = T A`` over its
+    columns -- about half the multiply-adds of summing all (m+2)^2 terms for each
+    of the m^2 outputs (F(4, 3): 240 instead of ~400 per tile and channel)."""
     a, _, _ = transform_matrices(m)
     alpha = m + 2
-    th, tw, _ = _tiles(n, oh, ow, m)
+    th, tw, tiles = _tiles(n, oh, ow, m)
     k = int(mm.shape[2])
     dtype = mm.dtype
+
+    def rows(yi, nu, p, ch):
+        total = tirx.const(0.0, dtype)
+        for eps in range(alpha):
+            total = total + _select(a, eps, yi, dtype) * mm[eps * alpha + nu, p, ch]
+        return total
+
+    t = te.compute((m, alpha, tiles, k), rows, name=OUTPUT_ROWS)
 
     def compute(i, y, x, ch):
         p = i * (th * tw) + (y // m) * tw + x // m
         yi, xi = y % m, x % m
         total = tirx.const(0.0, dtype)
-        for eps in range(alpha):
-            for nu in range(alpha):
-                coef = _select(a, eps, yi, dtype) * _select(a, nu, xi, dtype)
-                total = total + coef * mm[eps * alpha + nu, p, ch]
+        for nu in range(alpha):
+            total = total + _select(a, nu, xi, dtype) * t[yi, nu, p, ch]
         return total
 
     return te.compute((n, oh, ow, k), compute, name="winograd_output")
@@ -372,15 +385,16 @@ def _schedule_output(sch, func, info):
     from .module_utils import writes_param as _writes_param
     params = list(func.params)
     wino = sch.get_sblock("winograd_output")
-    _inline_injective(sch, params, keep=[wino])
-    m = _tile_of(sch.get(wino))
+    rows = _block(sch, OUTPUT_ROWS)
+    _inline_injective(sch, params, keep=[wino] + ([rows] if rows is not None else []))
+    m = _tile_of(sch.get(rows if rows is not None else wino))
     if m is None:
         return None
     if _writes_param(sch, wino, params):
         final, loops = wino, sch.get_loops(wino)
     else:
         finals = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
-                  if sch.get(b).name_hint != "winograd_output"]
+                  if sch.get(b).name_hint not in ("winograd_output", OUTPUT_ROWS)]
         if len(finals) != 1:
             return None
         final = finals[0]
@@ -397,17 +411,28 @@ def _schedule_output(sch, func, info):
     sch.reorder(n, ty, tx, co, yi, xi, ci)
     par = sch.fuse(n, ty, tx)
     sch.parallel(par)
+    # per (tile, channel vector): the rows pass into registers, then the outputs
     if final is not wino:
         sch.set_scope(wino, 0, "local")
         sch.compute_at(wino, co, preserve_unit_loops=True)
-        inner = sch.get_loops(wino)[-3:]
-        for lp in inner[:2]:
-            sch.unroll(lp)
-        sch.vectorize(inner[2])
+        _unroll_vectorize(sch, wino)
+    if rows is not None:
+        sch.set_scope(rows, 0, "local")
+        sch.compute_at(rows, co, preserve_unit_loops=True)
+        _unroll_vectorize(sch, rows)
     sch.unroll(yi)
     sch.unroll(xi)
     sch.vectorize(ci)
     return sch
+
+
+def _unroll_vectorize(sch, block) -> None:
+    """A block computed at the channel-vector loop: its tile loops unrolled (the
+    coefficients fold to literals), its channel loop vectorised."""
+    inner = sch.get_loops(block)[-len(sch.get(block).iter_vars):]
+    for lp in inner[:-1]:
+        sch.unroll(lp)
+    sch.vectorize(inner[-1])
 
 
 def _tile_of(block) -> int | None:
