@@ -135,8 +135,14 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
     regs = info.registers
     best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
     for cand in shapes:
-        v = cand // vector_piece(cand, info.lanes)
+        piece = vector_piece(cand, info.lanes)
+        v = cand // piece
+        # several sub-vector pieces and a partial last block: both put extra work on every
+        # step (unrolled narrow FMAs, a predicate on each), measured 2x slower together
+        exact_only = v > 1 and piece < info.lanes
         for rw in range(1, max(rext, 1) + 1):
+            if exact_only and rext % rw:
+                continue
             acc = rw * v
             # operands: the v weight vectors, plus (broadcasting) the input scalar
             # and spares; a streamed input vector is an FMA's memory operand instead
