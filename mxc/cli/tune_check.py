@@ -4,9 +4,9 @@ Each kernel's tuned schedule is verified on its own (:mod:`mxc.backends.tvm.tune
 but kernels interact in a model (caches, the layouts between them), so the
 check compiles the whole model twice -- without the database and with it --
 runs both on the same random inputs, alternately, for a bounded time, and
-reports the medians.  Their outputs must agree.  When the tuned model is the
-slower one by more than the kernels' keep margin, the tuned schedules of its
-kernels are reverted to the default schedules (their verdicts say so), so that
+reports the medians.  Their outputs must agree.  Unless the tuned model is the
+faster one (:attr:`ModelCheck.keeps_tuned`), the tuned schedules of its kernels
+are reverted to the default schedules (their verdicts say so), so that
 ``mxc compile --db`` builds this model as the untuned compile does.
 """
 
@@ -57,9 +57,9 @@ def _outputs(result) -> list[np.ndarray]:
 
 def check_model(args, loaded, report, budget_s: float):
     """Compile untuned and tuned, compare outputs, time them interleaved for about
-    *budget_s* seconds; revert the model's tuned kernels when the tuned build is slower.
+    *budget_s* seconds; revert the model's tuned kernels unless the tuned build is faster.
     Sets ``report.model_check`` and returns it."""
-    from ..backends.tvm.tune_verify import KEEP_MARGIN, compare_models, revert_to_default
+    from ..backends.tvm.tune_verify import compare_models, revert_to_default
     untuned = _compile(args, loaded, None)
     tuned = _compile(args, loaded, args.db)
     feeds = _feeds(args)
@@ -72,13 +72,13 @@ def check_model(args, loaded, report, budget_s: float):
     check = compare_models(lambda: untuned.run(feeds), lambda: tuned.run(feeds),
                            budget_s=budget_s)
     report.model_check = check
-    if check.tuned_ms > check.untuned_ms * (1.0 + KEEP_MARGIN):
+    if not check.keeps_tuned:
         verdicts = [t.verdict for t in report.tasks if t.verdict is not None]
         reverted = revert_to_default(args.db, verdicts)
         for t in report.tasks:
             for v in reverted:
                 if t.verdict is not None and t.verdict.key == v.key:
                     t.verdict = v
-        log.warning("the tuned model ran slower than the untuned one: %d kernel(s) of it "
-                    "back to their default schedules", len(reverted))
+        log.warning("the tuned model was not faster than the untuned one: %d kernel(s) of "
+                    "it back to their default schedules", len(reverted))
     return check

@@ -69,8 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="SECONDS",
                    help="after tuning, compile the model untuned and tuned, check their "
                         "outputs agree, time both interleaved for SECONDS (default 30) and "
-                        "report the medians; if the tuned model is slower, its kernels go "
-                        "back to the default schedules (costs two compiles)")
+                        "report the medians; unless the tuned model is faster, its kernels "
+                        "go back to the default schedules (costs two compiles)")
     p.add_argument("--tasks", metavar="NAME[,NAME...]", default=None,
                    help="tune only the kernels whose task name contains one of these "
                         "(names as the progress lines and the summary print them)")

@@ -243,3 +243,13 @@ def test_compare_models_reports_interleaved_medians():
     assert check.speedup == pytest.approx(1.5)
     assert calls[2:] == ["u", "t", "t", "u", "u", "t", "t", "u"]
     assert "faster" in check.describe()
+
+
+@pytest.mark.parametrize("untuned_ms,tuned_ms,kept", [
+    (11.0, 10.0, True),      # faster: the tuned build stays
+    (11.044, 11.257, False),  # 1.9% slower (inside the kernels' 3% margin): reverted
+    (5.0, 5.0, False),       # a tie is not a win
+])
+def test_the_model_check_keeps_a_tuned_build_only_when_it_is_faster(untuned_ms, tuned_ms, kept):
+    from mxc.backends.tvm.tune_verify import ModelCheck
+    assert ModelCheck(untuned_ms, tuned_ms, 100).keeps_tuned is kept

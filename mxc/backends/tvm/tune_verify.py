@@ -313,6 +313,15 @@ class ModelCheck:
     def speedup(self) -> float:
         return self.untuned_ms / self.tuned_ms
 
+    @property
+    def keeps_tuned(self) -> bool:
+        """Whether the tuned build earned its place: its median is below the untuned one's.
+
+        The kernels already passed their own re-measurement with a margin; at the model
+        level any loss, however small, sends them back to the defaults, so a model's
+        tuned build is never the slower one as measured here (issue: tuned <= untuned)."""
+        return self.tuned_ms < self.untuned_ms
+
     def describe(self) -> str:
         return (f"model: untuned {self.untuned_ms:.3f} ms, tuned {self.tuned_ms:.3f} ms "
                 f"(median of {self.rounds} interleaved rounds, tuned x{self.speedup:.3f} "
