@@ -18,8 +18,9 @@ time and the kernel is a TE compute reading the packed array:
 * int8 ``conv2d``/``matmul`` (int32 accumulation, constant weight) on a
   target with VNNI -> the ``vpdpbusd`` kernels of :mod:`.int8`.
 
-``nc`` is a whole number of vector registers chosen with the register-tile
-model of :func:`tile_shape`, which the default schedule
+``nc`` is a whole number of vector pieces (registers, or power-of-two parts of
+one when the channels are not a multiple of a register) chosen with the
+register-tile model of :func:`tile_shape`, which the default schedule
 (:mod:`.cpu`) uses again to block the output pixels.  Everything else keeps
 TVM's legalization.
 """

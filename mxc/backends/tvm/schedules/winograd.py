@@ -386,8 +386,10 @@ def _schedule_output(sch, func, info):
     params = list(func.params)
     wino = sch.get_sblock("winograd_output")
     rows = _block(sch, OUTPUT_ROWS)
-    _inline_injective(sch, params, keep=[wino] + ([rows] if rows is not None else []))
-    m = _tile_of(sch.get(rows if rows is not None else wino))
+    if rows is None:
+        return None
+    _inline_injective(sch, params, keep=[wino, rows])
+    m = _tile_of(sch.get(rows))
     if m is None:
         return None
     if _writes_param(sch, wino, params):
@@ -416,10 +418,9 @@ def _schedule_output(sch, func, info):
         sch.set_scope(wino, 0, "local")
         sch.compute_at(wino, co, preserve_unit_loops=True)
         _unroll_vectorize(sch, wino)
-    if rows is not None:
-        sch.set_scope(rows, 0, "local")
-        sch.compute_at(rows, co, preserve_unit_loops=True)
-        _unroll_vectorize(sch, rows)
+    sch.set_scope(rows, 0, "local")
+    sch.compute_at(rows, co, preserve_unit_loops=True)
+    _unroll_vectorize(sch, rows)
     sch.unroll(yi)
     sch.unroll(xi)
     sch.vectorize(ci)
