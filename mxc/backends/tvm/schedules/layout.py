@@ -25,7 +25,13 @@ dataflow block:
 * anything else gets NCHW operands back (one ``permute_dims``, emitted once
   per value and only when needed), as do the function's outputs.
 
-Semantics are unchanged: every rewrite is an exact axis permutation.
+Given the CPU's cost-model row, activations whose channels split into narrow
+vector pieces are also kept padded to whole vectors between the ops that can
+take them (:mod:`.channel_padding`: zero weights, exact-zero padded lanes),
+and sliced back to their real channels where an op needs the exact tensor.
+
+Semantics are unchanged: every rewrite is an exact axis permutation, and
+padding only adds ``+0.0`` terms.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .module_utils import rewrite_functions, static_shape
+from .channel_padding import channel_mask, keeps_zero, pad_last_axis, padded_channels
+from .microarch import CpuInfo
+from .module_utils import rewrite_functions, static_shape, tensor_dtype
 
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
@@ -58,6 +66,7 @@ _BINARY = {
 _ELEMWISE = {"relax." + n for n in _UNARY | _BINARY}
 _REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"}
 _POOL = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d"}
+_FLOATS = ("float16", "float32", "float64")
 
 
 def _is_tensor(expr) -> bool:
@@ -65,10 +74,13 @@ def _is_tensor(expr) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, bb: relax.BlockBuilder):
+    def __init__(self, bb: relax.BlockBuilder, info: CpuInfo | None = None):
         self.bb = bb
+        self.info = info       # the cost-model row deciding channel padding (None: never)
         self.nchw: dict = {}   # old var -> expr holding its value in the original layout
         self.nhwc: dict = {}   # old var -> expr holding its value channels-last (4-D only)
+        self.real: dict = {}   # old var -> its channel count, where nhwc holds it padded
+        self.exact: dict = {}  # old var -> its padded nhwc value sliced to the real channels
         self.changed = False
 
     # ----------------------------------------------------------------- values
@@ -78,7 +90,7 @@ class _Rewriter:
             if expr in self.nchw:
                 return self.nchw[expr]
             if expr in self.nhwc:
-                back = self.bb.emit(relax.op.permute_dims(self.nhwc[expr], TO_NCHW))
+                back = self.bb.emit(relax.op.permute_dims(self.last(expr), TO_NCHW))
                 self.nchw[expr] = back
                 return back
             return expr          # a function parameter
@@ -94,6 +106,8 @@ class _Rewriter:
     def last(self, expr):
         """*expr* (an old 4-D tensor expression, or a broadcast operand of one) channels-last."""
         if isinstance(expr, relax.Var) and expr in self.nhwc:
+            if expr in self.real:
+                return self._sliced(expr)
             return self.nhwc[expr]
         shape = static_shape(expr)
         if isinstance(expr, Constant) and shape is not None:
@@ -115,6 +129,26 @@ class _Rewriter:
     def is_last(self, expr) -> bool:
         return isinstance(expr, relax.Var) and expr in self.nhwc
 
+    def stored(self, expr):
+        """(*expr* channels-last as kept, its real channel count when kept padded else
+        None): for the ops that take padded activations."""
+        if isinstance(expr, relax.Var) and expr in self.real:
+            return self.nhwc[expr], self.real[expr]
+        return self.last(expr), None
+
+    def _sliced(self, var):
+        if var not in self.exact:
+            self.exact[var] = self.bb.emit(relax.op.strided_slice(
+                self.nhwc[var], axes=[3], begin=[0], end=[self.real[var]]))
+        return self.exact[var]
+
+    def pad_to(self, channels: int, dtype: str | None) -> int:
+        """The padded channel count for a float activation of *channels* (unchanged
+        without a cost-model row)."""
+        if self.info is None or dtype not in _FLOATS:
+            return channels
+        return padded_channels(channels, self.info)
+
     def rewrite(self, call: relax.Call):
         """The channels-last replacement of *call* (its result NHWC), or None to keep it."""
         name = call.op.name
@@ -131,20 +165,26 @@ class _Rewriter:
                 and call.attrs.out_layout == "NCHW":
             a = call.attrs
             fn = relax.op.nn.max_pool2d if name.endswith("max_pool2d") else relax.op.nn.avg_pool2d
-            return fn(self.last(call.args[0]), a.pool_size, a.strides, a.padding, a.dilation,
-                      a.ceil_mode, a.count_include_pad, layout="NHWC", out_layout="NHWC")
+            x, real = self.stored(call.args[0])    # a window over zero lanes stays zero
+            return _padded(fn(x, a.pool_size, a.strides, a.padding, a.dilation, a.ceil_mode,
+                              a.count_include_pad, layout="NHWC", out_layout="NHWC"), real)
         if name == "relax.nn.adaptive_avg_pool2d" and self.is_last(call.args[0]) \
                 and call.attrs.layout == "NCHW" and call.attrs.out_layout == "NCHW":
-            return relax.op.nn.adaptive_avg_pool2d(self.last(call.args[0]),
-                                                   call.attrs.output_size, layout="NHWC",
-                                                   out_layout="NHWC")
+            x, real = self.stored(call.args[0])
+            return _padded(relax.op.nn.adaptive_avg_pool2d(x, call.attrs.output_size,
+                                                           layout="NHWC", out_layout="NHWC"),
+                           real)
         if name == "relax.nn.pad" and self.is_last(call.args[0]) \
                 and len(call.attrs.pad_width) == 8:
             w = [int(v) for v in call.attrs.pad_width]
             pairs = [w[2 * i:2 * i + 2] for i in range(4)]
             width = [v for i in TO_NHWC for v in pairs[i]]
-            return relax.op.nn.pad(self.last(call.args[0]), width, call.attrs.pad_mode,
-                                   float(call.attrs.pad_value))
+            x, real = self.stored(call.args[0])
+            if real is not None and (any(pairs[1]) or float(call.attrs.pad_value) != 0.0
+                                     or str(call.attrs.pad_mode) != "constant"):
+                x, real = self.last(call.args[0]), None   # the border would not be zero
+            return _padded(relax.op.nn.pad(x, width, call.attrs.pad_mode,
+                                           float(call.attrs.pad_value)), real)
         if name == "relax.concat" and isinstance(call.args[0], relax.Tuple):
             fields = call.args[0].fields
             if any(self.is_last(f) for f in fields) and \
@@ -163,15 +203,51 @@ class _Rewriter:
             return None
         if len(static_shape(x) or ()) != 4 or len(static_shape(w) or ()) != 4:
             return None
-        if isinstance(w, Constant):
-            arr = w.value.numpy()
-            w_new = relax.const(np.ascontiguousarray(arr.transpose(2, 3, 1, 0)), arr.dtype.name)
-        else:
-            w_new = self.bb.emit(relax.op.permute_dims(self.orig(w), (2, 3, 1, 0)))
         out_dtype = a.out_dtype if str(a.out_dtype) not in ("", "void") else None
-        return relax.op.nn.conv2d(self.last(x), w_new, a.strides, a.padding, a.dilation,
-                                  int(a.groups), data_layout="NHWC", kernel_layout="HWIO",
-                                  out_layout="NHWC", out_dtype=out_dtype)
+        if not isinstance(w, Constant):
+            w_new = self.bb.emit(relax.op.permute_dims(self.orig(w), (2, 3, 1, 0)))
+            return relax.op.nn.conv2d(self.last(x), w_new, a.strides, a.padding, a.dilation,
+                                      int(a.groups), data_layout="NHWC", kernel_layout="HWIO",
+                                      out_layout="NHWC", out_dtype=out_dtype)
+        hwio = w.value.numpy().transpose(2, 3, 1, 0)
+        return self._conv2d_const(call, hwio, out_dtype)
+
+    def _conv2d_const(self, call, hwio: np.ndarray, out_dtype):
+        """The channels-last convolution with constant weights *hwio*, its input and
+        output channels padded where :mod:`.channel_padding` says so."""
+        a = call.attrs
+        x, real_in = self.stored(call.args[0])
+        groups = int(a.groups)
+        dtype = tensor_dtype(call)
+        depthwise = groups > 1 and hwio.shape[2] == 1 and groups == hwio.shape[3]
+        if real_in is not None:
+            width = static_shape(x)[3]
+            if groups == 1:          # zero weights for the zero lanes
+                hwio = pad_last_axis(hwio, width, axis=2)
+            elif depthwise:          # zero lanes through zero filters stay zero
+                hwio, groups = pad_last_axis(hwio, width, axis=3), width
+            else:
+                x, real_in = self.last(call.args[0]), None
+        k = hwio.shape[3]
+        padded = self.pad_to(k, dtype) if groups == 1 else k
+        if padded > k:
+            hwio = pad_last_axis(hwio, padded, axis=3)
+
+        def conv(weights):
+            return relax.op.nn.conv2d(x, relax.const(np.ascontiguousarray(weights),
+                                                     hwio.dtype.name),
+                                      a.strides, a.padding, a.dilation, groups,
+                                      data_layout="NHWC", kernel_layout="HWIO",
+                                      out_layout="NHWC", out_dtype=out_dtype)
+
+        if depthwise and real_in is not None:
+            return _Padded(conv(hwio), real_in)
+        if padded == k:
+            return conv(hwio)
+        # the new lanes: sums of x * 0, which an inf or NaN in x would make NaN
+        y = self.bb.emit(conv(hwio))
+        return _Padded(relax.op.where(relax.const(channel_mask(k, padded), "bool"), y,
+                                      relax.const(0, dtype)), k)
 
     def _elemwise(self, call, out):
         tensors = [a for a in call.args if _is_tensor(a)]
@@ -181,8 +257,46 @@ class _Rewriter:
             shape = static_shape(a)
             if shape is None or len(shape) > 4:
                 return None
+        kept = self._elemwise_padded(call)
+        if kept is not None:
+            return kept
         args = [self.last(a) if _is_tensor(a) else a for a in call.args]
         return relax.Call(call.op, args, call.attrs, call.ty_args)
+
+    def _elemwise_padded(self, call):
+        """*call* over its operands as kept padded, when one is and the op maps what
+        every operand holds in the padded lanes to zero; else None."""
+        reals = {(self.real[a], static_shape(self.nhwc[a])[3]) for a in call.args
+                 if isinstance(a, relax.Var) and a in self.real}
+        if len(reals) != 1:
+            return None
+        (real, width), = reals
+        args, lanes = [], []
+        for a in call.args:
+            if not _is_tensor(a):
+                return None
+            dtype = tensor_dtype(a)
+            shape = static_shape(a)
+            if isinstance(a, relax.Var) and a in self.real:
+                args.append(self.nhwc[a])
+                lanes.append(np.zeros(1, dtype))
+            elif isinstance(a, Constant) and shape is not None:
+                arr = a.value.numpy()
+                arr4 = arr.reshape((1,) * (4 - arr.ndim) + arr.shape).transpose(TO_NHWC) \
+                    if arr.ndim else arr
+                if arr.ndim and arr4.shape[3] == real:
+                    arr4 = pad_last_axis(arr4, width, axis=3)
+                    lanes.append(np.zeros(1, dtype))
+                elif arr.ndim == 0 or arr4.shape[3] == 1:
+                    lanes.append(np.ravel(arr4))
+                else:
+                    return None
+                args.append(relax.const(np.ascontiguousarray(arr4), dtype))
+            else:
+                return None
+        if not keeps_zero(call.op.name, call.attrs, lanes):
+            return None
+        return _Padded(relax.Call(call.op, args, call.attrs, call.ty_args), real)
 
     def _reduce(self, call, out):
         x = call.args[0]
@@ -194,6 +308,9 @@ class _Rewriter:
         fn = {"relax.mean": relax.op.mean, "relax.sum": relax.op.sum, "relax.max": relax.op.max,
               "relax.min": relax.op.min, "relax.prod": relax.op.prod}[call.op.name]
         if keep:
+            if 3 not in new_axes:     # per channel: zero lanes reduce to zero
+                value, real = self.stored(x)
+                return _padded(fn(value, new_axes, keepdims=True), real)
             return fn(self.last(x), new_axes, keepdims=True)
         # without keepdims the result is channels-last-independent only when the
         # surviving axes keep their relative order (e.g. mean over H, W -> (N, C))
@@ -204,6 +321,20 @@ class _Rewriter:
         return _Plain(fn(self.last(x), new_axes, keepdims=False))
 
 
+def _padded(expr, real: int | None):
+    """*expr*, marked as holding *real* channels in a padded tensor when not None."""
+    return expr if real is None else _Padded(expr, real)
+
+
+class _Padded:
+    """A rewritten call whose channels-last result is padded: *real* channels, then
+    exact zeros."""
+
+    def __init__(self, expr, real: int):
+        self.expr = expr
+        self.real = real
+
+
 class _Plain:
     """A rewritten call whose result is NOT channels-last (same value as the original)."""
 
@@ -211,7 +342,7 @@ class _Plain:
         self.expr = expr
 
 
-def _convert(func: relax.Function) -> relax.Function | None:
+def _convert(func: relax.Function, info: CpuInfo | None) -> relax.Function | None:
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         return None
@@ -220,7 +351,7 @@ def _convert(func: relax.Function) -> relax.Function | None:
             if not isinstance(b, relax.VarBinding):
                 return None
     bb = relax.BlockBuilder()
-    rw = _Rewriter(bb)
+    rw = _Rewriter(bb, info)
     with bb.function("__mxc_nhwc", list(func.params), pure=func.is_pure):
         for block in body.blocks:
             if isinstance(block, relax.DataflowBlock):
@@ -252,10 +383,12 @@ def _bind(rw: _Rewriter, var, value) -> None:
         return
     if new is not None:
         rw.changed = True
+        if isinstance(new, _Padded):
+            new, rw.real[var] = new.expr, new.real
         expr = rw.bb.emit(new, name_hint=str(var.name))
         rw.nhwc[var] = expr
         if not isinstance(var, relax.DataflowVar):
-            rw.nchw[var] = rw.bb.emit_output(relax.op.permute_dims(expr, TO_NCHW))
+            rw.nchw[var] = rw.bb.emit_output(relax.op.permute_dims(rw.last(var), TO_NCHW))
         return
     value = rw.orig(value)
     if isinstance(var, relax.DataflowVar):
@@ -264,12 +397,21 @@ def _bind(rw: _Rewriter, var, value) -> None:
         rw.nchw[var] = rw.bb.emit_output(value, name_hint=str(var.name))
 
 
-@tvm.transform.module_pass(opt_level=0, name="MxcChannelsLast")
-def channels_last(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """Rewrite every Relax function of *mod* to keep 2-D conv activations NHWC."""
-    def convert(_gv, func):
-        if isinstance(func, relax.Function) and not (func.attrs and "Primitive" in func.attrs):
-            return _convert(func)
-        return None
+def channels_last_pass(info: CpuInfo | None = None) -> tvm.transform.Pass:
+    """The pass rewriting every Relax function to keep 2-D conv activations NHWC,
+    padded to whole vectors where *info* (the target's cost-model row) says so."""
+    @tvm.transform.module_pass(opt_level=0, name="MxcChannelsLast")
+    def _pass(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        def convert(_gv, func):
+            if isinstance(func, relax.Function) and \
+                    not (func.attrs and "Primitive" in func.attrs):
+                return _convert(func, info)
+            return None
 
-    return rewrite_functions(mod, convert)
+        return rewrite_functions(mod, convert)
+
+    return _pass
+
+
+#: channels-last without channel padding
+channels_last = channels_last_pass()

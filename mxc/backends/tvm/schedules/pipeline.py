@@ -8,7 +8,7 @@ from tvm import relax
 from ..load_time import lift_load_time_transforms
 from .cpu import cpu_info, cpu_schedule_pass
 from .fold import fold_constants_numpy, inline_scalar_constants
-from .layout import channels_last
+from .layout import channels_last_pass
 from .legalize import cpu_legalize_map
 
 
@@ -17,8 +17,9 @@ def graph_passes(target: tvm.target.Target, layout: bool = True) -> list:
     passes = [fold_constants_numpy]
     legalize_map = None
     if layout:
-        passes.append(channels_last)
-        legalize_map = cpu_legalize_map(cpu_info(target))
+        info = cpu_info(target)
+        passes.append(channels_last_pass(info))
+        legalize_map = cpu_legalize_map(info)
     passes += [
         relax.backend.DispatchSampling(),
         relax.backend.DispatchSortScan(),

@@ -1,0 +1,107 @@
+"""Channel padding for channels-last activations whose channel count splits into
+narrow vector pieces.
+
+A channels-last kernel vectorises along the channels.  36 channels (mobilenetv2
+at width 0.25: 6 x 6 expansion) split into 4-lane pieces on AVX-512 and AVX2
+alike, 6 channels into 2-lane ones, and a kernel made of narrow pieces pays its
+loads, stores and epilogue per piece: measured on Zen 4, a 56x56 depthwise
+convolution ran 2.6x faster over 48 channels than over 36, the 36 -> 6
+projection 2.6x faster as 40 -> 8.  So the layout pass (:mod:`.layout`) keeps
+such activations padded -- ``[N, H, W, C']`` with ``C' > C`` -- through the
+convolutions, pooling and elementwise ops between them, as oneDNN's blocked
+layouts do, and cuts the padding off only where an op needs the exact tensor.
+
+**Invariant: the padded channels hold exact zeros.**  A convolution producing
+a padded tensor has zero weights for those channels and is followed by a
+select against a channel mask (``0 * inf`` would otherwise put NaN there); a
+consumer convolution has zero weights for them; an elementwise op keeps the
+padding only when :func:`keeps_zero` proves it maps the padded lanes' values
+to zero.  So every real channel is computed from exactly the same terms as
+without padding, plus ``+0.0`` terms: the result is unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .microarch import CpuInfo
+
+#: vector pieces narrower than this many floats (a 128-bit register) are what makes a
+#: channel count slow on every x86 row of the table: with 4-lane pieces 36 channels cost
+#: 9 vectors per pixel against 3 (AVX-512) or 5 (AVX2) once padded
+FAST_PIECE_LANES = 8
+
+#: channel counts up to this stay as they are: a 4-channel tensor is one narrow piece
+#: already, and padding its consumers' reduction doubles their work (8 -> 4 -> 24 at
+#: 112x112 measured 1.5x slower padded to 8 on Zen 4)
+SMALL_CHANNELS = 4
+
+
+def _piece(c: int, lanes: int) -> int:
+    piece = lanes
+    while piece > 1 and c % piece:
+        piece //= 2
+    return piece
+
+
+def padded_channels(c: int, info: CpuInfo) -> int:
+    """The channel count a channels-last activation of *c* channels is kept at.
+
+    Unchanged when its vector pieces are at least :data:`FAST_PIECE_LANES` wide
+    (or the register, where narrower) or it is small; else rounded up to whole
+    registers when it spans more than one, to :data:`FAST_PIECE_LANES` when not
+    (36 -> 48 on AVX-512, 40 on AVX2; 6 -> 8 on both)."""
+    fast = min(FAST_PIECE_LANES, info.lanes)
+    if c <= SMALL_CHANNELS or _piece(c, info.lanes) >= fast:
+        return c
+    unit = info.lanes if c > info.lanes else fast
+    return -(-c // unit) * unit
+
+
+def channel_mask(real: int, padded: int) -> np.ndarray:
+    """``[1, 1, 1, padded]`` bools, true on the *real* channels."""
+    return (np.arange(padded) < real).reshape(1, 1, 1, padded)
+
+
+def pad_last_axis(arr: np.ndarray, padded: int, axis: int = -1) -> np.ndarray:
+    """*arr* with its *axis* zero-padded to *padded* entries."""
+    width = [(0, 0)] * arr.ndim
+    width[axis] = (0, padded - arr.shape[axis])
+    return np.ascontiguousarray(np.pad(arr, width))
+
+
+def _clip(x, attrs):
+    return np.clip(x, float(attrs.min), float(attrs.max))
+
+
+#: numpy twins of the elementwise Relax ops a padded activation may flow through
+_NUMPY = {
+    "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
+    "relax.divide": np.divide, "relax.maximum": np.maximum, "relax.minimum": np.minimum,
+    "relax.greater": np.greater, "relax.greater_equal": np.greater_equal,
+    "relax.less": np.less, "relax.less_equal": np.less_equal, "relax.equal": np.equal,
+    "relax.not_equal": np.not_equal, "relax.logical_and": np.logical_and,
+    "relax.logical_or": np.logical_or, "relax.logical_not": np.logical_not,
+    "relax.isnan": np.isnan, "relax.isinf": np.isinf, "relax.negative": np.negative,
+    "relax.abs": np.abs, "relax.where": np.where, "relax.nn.relu": lambda x: np.maximum(x, 0),
+    "relax.square": np.square,
+}
+_WITH_ATTRS = {"relax.clip": _clip}
+
+
+def keeps_zero(op_name: str, attrs, lane_values: list[np.ndarray]) -> bool:
+    """Whether the elementwise op *op_name* maps the padded lanes' operand values
+    (*lane_values*: one array per operand, every value that operand may hold there)
+    to zero only -- so its result stays a padded tensor with zero padding."""
+    try:
+        if op_name in _WITH_ATTRS:
+            out = _WITH_ATTRS[op_name](*lane_values, attrs)
+        elif op_name in _NUMPY:
+            with np.errstate(all="ignore"):
+                out = _NUMPY[op_name](*np.broadcast_arrays(*lane_values))
+        else:
+            return False
+    except (TypeError, ValueError):
+        return False
+    out = np.asarray(out)
+    return bool(out.size) and not np.any(out)

@@ -1,0 +1,175 @@
+"""Channel padding of channels-last activations (``schedules/channel_padding.py``).
+
+Activations whose channels split into narrow vector pieces are kept padded to
+whole vectors between the ops that can take them.  The padding must never show:
+models that pad are compared with the numpy reference backend on AVX2 and
+AVX-512 targets, including inputs holding inf and NaN (a padded lane computed as
+``inf * 0`` would turn real outputs into NaN), and the padded widths are checked
+against values derived by hand from each cost-model row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+import mxc
+from mxc import sym as S
+from mxc.backends.reference import run_graph
+from mxc.backends.tvm.schedules.channel_padding import keeps_zero, padded_channels
+from mxc.backends.tvm.schedules.microarch import MICROARCHS
+from mxc.backends.tvm.targets import missing_on_host
+
+TARGETS = {"avx2": "llvm -mcpu=znver3", "avx512": "llvm -mcpu=skylake-avx512"}
+
+
+def _target(kind: str) -> str:
+    from mxc.backends.tvm.build import resolve_target
+    text = TARGETS[kind]
+    missing = missing_on_host(resolve_target(text))
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} for {text}")
+    return text
+
+
+# (row, channels, padded): pieces under 8 floats wide are padded -- to whole registers
+# when the channels span more than one, else to 8; 4 channels or fewer stay
+PADDED = [
+    ("znver4", 36, 48), ("znver4", 6, 8), ("znver4", 12, 16), ("znver4", 20, 32),
+    ("znver4", 4, 4), ("znver4", 24, 24), ("znver4", 40, 40), ("znver4", 1000, 1000),
+    ("skylake-avx512", 36, 48), ("znver3", 36, 40), ("znver3", 6, 8), ("znver3", 12, 16),
+    ("znver3", 24, 24), ("znver3", 3, 3), ("generic-sse", 6, 8), ("generic-sse", 36, 36),
+]
+
+
+@pytest.mark.parametrize("row,channels,padded", PADDED)
+def test_padded_channel_counts_per_microarchitecture(row, channels, padded):
+    assert padded_channels(channels, MICROARCHS[row]) == padded
+
+
+@pytest.mark.parametrize("row", sorted(MICROARCHS))
+def test_padding_only_grows_and_never_leaves_narrow_pieces(row):
+    info = MICROARCHS[row]
+    for channels in range(1, 1300):
+        got = padded_channels(channels, info)
+        assert got >= channels
+        if got != channels:
+            assert got % min(8, info.lanes) == 0, channels
+            assert got - channels < info.lanes, channels
+
+
+class _Attrs:
+    min, max = 0.0, 6.0
+
+
+def test_keeps_zero_evaluates_what_the_padded_lanes_hold():
+    zero = np.zeros(1, np.float32)
+    assert keeps_zero("relax.add", None, [zero, zero])
+    assert not keeps_zero("relax.add", None, [zero, np.array([1.0], np.float32)])
+    assert keeps_zero("relax.multiply", None, [zero, np.array([3.0, -2.0], np.float32)])
+    assert not keeps_zero("relax.multiply", None, [zero, np.array([np.inf], np.float32)])
+    assert keeps_zero("relax.clip", _Attrs, [zero])
+    # mxc's relu: where(x > 0 or isnan(x), x, 0); bool lanes are False
+    assert keeps_zero("relax.isnan", None, [zero])
+    assert keeps_zero("relax.where", None, [np.zeros(1, bool), zero, zero])
+    assert not keeps_zero("relax.where", None, [np.zeros(1, bool), zero,
+                                                np.array([6.0], np.float32)])
+    assert not keeps_zero("relax.sigmoid", None, [zero])        # not in the table: cut
+    assert not keeps_zero("relax.isfinite", None, [zero])
+
+
+def _params(sym, shapes, seed=0):
+    rng = np.random.RandomState(seed)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    names = sym.list_arguments() + sym.list_auxiliary_states()
+    out = {}
+    for name, shape in zip(names, list(arg_shapes) + list(aux_shapes)):
+        if name not in shapes:
+            value = rng.uniform(0.5, 2.0, shape) if name.endswith("var") else rng.randn(*shape)
+            out[name] = value.astype(np.float32)
+    return out
+
+
+def _inverted_residual(x, narrow, wide, name):
+    """mobilenetv2's block: 1x1 expand, relu6, 3x3 depthwise, relu6, 1x1 project, + x."""
+    y = S.Convolution(x, kernel=(1, 1), num_filter=wide, name=name + "_expand")
+    y = S.clip(y, a_min=0.0, a_max=6.0)
+    y = S.Convolution(y, kernel=(3, 3), pad=(1, 1), num_filter=wide, num_group=wide,
+                      name=name + "_dw")
+    y = S.BatchNorm(y, fix_gamma=False, name=name + "_bn")
+    y = S.clip(y, a_min=0.0, a_max=6.0)
+    y = S.Convolution(y, kernel=(1, 1), num_filter=narrow, name=name + "_project")
+    return y + x
+
+
+def _padding_model():
+    """6 -> 36 -> 6 channels (padded on both ISAs), then ops that keep the padding
+    (pooling, a second block) and ops that must cut it (concatenation, sigmoid, the
+    outputs)."""
+    x = S.var("data")
+    a = S.clip(S.Convolution(x, kernel=(1, 1), num_filter=6, name="stem"), a_min=0.0, a_max=6.0)
+    a = _inverted_residual(a, 6, 36, "b1")
+    a = S.Pooling(a, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max", name="mp")
+    b = _inverted_residual(a, 6, 36, "b2")
+    cat = S.Concat(a, b, dim=1, name="cat")                      # 12 channels
+    side = S.sigmoid(S.Convolution(b, kernel=(1, 1), num_filter=12, name="side"))
+    gap = S.Pooling(cat * side, kernel=(1, 1), global_pool=True, pool_type="avg", name="gap")
+    return S.Group([S.FullyConnected(S.Flatten(gap), num_hidden=5, name="fc"), b])
+
+
+def _compare(got, want):
+    for g, w in zip(got, want):
+        assert np.array_equal(np.isnan(g), np.isnan(w)), "NaN where the reference has none"
+        assert np.array_equal(np.isinf(g), np.isinf(w))
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa", sorted(TARGETS))
+def test_padded_network_matches_the_reference_even_with_inf_and_nan(isa):
+    sym = _padding_model()
+    shapes = {"data": (1, 5, 12, 12)}
+    params = _params(sym, shapes)
+    model = mxc.compile(sym, params, shapes, target=_target(isa))
+    rng = np.random.RandomState(1)
+    data = rng.randn(*shapes["data"]).astype(np.float32)
+    _compare(model.run({"data": data}), run_graph(sym.graph, {**params, "data": data}))
+    # an inf in one channel makes the stem's outputs +-inf, which relu6 clips to finite
+    # values; padded lanes computed as inf * 0 would carry NaN into every real output
+    data[0, 2, 3, 4] = np.inf
+    data[0, 1, 8, 8] = -np.inf
+    want = run_graph(sym.graph, {**params, "data": data})
+    assert np.isfinite(want[0]).any(), "the case must keep finite outputs to compare"
+    _compare(model.run({"data": data}), want)
+
+
+def test_the_layout_pass_pads_and_cuts_where_expected():
+    """On an AVX-512 row the 36-channel activations are kept 48 wide, the 6-channel
+    ones 8 wide, and the function's outputs keep their real shapes."""
+    import tvm
+    from tvm import relax
+
+    from mxc.backends.tvm.converter import lower_graph
+    from mxc.backends.tvm.schedules.fold import fold_constants_numpy
+    from mxc.backends.tvm.schedules.layout import channels_last_pass
+
+    sym = _padding_model()
+    shapes = {"data": (1, 5, 12, 12)}
+    mod = lower_graph(sym.graph, shapes=shapes, params=_params(sym, shapes))
+    out = channels_last_pass(MICROARCHS["znver4"])(fold_constants_numpy(mod))
+    widths = set()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) \
+                and expr.op.name == "relax.nn.conv2d":
+            widths.add(int(expr.ty.shape[3]))
+
+    for _gv, func in out.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+            assert [tuple(int(d) for d in f.shape) for f in func.ret_ty.fields] \
+                == [(1, 5), (1, 6, 6, 6)]
+    assert {8, 48} <= widths
+    assert not widths & {6, 36}, widths
