@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .microarch import CpuInfo
+from .reduction import vector_piece
 
 #: vector pieces narrower than this many floats (a 128-bit register) are what makes a
 #: channel count slow on every x86 row of the table: with 4-lane pieces 36 channels cost
@@ -37,13 +38,6 @@ FAST_PIECE_LANES = 8
 SMALL_CHANNELS = 4
 
 
-def _piece(c: int, lanes: int) -> int:
-    piece = lanes
-    while piece > 1 and c % piece:
-        piece //= 2
-    return piece
-
-
 def padded_channels(c: int, info: CpuInfo) -> int:
     """The channel count a channels-last activation of *c* channels is kept at.
 
@@ -52,7 +46,7 @@ def padded_channels(c: int, info: CpuInfo) -> int:
     registers when it spans more than one, to :data:`FAST_PIECE_LANES` when not
     (36 -> 48 on AVX-512, 40 on AVX2; 6 -> 8 on both)."""
     fast = min(FAST_PIECE_LANES, info.lanes)
-    if c <= SMALL_CHANNELS or _piece(c, info.lanes) >= fast:
+    if c <= SMALL_CHANNELS or vector_piece(c, info.lanes) >= fast:
         return c
     unit = info.lanes if c > info.lanes else fast
     return -(-c // unit) * unit
@@ -70,10 +64,6 @@ def pad_last_axis(arr: np.ndarray, padded: int, axis: int = -1) -> np.ndarray:
     return np.ascontiguousarray(np.pad(arr, width))
 
 
-def _clip(x, attrs):
-    return np.clip(x, float(attrs.min), float(attrs.max))
-
-
 #: numpy twins of the elementwise Relax ops a padded activation may flow through
 _NUMPY = {
     "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
@@ -86,21 +76,18 @@ _NUMPY = {
     "relax.abs": np.abs, "relax.where": np.where, "relax.nn.relu": lambda x: np.maximum(x, 0),
     "relax.square": np.square,
 }
-_WITH_ATTRS = {"relax.clip": _clip}
 
 
-def keeps_zero(op_name: str, attrs, lane_values: list[np.ndarray]) -> bool:
-    """Whether the elementwise op *op_name* maps the padded lanes' operand values
-    (*lane_values*: one array per operand, every value that operand may hold there)
-    to zero only -- so its result stays a padded tensor with zero padding."""
+def keeps_zero(op_name: str, lane_values: list[np.ndarray]) -> bool:
+    """Whether the elementwise op *op_name* (tensor operands only: mxc lowers clip and
+    relu6 to ``where`` chains) maps the padded lanes' operand values (*lane_values*:
+    one array per operand, every value that operand may hold there) to zero only --
+    so its result stays a padded tensor with zero padding."""
+    if op_name not in _NUMPY:
+        return False
     try:
-        if op_name in _WITH_ATTRS:
-            out = _WITH_ATTRS[op_name](*lane_values, attrs)
-        elif op_name in _NUMPY:
-            with np.errstate(all="ignore"):
-                out = _NUMPY[op_name](*np.broadcast_arrays(*lane_values))
-        else:
-            return False
+        with np.errstate(all="ignore"):
+            out = _NUMPY[op_name](*np.broadcast_arrays(*lane_values))
     except (TypeError, ValueError):
         return False
     out = np.asarray(out)

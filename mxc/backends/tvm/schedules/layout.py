@@ -294,7 +294,7 @@ class _Rewriter:
                 args.append(relax.const(np.ascontiguousarray(arr4), dtype))
             else:
                 return None
-        if not keeps_zero(call.op.name, call.attrs, lanes):
+        if not keeps_zero(call.op.name, lanes):
             return None
         return _Padded(relax.Call(call.op, args, call.attrs, call.ty_args), real)
 
