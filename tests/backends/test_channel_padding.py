@@ -49,15 +49,49 @@ def test_padded_channel_counts_per_microarchitecture(row, channels, padded):
     assert padded_channels(channels, MICROARCHS[row]) == padded
 
 
+# (row, channels, pixels, padded) for counts of whole registers.  1000 classes on AVX2
+# (znver3: 16 registers, 2 FMA and 2 load ports) are 125 registers: only one-register
+# tiles divide them, the best (8 x 10 pixels) loads 11 vectors per 10 FMAs -- 5.5 cycles
+# a step; 1008 = 63 x 16 takes 16 x 5: 7 loads per 10 FMAs, 5 cycles, so 1.10x the
+# rate for 0.8% more channels.  40 on AVX2 would need 20% more (the cap is 1/16); on
+# AVX-512 rows 1000 is 8-lane pieces (the first rule, which leaves them)
+WHOLE = [
+    ("znver3", 1000, 169, 1008), ("znver3", 40, 3136, 40), ("znver4", 1000, 169, 1000),
+    ("skylake-avx512", 1000, 49, 1000), ("znver3", 64, 169, 64),
+]
+
+
+@pytest.mark.parametrize("row,channels,pixels,padded", WHOLE)
+def test_whole_register_counts_pad_only_where_the_tile_model_gains(row, channels, pixels,
+                                                                   padded):
+    assert padded_channels(channels, MICROARCHS[row], pixels) == padded
+
+
+@pytest.mark.parametrize("row", sorted(MICROARCHS))
+def test_counts_with_multi_register_tiles_pad_only_for_one_pixel(row):
+    """A count of whole pairs of registers has two-register tiles, which with a register
+    block of pixels reach the model's peak: never padded.  With one pixel (a layer after
+    global pooling) the channel tile alone must hide the FMA latency, and 416 = 26 x 16
+    on AVX-512 allows two-register tiles only (2 FMAs in flight where 4 x ports are
+    needed): padded to 432 = 27 x 16, three-register tiles."""
+    info = MICROARCHS[row]
+    for channels in range(2 * info.lanes, 2049, 2 * info.lanes):
+        for pixels in (49, 169, 3136):
+            assert padded_channels(channels, info, pixels) == channels, (channels, pixels)
+    if info.lanes == 16 and info.fma_ports == 1:
+        assert padded_channels(416, info, 1) == 432
+
+
 @pytest.mark.parametrize("row", sorted(MICROARCHS))
 def test_padding_only_grows_and_never_leaves_narrow_pieces(row):
     info = MICROARCHS[row]
     for channels in range(1, 1300):
-        got = padded_channels(channels, info)
-        assert got >= channels
-        if got != channels:
-            assert got % min(8, info.lanes) == 0, channels
-            assert got - channels < info.lanes, channels
+        for pixels in (None, 1, 169):
+            got = padded_channels(channels, info, pixels)
+            assert got >= channels
+            if got != channels:
+                assert got % min(8, info.lanes) == 0, channels
+                assert got - channels < 4 * info.lanes, channels
 
 
 def test_keeps_zero_evaluates_what_the_padded_lanes_hold():

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .microarch import CpuInfo
-from .reduction import vector_piece
+from .reduction import MAX_TILE_VECTORS, tile_rate, tile_shape, vector_piece
 
 #: vector pieces narrower than this many floats (a 128-bit register) are what makes a
 #: channel count slow on every x86 row of the table: with 4-lane pieces 36 channels cost
@@ -38,18 +38,53 @@ FAST_PIECE_LANES = 8
 SMALL_CHANNELS = 4
 
 
-def padded_channels(c: int, info: CpuInfo) -> int:
-    """The channel count a channels-last activation of *c* channels is kept at.
+def padded_channels(c: int, info: CpuInfo, pixels: int | None = None) -> int:
+    """The channel count a channels-last activation of *c* channels is kept at, when
+    the convolution producing it computes *pixels* output pixels.
 
-    Unchanged when its vector pieces are at least :data:`FAST_PIECE_LANES` wide
-    (or the register, where narrower) or it is small; else rounded up to whole
-    registers when it spans more than one, to :data:`FAST_PIECE_LANES` when not
-    (36 -> 48 on AVX-512, 40 on AVX2; 6 -> 8 on both)."""
+    * Vector pieces narrower than :data:`FAST_PIECE_LANES` (or the register, where
+      narrower), unless *c* is small: rounded up to whole registers when it spans
+      more than one, to :data:`FAST_PIECE_LANES` when not (36 -> 48 on AVX-512,
+      40 on AVX2; 6 -> 8 on both).
+    * Whole registers, but a count whose only channel tiles are too narrow to keep
+      the loads below the FMAs (1000 classes on AVX2: 125 registers, a prime
+      factor 5 beyond the widest tile): rounded up to a multiple of 2..4 registers
+      when the register-tile model (:func:`.reduction.tile_rate`) expects the
+      padded count, padding included, to run :data:`PAD_GAIN` faster and it adds
+      at most :data:`MAX_PAD_FRACTION` (the consumers' reductions grow too).
+    """
     fast = min(FAST_PIECE_LANES, info.lanes)
-    if c <= SMALL_CHANNELS or vector_piece(c, info.lanes) >= fast:
+    if c <= SMALL_CHANNELS:
         return c
-    unit = info.lanes if c > info.lanes else fast
-    return -(-c // unit) * unit
+    piece = vector_piece(c, info.lanes)
+    if piece < fast:
+        unit = info.lanes if c > info.lanes else fast
+        return -(-c // unit) * unit
+    if pixels is None or piece < info.lanes:
+        return c
+    best, best_time = c, c / _rate(c, pixels, info)
+    for vectors in range(2, MAX_TILE_VECTORS + 1):
+        unit = vectors * info.lanes
+        cand = -(-c // unit) * unit
+        if cand == c or cand - c > MAX_PAD_FRACTION * c:
+            continue
+        t = cand / _rate(cand, pixels, info)
+        if t * PAD_GAIN < best_time:
+            best, best_time = cand, t
+    return best
+
+
+def _rate(c: int, pixels: int, info: CpuInfo) -> float:
+    nc, rw = tile_shape(c, pixels, info)
+    return tile_rate(nc, rw, pixels, info)
+
+
+#: the model's expected gain a whole-register count must show to be padded
+PAD_GAIN = 1.05
+
+#: ... and the most it may grow by (1000 -> 1008 is 0.8%; 48 -> 64 would add a third to
+#: every consumer's reduction, which the tile model of the producer does not see)
+MAX_PAD_FRACTION = 1 / 16
 
 
 def channel_mask(real: int, padded: int) -> np.ndarray:

@@ -142,12 +142,12 @@ class _Rewriter:
                 self.nhwc[var], axes=[3], begin=[0], end=[self.real[var]]))
         return self.exact[var]
 
-    def pad_to(self, channels: int, dtype: str | None) -> int:
-        """The padded channel count for a float activation of *channels* (unchanged
-        without a cost-model row)."""
+    def pad_to(self, channels: int, dtype: str | None, pixels: int | None) -> int:
+        """The padded channel count for a float activation of *channels* made over
+        *pixels* output pixels (unchanged without a cost-model row)."""
         if self.info is None or dtype not in _FLOATS:
             return channels
-        return padded_channels(channels, self.info)
+        return padded_channels(channels, self.info, pixels)
 
     def rewrite(self, call: relax.Call):
         """The channels-last replacement of *call* (its result NHWC), or None to keep it."""
@@ -229,7 +229,9 @@ class _Rewriter:
             else:
                 x, real_in = self.last(call.args[0]), None
         k = hwio.shape[3]
-        padded = self.pad_to(k, dtype) if groups == 1 else k
+        out = static_shape(call)
+        pixels = out[0] * out[2] * out[3] if out is not None else None
+        padded = self.pad_to(k, dtype, pixels) if groups == 1 else k
         if padded > k:
             hwio = pad_last_axis(hwio, padded, axis=3)
 

@@ -149,9 +149,8 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
             if acc + v + (0 if streaming else BROADCAST_OPERAND_REGISTERS) > regs:
                 break
             loads = (acc if streaming else rw) + v
-            cycles = max(info.fma_latency, acc / info.fma_ports, loads / info.load_ports)
-            waste = -(-rext // rw) * rw / rext
-            score = (round(acc / cycles / waste, SCORE_DECIMALS), -loads / acc, acc)
+            score = (round(tile_rate(cand, rw, rext, info, streaming), SCORE_DECIMALS),
+                     -loads / acc, acc)
             exact = rext % rw == 0
             if best[exact] is None or score > best[exact][0]:
                 best[exact] = (score, cand, rw)
@@ -163,6 +162,18 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
     if pick is None:
         return shapes[0], 1
     return pick[1], pick[2]
+
+
+def tile_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = False) -> float:
+    """The model's useful FMAs per cycle for a tile of *nc* channels x *rw* pixels over
+    *rext* pixels: a step costs ``max(latency, FMAs/ports, loads/ports)`` cycles, and a
+    partial last block's idle accumulators count as lost."""
+    v = nc // vector_piece(nc, info.lanes)
+    acc = rw * v
+    loads = (acc if streaming else rw) + v
+    cycles = max(info.fma_latency, acc / info.fma_ports, loads / info.load_ports)
+    waste = -(-rext // rw) * rw / rext
+    return acc / cycles / waste
 
 
 def _packed_nc(block, cext: int) -> int | None:
