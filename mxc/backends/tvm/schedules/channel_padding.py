@@ -127,3 +127,88 @@ def keeps_zero(op_name: str, lane_values: list[np.ndarray]) -> bool:
         return False
     out = np.asarray(out)
     return bool(out.size) and not np.any(out)
+
+
+#: ops that take a padded channels-last activation as their first operand as it is
+_TAKES_PADDING = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
+_KEEPDIMS_REDUCTIONS = {"relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"}
+
+
+def padding_keepers(func) -> set:
+    """The variables of the Relax function *func* (NCHW, before the layout pass) whose
+    values may be kept padded: every use takes the padding -- a convolution with
+    constant weights (its data: the padding ends in its reduction), or an op passing
+    it on whose own result may be kept padded (a depthwise convolution, pooling, a
+    per-channel reduction keeping its dims, an elementwise op of :func:`keeps_zero`).
+
+    A padded convolution whose result is cut right away (a function output, a
+    concatenation) would get the slice fused into its kernel, which the register-tile
+    rule cannot schedule (a single 36-channel layer ran 20x slower that way)."""
+    from tvm import relax
+    from tvm.ir.expr import Constant
+
+    uses: dict = {}
+    order = []
+
+    def note(user, expr):
+        if isinstance(expr, relax.Var):
+            uses.setdefault(expr, []).append(user)
+        elif isinstance(expr, relax.Tuple):
+            for field in expr.fields:
+                note(None, field)             # a tuple's fields: not a padded use
+        elif isinstance(expr, relax.TupleGetItem):
+            note(None, expr.tuple_value)
+
+    for block in func.body.blocks:
+        for b in block.bindings:
+            order.append(b)
+            value = b.value
+            args = value.args if isinstance(value, relax.Call) else [value]
+            for arg in args:
+                note(b if isinstance(value, relax.Call) else None, arg)
+    note(None, func.body.body)
+
+    keep: set = set()
+    for b in reversed(order):
+        if not isinstance(b.var, relax.DataflowVar) or b.var not in uses:
+            continue
+        if all(u is not None and _takes_padding(u, b.var, keep, relax, Constant)
+               for u in uses[b.var]):
+            keep.add(b.var)
+    return keep
+
+
+def _takes_padding(binding, var, keep: set, relax, Constant) -> bool:
+    call = binding.value
+    if not hasattr(call.op, "name"):
+        return False
+    name = call.op.name
+    passes_on = binding.var in keep       # the op's result may be kept padded too
+    if name == "relax.nn.conv2d":
+        weight = call.args[1]
+        if not call.args[0].same_as(var) or not isinstance(weight, Constant):
+            return False
+        groups, shape = int(call.attrs.groups), weight.value.shape
+        if groups == 1:
+            return True                       # the padding ends in its reduction
+        return passes_on and int(shape[1]) == 1 and int(shape[0]) == groups   # depthwise
+    if name in _TAKES_PADDING:
+        return passes_on
+    if name in _KEEPDIMS_REDUCTIONS:
+        axes = call.attrs.axis
+        return passes_on and bool(call.attrs.keepdims) and axes is not None \
+            and 1 not in [int(a) % 4 for a in axes]
+    if name not in _NUMPY or not passes_on:
+        return False
+    lanes = []
+    for arg in call.args:
+        if isinstance(arg, Constant):
+            arr = arg.value.numpy()
+            # an NCHW-broadcast constant: per channel (padded with zeros) or not
+            per_channel = arr.ndim >= 3 and arr.shape[-3] > 1
+            lanes.append(np.zeros(1, arr.dtype) if per_channel else np.ravel(arr))
+        elif isinstance(arg, relax.Var):
+            lanes.append(np.zeros(1, str(arg.ty.dtype)))
+        else:
+            return False
+    return keeps_zero(name, lanes)

@@ -41,7 +41,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .channel_padding import channel_mask, keeps_zero, pad_last_axis, padded_channels
+from .channel_padding import (channel_mask, keeps_zero, pad_last_axis, padded_channels,
+                              padding_keepers)
 from .microarch import CpuInfo
 from .module_utils import rewrite_functions, static_shape, tensor_dtype
 
@@ -74,9 +75,11 @@ def _is_tensor(expr) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, bb: relax.BlockBuilder, info: CpuInfo | None = None):
+    def __init__(self, bb: relax.BlockBuilder, info: CpuInfo | None = None,
+                 keepers: set | None = None):
         self.bb = bb
         self.info = info       # the cost-model row deciding channel padding (None: never)
+        self.keepers = keepers or set()   # old vars whose every use takes padding
         self.nchw: dict = {}   # old var -> expr holding its value in the original layout
         self.nhwc: dict = {}   # old var -> expr holding its value channels-last (4-D only)
         self.real: dict = {}   # old var -> its channel count, where nhwc holds it padded
@@ -149,12 +152,13 @@ class _Rewriter:
             return channels
         return padded_channels(channels, self.info, pixels)
 
-    def rewrite(self, call: relax.Call):
-        """The channels-last replacement of *call* (its result NHWC), or None to keep it."""
+    def rewrite(self, call: relax.Call, var=None):
+        """The channels-last replacement of *call* (bound to *var*; its result NHWC), or
+        None to keep it."""
         name = call.op.name
         out = static_shape(call)
         if name == "relax.nn.conv2d":
-            return self._conv2d(call)
+            return self._conv2d(call, var in self.keepers)
         if out is None or len(out) != 4:
             if name in _REDUCE:
                 return self._reduce(call, out)
@@ -196,7 +200,7 @@ class _Rewriter:
             return self._reduce(call, out)
         return None
 
-    def _conv2d(self, call):
+    def _conv2d(self, call, may_pad: bool):
         a = call.attrs
         x, w = call.args
         if (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
@@ -210,16 +214,18 @@ class _Rewriter:
                                       int(a.groups), data_layout="NHWC", kernel_layout="HWIO",
                                       out_layout="NHWC", out_dtype=out_dtype)
         hwio = w.value.numpy().transpose(2, 3, 1, 0)
-        return self._conv2d_const(call, hwio, out_dtype)
+        return self._conv2d_const(call, hwio, out_dtype, may_pad)
 
-    def _conv2d_const(self, call, hwio: np.ndarray, out_dtype):
-        """The channels-last convolution with constant weights *hwio*, its input and
-        output channels padded where :mod:`.channel_padding` says so."""
+    def _conv2d_const(self, call, hwio: np.ndarray, out_dtype, may_pad: bool):
+        """The channels-last convolution with constant weights *hwio*: its input taken
+        padded, its output padded where :mod:`.channel_padding` says so and *may_pad*."""
         a = call.attrs
         x, real_in = self.stored(call.args[0])
         groups = int(a.groups)
         dtype = tensor_dtype(call)
         depthwise = groups > 1 and hwio.shape[2] == 1 and groups == hwio.shape[3]
+        if real_in is not None and groups > 1 and not may_pad:
+            x, real_in = self.last(call.args[0]), None
         if real_in is not None:
             width = static_shape(x)[3]
             if groups == 1:          # zero weights for the zero lanes
@@ -231,7 +237,7 @@ class _Rewriter:
         k = hwio.shape[3]
         out = static_shape(call)
         pixels = out[0] * out[2] * out[3] if out is not None else None
-        padded = self.pad_to(k, dtype, pixels) if groups == 1 else k
+        padded = self.pad_to(k, dtype, pixels) if groups == 1 and may_pad else k
         if padded > k:
             hwio = pad_last_axis(hwio, padded, axis=3)
 
@@ -284,12 +290,15 @@ class _Rewriter:
                 lanes.append(np.zeros(1, dtype))
             elif isinstance(a, Constant) and shape is not None:
                 arr = a.value.numpy()
-                arr4 = arr.reshape((1,) * (4 - arr.ndim) + arr.shape).transpose(TO_NHWC) \
-                    if arr.ndim else arr
-                if arr.ndim and arr4.shape[3] == real:
+                if arr.ndim == 0:        # a scalar stays one (an immediate in the kernel)
+                    args.append(a)
+                    lanes.append(arr.reshape(1))
+                    continue
+                arr4 = arr.reshape((1,) * (4 - arr.ndim) + arr.shape).transpose(TO_NHWC)
+                if arr4.shape[3] == real:
                     arr4 = pad_last_axis(arr4, width, axis=3)
                     lanes.append(np.zeros(1, dtype))
-                elif arr.ndim == 0 or arr4.shape[3] == 1:
+                elif arr4.shape[3] == 1:
                     lanes.append(np.ravel(arr4))
                 else:
                     return None
@@ -353,7 +362,7 @@ def _convert(func: relax.Function, info: CpuInfo | None) -> relax.Function | Non
             if not isinstance(b, relax.VarBinding):
                 return None
     bb = relax.BlockBuilder()
-    rw = _Rewriter(bb, info)
+    rw = _Rewriter(bb, info, padding_keepers(func) if info is not None else None)
     with bb.function("__mxc_nhwc", list(func.params), pure=func.is_pure):
         for block in body.blocks:
             if isinstance(block, relax.DataflowBlock):
@@ -374,7 +383,7 @@ def _convert(func: relax.Function, info: CpuInfo | None) -> relax.Function | Non
 
 
 def _bind(rw: _Rewriter, var, value) -> None:
-    new = rw.rewrite(value) if isinstance(value, relax.Call) and \
+    new = rw.rewrite(value, var) if isinstance(value, relax.Call) and \
         isinstance(value.op, tvm.ir.Op) else None
     if isinstance(new, _Plain):
         rw.changed = True
