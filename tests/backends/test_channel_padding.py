@@ -49,15 +49,25 @@ def test_padded_channel_counts_per_microarchitecture(row, channels, padded):
     assert padded_channels(channels, MICROARCHS[row]) == padded
 
 
-# (row, channels, pixels, padded) for counts of whole registers.  1000 classes on AVX2
-# (znver3: 16 registers, 2 FMA and 2 load ports) are 125 registers: only one-register
-# tiles divide them, the best (8 x 10 pixels) loads 11 vectors per 10 FMAs -- 5.5 cycles
-# a step; 1008 = 63 x 16 takes 16 x 5: 7 loads per 10 FMAs, 5 cycles, so 1.10x the
-# rate for 0.8% more channels.  40 on AVX2 would need 20% more (the cap is 1/16); on
-# AVX-512 rows 1000 is 8-lane pieces (the first rule, which leaves them)
+# (row, channels, pixels, padded) for counts of whole registers or of pieces at least 8
+# floats wide, in float lanes per cycle.  1000 classes on AVX2 (znver3: 16 registers, 2
+# FMA and 2 load ports) are 125 registers: only one-register tiles divide them, the best
+# (8 x 10 pixels) loads 11 vectors per 10 FMAs -- 5.5 cycles a step; 1008 = 63 x 16
+# takes 16 x 5: 7 loads per 10 FMAs, 5 cycles, so 1.10x the rate for 0.8% more
+# channels.  40 on AVX2 would need 20% more (the cap is 1/16).  On AVX-512 rows 1000 is
+# 8-lane pieces: the best tile over 169 pixels is 8 x 13 (13 FMAs, 14 loads), 7 cycles
+# where they issue 2 a cycle -- 104 lanes / 7 = 14.9 a cycle.  A Xeon with two 512-bit
+# FMA units issues 2 zmm FMAs too: 1024 = 64 x 16 as 32 x 13 (26 FMAs, 15 loads, 13
+# cycles) makes 32 a cycle, 2.2x.  Zen 4 and Ice Lake client issue 1 zmm FMA a cycle, so
+# whole registers gain only the narrow pieces' load-bound cycle: 1024 at 16 a cycle
+# is 67.3 / 64 = 1.05x (measured on Zen 4: the head alone 12-21% faster, squeezenet 5%),
+# 1008 = 63 x 16 as 16 x 13 (13 FMAs, 14 loads) 16 a cycle on Ice Lake client (1.07x).
+# Over 49 pixels on the Xeon row 1008 as 48 x 7 (21 FMAs, 10 loads) beats 1024 as
+# 32 x 7 (14 FMAs, 9 loads), both at 32 a cycle, by its 16 fewer channels
 WHOLE = [
-    ("znver3", 1000, 169, 1008), ("znver3", 40, 3136, 40), ("znver4", 1000, 169, 1000),
-    ("skylake-avx512", 1000, 49, 1000), ("znver3", 64, 169, 64),
+    ("znver3", 1000, 169, 1008), ("znver3", 40, 3136, 40), ("znver4", 1000, 169, 1024),
+    ("skylake-avx512", 1000, 49, 1008), ("skylake-avx512", 1000, 169, 1024),
+    ("icelake-client", 1000, 169, 1008), ("znver3", 64, 169, 64),
 ]
 
 
@@ -216,11 +226,13 @@ def test_the_layout_pass_pads_only_values_whose_uses_take_padding():
     assert sliced == ["relax.mean"], sliced
 
 
-@pytest.mark.parametrize("row,width", [("znver3", 1008), ("znver4", 1000)])
+@pytest.mark.parametrize("row,width", [("znver3", 1008), ("znver4", 1024),
+                                       ("skylake-avx512", 1024), ("neon", 1000)])
 def test_a_classifier_head_is_padded_and_cut_after_its_global_pooling(row, width):
     """squeezenet's head: 512 -> 1000 over 13x13, relu, global average pooling,
-    flatten.  Where the tile model pads 1000 (AVX2: 1008), the convolution and relu
-    stay padded and the slice comes after the pooling, which takes the padding."""
+    flatten.  Where the tile model pads 1000 (see WHOLE), the convolution and relu
+    stay padded and the slice comes after the pooling, which takes the padding; on
+    NEON 1000 is 250 whole registers, with tiles of 2 (nothing to gain)."""
     x = S.var("data")
     y = S.Activation(S.Convolution(x, kernel=(1, 1), num_filter=1000, name="conv10"),
                      act_type="relu")
@@ -228,3 +240,40 @@ def test_a_classifier_head_is_padded_and_cut_after_its_global_pooling(row, width
     _func, widths, sliced = _layout(y, {"data": (1, 512, 13, 13)}, row)
     assert widths == {width}
     assert sliced == (["relax.mean"] if width != 1000 else [])
+
+
+def test_narrow_pieces_issue_at_the_rows_narrow_rates():
+    """Zen 4 splits a zmm FMA in two halves: one a cycle, but two ymm ones; a Xeon with
+    two 512-bit FMA units issues two of either.  8 x 13 tiles (13 FMAs and 14 loads a
+    step) thus take 7 cycles on both -- 104 / 7 lanes a cycle -- where the full-width
+    count of vector operations (tile_rate) would say 14 cycles on Zen 4."""
+    from mxc.backends.tvm.schedules.reduction import lane_rate, tile_rate
+
+    zen4, skx = MICROARCHS["znver4"], MICROARCHS["skylake-avx512"]
+    assert zen4.ports(16) == (1, 1) and zen4.ports(8) == (2, 2) and zen4.ports(4) == (2, 2)
+    assert skx.ports(16) == (2, 2) and skx.ports(8) == (2, 2)
+    assert MICROARCHS["znver3"].ports(8) == (2, 2)          # whole registers on AVX2
+    for row in (zen4, skx):
+        assert lane_rate(8, 13, 169, row) == pytest.approx(8 * 13 / 7)
+    assert tile_rate(8, 13, 169, zen4) == pytest.approx(13 / 14)
+    # whole registers: 32 x 13 = 26 FMAs, 15 loads: 26 cycles on Zen 4, 13 on the Xeon
+    assert lane_rate(32, 13, 169, zen4) == pytest.approx(16.0)
+    assert lane_rate(32, 13, 169, skx) == pytest.approx(32.0)
+
+
+@pytest.mark.parametrize("isa", sorted(TARGETS))
+def test_padded_classifier_head_matches_the_reference(isa):
+    """1000 classes padded (1008 on AVX2, 1024 on AVX-512) through the relu and cut
+    after the global pooling: the outputs are the reference's, inf inputs included."""
+    x = S.var("data")
+    y = S.Activation(S.Convolution(x, kernel=(1, 1), num_filter=1000, name="conv10"),
+                     act_type="relu")
+    sym = S.Flatten(S.Pooling(y, kernel=(13, 13), global_pool=True, pool_type="avg"))
+    shapes = {"data": (1, 64, 13, 13)}
+    params = _params(sym, shapes)
+    model = mxc.compile(sym, params, shapes, target=_target(isa))
+    data = np.random.RandomState(2).randn(*shapes["data"]).astype(np.float32)
+    data[0, 5, 6, 7] = np.inf
+    want = run_graph(sym.graph, {**params, "data": data})
+    assert np.isfinite(want[0]).any() and not np.isfinite(want[0]).all()
+    _compare(model.run({"data": data}), want)

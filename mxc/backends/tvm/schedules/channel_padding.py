@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .microarch import CpuInfo
-from .reduction import MAX_TILE_VECTORS, tile_rate, tile_shape, vector_piece
+from .reduction import MAX_TILE_VECTORS, lane_rate, tile_shape, vector_piece
 
 #: vector pieces narrower than this many floats (a 128-bit register) are what makes a
 #: channel count slow on every x86 row of the table: with 4-lane pieces 36 channels cost
@@ -46,12 +46,16 @@ def padded_channels(c: int, info: CpuInfo, pixels: int | None = None) -> int:
       narrower), unless *c* is small: rounded up to whole registers when it spans
       more than one, to :data:`FAST_PIECE_LANES` when not (36 -> 48 on AVX-512,
       40 on AVX2; 6 -> 8 on both).
-    * Whole registers, but a count whose only channel tiles are too narrow to keep
-      the loads below the FMAs (1000 classes on AVX2: 125 registers, a prime
-      factor 5 beyond the widest tile): rounded up to a multiple of 2..4 registers
-      when the register-tile model (:func:`.reduction.tile_rate`) expects the
-      padded count, padding included, to run :data:`PAD_GAIN` faster and it adds
-      at most :data:`MAX_PAD_FRACTION` (the consumers' reductions grow too).
+    * Otherwise (whole registers, or pieces of at least that width), a count whose
+      tiles are slow: rounded up to a multiple of 1..4 registers when the
+      register-tile model (:func:`.reduction.lane_rate`) expects the padded count,
+      padding included, to run :data:`PAD_GAIN` faster and it adds at most
+      :data:`MAX_PAD_FRACTION` (the consumers' reductions grow too).  Two cases:
+      channel tiles too narrow to keep the loads below the FMAs (1000 classes on
+      AVX2: 125 registers, a prime factor 5 beyond the widest tile -> 1008), and
+      half-register pieces on a CPU that issues them no faster than whole ones
+      (1000 classes on a Xeon with two 512-bit FMA units: 8-lane pieces, half its
+      peak -> 1008; on Zen 4 they cost nothing and stay).
     """
     fast = min(FAST_PIECE_LANES, info.lanes)
     if c <= SMALL_CHANNELS:
@@ -60,10 +64,10 @@ def padded_channels(c: int, info: CpuInfo, pixels: int | None = None) -> int:
     if piece < fast:
         unit = info.lanes if c > info.lanes else fast
         return -(-c // unit) * unit
-    if pixels is None or piece < info.lanes:
+    if pixels is None:
         return c
     best, best_time = c, c / _rate(c, pixels, info)
-    for vectors in range(2, MAX_TILE_VECTORS + 1):
+    for vectors in range(1, MAX_TILE_VECTORS + 1):
         unit = vectors * info.lanes
         cand = -(-c // unit) * unit
         if cand == c or cand - c > MAX_PAD_FRACTION * c:
@@ -75,8 +79,9 @@ def padded_channels(c: int, info: CpuInfo, pixels: int | None = None) -> int:
 
 
 def _rate(c: int, pixels: int, info: CpuInfo) -> float:
+    """Channels computed per cycle and pixel step for *c* channels (the model's tile)."""
     nc, rw = tile_shape(c, pixels, info)
-    return tile_rate(nc, rw, pixels, info)
+    return lane_rate(nc, rw, pixels, info)
 
 
 #: the model's expected gain a whole-register count must show to be padded

@@ -14,8 +14,12 @@ features the target enables (AVX-512F, AVX2, SSE2, NEON).
 Port counts are in *full-width* operations: Zen 4 executes a 512-bit FMA or
 load as two 256-bit halves, so it issues one zmm FMA and one zmm load per
 cycle (``fma_ports=1, load_ports=1``) where a Xeon with two 512-bit FMA units
-issues two.  Sources: the vendors' optimisation manuals (Intel 248966, AMD
-software optimisation guides for families 17h/19h) and uops.info latencies.
+issues two.  The ``narrow_*`` columns are the same rates for operations on at
+most half a register (an 8-lane piece of a 16-lane row): Zen 4 and Ice Lake
+client issue two ymm FMAs a cycle, twice their zmm rate, so narrow pieces cost
+them nothing, while a Xeon issues two either way and computes half the lanes.
+Sources: the vendors' optimisation manuals (Intel 248966, AMD software
+optimisation guides for families 17h/19h) and uops.info latencies.
 """
 
 from __future__ import annotations
@@ -42,9 +46,18 @@ class CpuInfo:
     l1d_kib: int = 32       # per core
     l2_kib: int = 512       # per core
     name: str = "generic-avx2"
+    #: vector FMAs and loads of at most half a register issued per cycle
+    narrow_fma_ports: int = 2
+    narrow_load_ports: int = 2
     #: int8 dot-product instructions the target enables (:mod:`.int8`): "avx512vnni",
     #: "avxvnni" or "" (none: int8 kernels use plain int32 arithmetic)
     int8_dot: str = ""
+
+    def ports(self, lanes: int) -> tuple[int, int]:
+        """(FMA, load) operations issued per cycle on vectors of *lanes* floats."""
+        if 2 * lanes <= self.lanes:
+            return self.narrow_fma_ports, self.narrow_load_ports
+        return self.fma_ports, self.load_ports
 
     @property
     def accumulators(self) -> int:
@@ -52,29 +65,32 @@ class CpuInfo:
         return max(4, self.registers - 4)
 
 
-def _row(name, lanes, registers, fma_ports, load_ports, fma_latency, l1d_kib, l2_kib):
+def _row(name, lanes, registers, fma_ports, load_ports, narrow_fma, narrow_load,
+         fma_latency, l1d_kib, l2_kib):
     return CpuInfo(lanes=lanes, registers=registers, fma_ports=fma_ports,
-                   load_ports=load_ports, fma_latency=fma_latency, l1d_kib=l1d_kib,
-                   l2_kib=l2_kib, name=name)
+                   load_ports=load_ports, narrow_fma_ports=narrow_fma,
+                   narrow_load_ports=narrow_load, fma_latency=fma_latency,
+                   l1d_kib=l1d_kib, l2_kib=l2_kib, name=name)
 
 
 #: the cost model's constants, one row per microarchitecture (threads: filled per target)
 MICROARCHS: dict[str, CpuInfo] = {r.name: r for r in (
-    #    name              lanes regs fma load lat  L1  L2
-    _row("generic-sse",      4,  16,  2,  2,   4,  32,  256),
-    _row("generic-avx2",     8,  16,  2,  2,   4,  32,  512),
-    _row("generic-avx512",  16,  32,  2,  2,   4,  32, 1024),
-    _row("haswell",          8,  16,  2,  2,   5,  32,  256),
-    _row("skylake",          8,  16,  2,  2,   4,  32,  256),
-    _row("skylake-avx512",  16,  32,  2,  2,   4,  32, 1024),
-    _row("icelake-server",  16,  32,  2,  2,   4,  48, 1280),
-    _row("icelake-client",  16,  32,  1,  2,   4,  48,  512),
-    _row("sapphirerapids",  16,  32,  2,  2,   4,  48, 2048),
-    _row("znver2",           8,  16,  2,  2,   5,  32,  512),
-    _row("znver3",           8,  16,  2,  2,   4,  32,  512),
-    _row("znver4",          16,  32,  1,  1,   4,  32, 1024),
-    _row("znver5",          16,  32,  2,  2,   4,  48, 1024),
-    _row("neon",             4,  32,  2,  2,   4,  64, 1024),
+    #                                full     narrow
+    #    name             lanes regs fma load fma load lat  L1    L2
+    _row("generic-sse",       4,  16,   2,   2,   2,   2,   4,  32,   256),
+    _row("generic-avx2",      8,  16,   2,   2,   2,   2,   4,  32,   512),
+    _row("generic-avx512",   16,  32,   2,   2,   2,   2,   4,  32,  1024),
+    _row("haswell",           8,  16,   2,   2,   2,   2,   5,  32,   256),
+    _row("skylake",           8,  16,   2,   2,   2,   2,   4,  32,   256),
+    _row("skylake-avx512",   16,  32,   2,   2,   2,   2,   4,  32,  1024),
+    _row("icelake-server",   16,  32,   2,   2,   2,   2,   4,  48,  1280),
+    _row("icelake-client",   16,  32,   1,   2,   2,   2,   4,  48,   512),
+    _row("sapphirerapids",   16,  32,   2,   2,   2,   2,   4,  48,  2048),
+    _row("znver2",            8,  16,   2,   2,   2,   2,   5,  32,   512),
+    _row("znver3",            8,  16,   2,   2,   2,   2,   4,  32,   512),
+    _row("znver4",           16,  32,   1,   1,   2,   2,   4,  32,  1024),
+    _row("znver5",           16,  32,   2,   2,   2,   2,   4,  48,  1024),
+    _row("neon",              4,  32,   2,   2,   2,   2,   4,  64,  1024),
 )}
 
 #: LLVM CPU names -> the :data:`MICROARCHS` row that describes them

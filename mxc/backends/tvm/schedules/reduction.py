@@ -167,11 +167,28 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
 def tile_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = False) -> float:
     """The model's useful FMAs per cycle for a tile of *nc* channels x *rw* pixels over
     *rext* pixels: a step costs ``max(latency, FMAs/ports, loads/ports)`` cycles, and a
-    partial last block's idle accumulators count as lost."""
+    partial last block's idle accumulators count as lost.
+
+    Ranks tiles of one channel count, whose pieces all have one width, so it counts
+    vector operations at the full-width rates; :func:`lane_rate` compares counts."""
+    return _step_rate(nc, rw, rext, info, streaming, info.fma_ports, info.load_ports)
+
+
+def lane_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = False) -> float:
+    """:func:`tile_rate` in float lanes per cycle, its operations issued at the rates of
+    their width (:meth:`.CpuInfo.ports`): what compares channel counts whose pieces
+    differ -- 1000 channels in 8-lane pieces against 1008 in 16-lane ones run at the
+    same rate on Zen 4 and at half of it on a Xeon with two 512-bit FMA units."""
+    piece = vector_piece(nc, info.lanes)
+    fma, load = info.ports(piece)
+    return piece * _step_rate(nc, rw, rext, info, streaming, fma, load)
+
+
+def _step_rate(nc, rw, rext, info, streaming, fma_ports, load_ports) -> float:
     v = nc // vector_piece(nc, info.lanes)
     acc = rw * v
     loads = (acc if streaming else rw) + v
-    cycles = max(info.fma_latency, acc / info.fma_ports, loads / info.load_ports)
+    cycles = max(info.fma_latency, acc / fma_ports, loads / load_ports)
     waste = -(-rext // rw) * rw / rext
     return acc / cycles / waste
 
