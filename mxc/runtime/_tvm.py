@@ -210,6 +210,29 @@ def copy_to_host(tensor) -> np.ndarray:
     return out
 
 
+def time_call(module, name: str, dev, args, *, repeat: int, min_ms: float) -> list[float]:
+    """Seconds per call of *module*'s function *name* on *args*, one figure per *repeat*:
+    TVM's C++ time evaluator, each figure the mean of as many calls as take at least
+    *min_ms* (after one untimed call), the device synchronised."""
+    import struct
+    timer = _func("runtime.RPCTimeEvaluator")(
+        _defining(module, name), name, dev.dlpack_device_type(), dev.index, 1, repeat,
+        max(1, int(min_ms)), 100, 0, 1, 0, "")
+    return list(struct.unpack("@" + "d" * repeat, timer(*args)))
+
+
+def _defining(module, name: str):
+    """The module among *module* and its imports (breadth first) that defines *name*:
+    the time evaluator looks a function up in the module it is given only."""
+    todo = [module]
+    while todo:
+        mod = todo.pop(0)
+        if mod.implements_function(name):
+            return mod
+        todo += list(mod.imports)
+    raise ArtifactError(f"no module of the artifact defines the kernel {name!r}")
+
+
 def sync(dev) -> None:
     """Wait for the device's queued work (GPU timing)."""
     if dev.dlpack_device_type() != KDL_CPU:

@@ -248,7 +248,26 @@ def test_profile_lists_kernels_slowest_first(artifact, capsys):
     times = [float(ln.split()[-2]) for ln in table if ln.split()[1:2] in (["kernel"], ["vm"],
                                                                           ["host"])]
     assert times == sorted(times, reverse=True)
-    assert "(10 run(s) after warm-up, " in out and " thread(s))" in out
+    assert "(10 run(s) after warm-up, " in out and " thread(s); kernels timed alone" in out
+
+
+def test_profile_rows_add_up_to_the_uninstrumented_wall_time(artifact):
+    """Kernels are timed alone (C++ timer), host nodes by the step profile, and what
+    they leave of the median uninstrumented run is one row: the rows sum to the wall."""
+    import mxc.runtime
+    from mxc.runtime.profiler import REST, profile_kernels
+    sess = mxc.runtime.load(str(artifact))
+    feeds = {i.name: np.random.RandomState(0).rand(*i.shape).astype(i.dtype)
+             for i in sess.inputs}
+    prof = profile_kernels(sess, feeds, repeat=5)
+    kernels = [r for r in prof.rows if r.kind == "kernel"]
+    assert kernels and all(r.seconds > 0 and r.calls >= 1 for r in kernels)
+    (rest,) = [r for r in prof.rows if r.name == REST]
+    assert rest.kind == "vm" and rest.calls > 0           # the VM's builtin calls
+    if rest.seconds > 0:
+        assert sum(r.seconds for r in prof.rows) == pytest.approx(prof.total)
+    else:
+        assert sum(r.seconds for r in kernels) >= prof.total
 
 
 def test_input_shapes_tvmc_form():
