@@ -100,7 +100,8 @@ def _compile_group(cases, out_dir: Path, tag: str, pieces: list, failed: dict) -
     from mxc.errors import MxcError
     graph, params, shapes, dtypes, expected, feeds = op_batch(cases)
     try:
-        model = mxc.compile(graph, params, shapes, dtypes, passes="")
+        model = mxc.compile(graph, params, shapes, dtypes, passes="",
+                            target=os.environ.get("MXC_TEST_TARGET", "llvm"))
     except MxcError as exc:
         if len(cases) == 1:
             failed[cases[0]["id"]] = f"{type(exc).__name__}: {exc}"[:2000]

@@ -1,7 +1,8 @@
 """Every corpus model and op case, compiled ahead of time and deployed.
 
-For each corpus model: ``mxc compile`` (llvm, default passes) writes an
-artifact; ONE fresh Python process loads every artifact through
+For each corpus model: ``mxc compile`` (llvm, default passes; another CPU
+target with ``MXC_TEST_TARGET``, e.g. ``"llvm -mcpu=znver3"`` for AVX2 code on
+any x86-64 host that runs it) writes an artifact; ONE fresh Python process loads every artifact through
 :mod:`mxc.runtime` alone and runs it; the outputs must match MXNet 1.9.1's
 ``io.npz`` within the model's ``rtol``/``atol``.  The op cases are batched
 into a few compilations (``_corpus_jobs.py``), whatever the TVM backend
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -39,6 +41,17 @@ MODELS = model_names() or ["no-corpus"]
 CASES = op_cases()
 CASE_IDS = [c["id"] for c in CASES] or ["no-corpus"]
 OP_CHUNKS = 2
+#: the CPU target the corpus compiles for (MXC_TEST_TARGET: check another ISA's code),
+#: and its form in file names
+CPU_TARGET = os.environ.get("MXC_TEST_TARGET", "llvm")
+
+
+def _tag(target: str) -> str:
+    """*target* as it appears in file names."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+
+
+TAG = _tag(CPU_TARGET)
 
 
 @dataclass
@@ -93,7 +106,7 @@ def _model_command(name: str, out: Path, target: str) -> list[str]:
     shapes = [f"{k}={','.join(map(str, v['shape']))}" for k, v in meta["inputs"].items()]
     cmd = [sys.executable, "-m", "mxc.cli", "compile", str(root / "symbol.json"),
            "--params", str(root / "model.params"), "--target", target, "-q",
-           "-o", str(out / f"{name}-{target}.mxc")]
+           "-o", str(out / f"{name}-{_tag(target)}.mxc")]
     for s in shapes:
         cmd += ["--shape", s]
     return cmd
@@ -126,11 +139,12 @@ def _run_fresh(build: Build, jobs: list[dict]) -> None:
 def llvm_build(request, tmp_path_factory) -> Build:
     if corpus_path() is None:
         require_corpus()
+    _require_runnable(CPU_TARGET)
     build = Build(tmp_path_factory.mktemp("mxc-corpus-llvm"))
     models = [m for m in _selected(request, "name", MODELS) if m in MODELS and m != "no-corpus"]
     ops = bool(CASES) and any("case_id" in getattr(i, "fixturenames", ())
                               for i in request.session.items)
-    commands = {f"model:{m}": _model_command(m, build.out, "llvm") for m in models}
+    commands = {f"model:{m}": _model_command(m, build.out, CPU_TARGET) for m in models}
     if ops:
         for k in range(OP_CHUNKS):
             commands[f"ops:{k}"] = [sys.executable, str(JOBS), "ops", str(build.out), str(k),
@@ -141,9 +155,9 @@ def llvm_build(request, tmp_path_factory) -> Build:
     jobs = []
     for m in models:
         if build.compiled[f"model:{m}"]["ok"]:
-            jobs.append({"key": f"model:{m}", "artifact": str(build.out / f"{m}-llvm.mxc"),
+            jobs.append({"key": f"model:{m}", "artifact": str(build.out / f"{m}-{TAG}.mxc"),
                          "inputs": str(_model_inputs(m, build.out)),
-                         "outputs": str(build.out / f"{m}-llvm-out.npz")})
+                         "outputs": str(build.out / f"{m}-{TAG}-out.npz")})
     for k in range(OP_CHUNKS if ops else 0):
         if build.compiled[f"ops:{k}"]["ok"]:
             info = json.loads((build.out / f"ops-{k}.json").read_text())
@@ -153,8 +167,16 @@ def llvm_build(request, tmp_path_factory) -> Build:
                              "inputs": str(build.out / f"ops-{tag}-in.npz"),
                              "outputs": str(build.out / f"ops-{tag}-out.npz")})
     _run_fresh(build, jobs)
-    _write_timings(build, "llvm")
+    _write_timings(build, TAG)
     return build
+
+
+def _require_runnable(target: str) -> None:
+    """Skip when this CPU cannot run code compiled for *target* (MXC_TEST_TARGET)."""
+    from mxc.backends.tvm.targets import missing_on_host, resolve_target
+    missing = missing_on_host(resolve_target(target))
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} for MXC_TEST_TARGET={target!r}")
 
 
 def _write_timings(build: Build, target: str) -> None:
@@ -177,7 +199,7 @@ def _check_model(build: Build, name: str, target: str, tol_scale: float = 1.0) -
         f"{(ran or {}).get('error')}"
     root = corpus_path() / "models" / name
     meta = json.loads((root / "meta.json").read_text())
-    got = np.load(build.out / f"{name}-{target}-out.npz")
+    got = np.load(build.out / f"{name}-{_tag(target)}-out.npz")
     with np.load(root / "io.npz") as io:
         assert len(got.files) == len(meta["list_outputs"])
         for i in range(len(got.files)):
@@ -191,9 +213,11 @@ def test_model_compiles_and_runs_in_fresh_process(name, llvm_build):
     """llvm artifact -> fresh process, runtime only -> MXNet's outputs."""
     if name == "no-corpus":
         require_corpus("models")
-    _check_model(llvm_build, name, "llvm")
+    _check_model(llvm_build, name, CPU_TARGET)
     from mxc.runtime import read_manifest
-    man = read_manifest(llvm_build.out / f"{name}-llvm.mxc")
+    man = read_manifest(llvm_build.out / f"{name}-{TAG}.mxc")
+    if "-mcpu=" in CPU_TARGET:   # the artifact is the requested CPU's code
+        assert man["target"]["host"]["cpu"] == CPU_TARGET.split("-mcpu=")[1].split()[0]
     if not man["host_nodes"]:  # everything supported: the whole graph is ONE region
         assert len(man["regions"]) == 1
 
