@@ -55,7 +55,8 @@ def padded_channels(c: int, info: CpuInfo, pixels: int | None = None) -> int:
       AVX2: 125 registers, a prime factor 5 beyond the widest tile -> 1008), and
       half-register pieces on a CPU that issues them no faster than whole ones
       (1000 classes on a Xeon with two 512-bit FMA units: 8-lane pieces, half its
-      peak -> 1008; on Zen 4 they cost nothing and stay).
+      peak -> 1008 or 1024; Zen 4 issues them at twice its zmm rate, so only the
+      narrow pieces' load-bound steps are at stake there -> 1024 over 13x13).
     """
     fast = min(FAST_PIECE_LANES, info.lanes)
     if c <= SMALL_CHANNELS:
@@ -84,7 +85,7 @@ def _rate(c: int, pixels: int, info: CpuInfo) -> float:
     return lane_rate(nc, rw, pixels, info)
 
 
-#: the model's expected gain a whole-register count must show to be padded
+#: the model's expected gain a count of pieces at least 8 floats wide must show to be padded
 PAD_GAIN = 1.05
 
 #: ... and the most it may grow by (1000 -> 1008 is 0.8%; 48 -> 64 would add a third to
