@@ -381,11 +381,15 @@ def time_mxc(base: dict, spec: ModelSpec, args, workdir: Path) -> dict:
 
 
 def tune_model(spec: ModelSpec, args) -> None:
-    """``mxc tune`` the model into ``--db`` (``--tune TRIALS``); kernels the database
-    already holds are skipped, and the time it takes lands in the tuning log."""
+    """``mxc tune`` the model into ``--db`` (``--tune TRIALS``, ``--check-model
+    --tune-check``); kernels the database already holds are skipped, and the time it
+    takes lands in the tuning log."""
     shapes = [f"{k}={','.join(str(d) for d in v.shape)}" for k, v in spec.inputs.items()]
     cmd = [sys.executable, "-m", "mxc", "tune", str(spec.symbol), "--params", str(spec.params),
            "--trials", str(args.tune), "--db", args.db, "--search", args.tune_search, "-q"]
+    check = getattr(args, "tune_check", 0)
+    if check and check > 0:      # tuned <= untuned: a model that is not faster is reverted
+        cmd += ["--check-model", str(check)]
     for item in shapes:
         cmd += ["--shape", item]
     log(f"  [mxc] tune: {args.tune} trials per kernel into {args.db}")
@@ -931,6 +935,10 @@ def parse_args(argv=None):
                     help="mxc tune --search for --tune (default evolutionary)")
     ap.add_argument("--tune-timeout", type=float, default=3600,
                     help="seconds per model for --tune (default 3600)")
+    ap.add_argument("--tune-check", type=float, default=30.0, metavar="SECONDS",
+                    help="with --tune: mxc tune --check-model SECONDS, so a tuned model that "
+                         "is not faster than the untuned one goes back to the default "
+                         "schedules (default 30; 0: no check)")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for every engine (default: all available cores, each engine "
                          "told the way its docs say -- OMP_NUM_THREADS for MXNet, "
