@@ -387,9 +387,8 @@ def tune_model(spec: ModelSpec, args) -> None:
     shapes = [f"{k}={','.join(str(d) for d in v.shape)}" for k, v in spec.inputs.items()]
     cmd = [sys.executable, "-m", "mxc", "tune", str(spec.symbol), "--params", str(spec.params),
            "--trials", str(args.tune), "--db", args.db, "--search", args.tune_search, "-q"]
-    check = getattr(args, "tune_check", 0)
-    if check and check > 0:      # tuned <= untuned: a model that is not faster is reverted
-        cmd += ["--check-model", str(check)]
+    if args.tune_check > 0:      # tuned <= untuned: a model that is not faster is reverted
+        cmd += ["--check-model", str(args.tune_check)]
     for item in shapes:
         cmd += ["--shape", item]
     log(f"  [mxc] tune: {args.tune} trials per kernel into {args.db}")

@@ -55,7 +55,7 @@ class HotLoop:
     lanes: int              # float lanes those FMAs compute
     loads: int              # instructions with a memory operand
     cycles: float           # llvm-mca's cycles per iteration
-    peak_share: float       # lanes / cycles / (fma_ports * lanes of the row)
+    peak_share: float       # lanes / cycles / llvm-mca's peak lanes a cycle
     flops: float = 0.0      # the kernel's estimate_tir_flops
 
 

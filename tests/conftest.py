@@ -37,6 +37,20 @@ def require_corpus(sub: str = "") -> Path:
     return root / sub
 
 
+#: the CPU target the corpus model tests compile for: ``MXC_TEST_TARGET`` (e.g.
+#: ``"llvm -mcpu=znver3"``: another ISA's code, run on this machine), else this CPU
+TEST_TARGET = os.environ.get("MXC_TEST_TARGET", "llvm")
+
+
+def require_runnable_target(target: str = TEST_TARGET) -> str:
+    """*target*, or skip the calling test when this CPU cannot run its code."""
+    from mxc.backends.tvm.targets import missing_on_host, resolve_target
+    missing = missing_on_host(resolve_target(target))
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} for MXC_TEST_TARGET={target!r}")
+    return target
+
+
 @lru_cache(maxsize=None)
 def op_cases(split: str = "ops") -> list[dict]:
     """The single-operator cases of one corpus split (``ops`` or ``wave2/ops``)."""

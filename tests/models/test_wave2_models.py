@@ -8,13 +8,11 @@ model's own absolute tolerances).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import mxc
-from conftest import load_corpus_model, model_names, require_corpus
+from conftest import load_corpus_model, model_names, require_corpus, require_runnable_target
 from mxc.compiler.custom_op import unregister_custom_op
 from oracle import assert_close
 
@@ -79,13 +77,8 @@ def test_wave2_model_compiles_and_runs(name, tmp_path):
     feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
     shapes = {k: v.shape for k, v in feeds.items()}
     dtypes = {k: str(v.dtype) for k, v in feeds.items() if v.dtype != np.float32}
-    target = os.environ.get("MXC_TEST_TARGET", "llvm")
-    from mxc.backends.tvm.targets import missing_on_host, resolve_target
-    missing = missing_on_host(resolve_target(target))
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} for MXC_TEST_TARGET={target!r}")
     model = mxc.compile(sym, split_params(params), shapes=shapes, dtypes=dtypes or None,
-                        target=target)
+                        target=require_runnable_target())
     sess = mxc.runtime.load(model.save(tmp_path / f"{name}.mxc"))
     outs = sess.run(feeds)
     assert len(outs) == len(meta["list_outputs"])

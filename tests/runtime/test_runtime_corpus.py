@@ -31,7 +31,8 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from conftest import corpus_path, model_names, op_cases, require_corpus
+from conftest import (TEST_TARGET, corpus_path, model_names, op_cases, require_corpus,
+                      require_runnable_target)
 from oracle import assert_close
 
 HERE = Path(__file__).resolve().parent
@@ -41,9 +42,8 @@ MODELS = model_names() or ["no-corpus"]
 CASES = op_cases()
 CASE_IDS = [c["id"] for c in CASES] or ["no-corpus"]
 OP_CHUNKS = 2
-#: the CPU target the corpus compiles for (MXC_TEST_TARGET: check another ISA's code),
-#: and its form in file names
-CPU_TARGET = os.environ.get("MXC_TEST_TARGET", "llvm")
+#: the CPU target the corpus compiles for (MXC_TEST_TARGET: check another ISA's code)
+CPU_TARGET = TEST_TARGET
 
 
 def _tag(target: str) -> str:
@@ -139,7 +139,7 @@ def _run_fresh(build: Build, jobs: list[dict]) -> None:
 def llvm_build(request, tmp_path_factory) -> Build:
     if corpus_path() is None:
         require_corpus()
-    _require_runnable(CPU_TARGET)
+    require_runnable_target(CPU_TARGET)
     build = Build(tmp_path_factory.mktemp("mxc-corpus-llvm"))
     models = [m for m in _selected(request, "name", MODELS) if m in MODELS and m != "no-corpus"]
     ops = bool(CASES) and any("case_id" in getattr(i, "fixturenames", ())
@@ -169,14 +169,6 @@ def llvm_build(request, tmp_path_factory) -> Build:
     _run_fresh(build, jobs)
     _write_timings(build, TAG)
     return build
-
-
-def _require_runnable(target: str) -> None:
-    """Skip when this CPU cannot run code compiled for *target* (MXC_TEST_TARGET)."""
-    from mxc.backends.tvm.targets import missing_on_host, resolve_target
-    missing = missing_on_host(resolve_target(target))
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} for MXC_TEST_TARGET={target!r}")
 
 
 def _write_timings(build: Build, target: str) -> None:

@@ -23,6 +23,8 @@ without padding, plus ``+0.0`` terms: the result is unchanged.
 from __future__ import annotations
 
 import numpy as np
+from tvm import relax
+from tvm.ir.expr import Constant
 
 from .microarch import CpuInfo
 from .reduction import MAX_TILE_VECTORS, lane_rate, tile_shape, vector_piece
@@ -151,9 +153,6 @@ def padding_keepers(func) -> set:
     A padded convolution whose result is cut right away (a function output, a
     concatenation) would get the slice fused into its kernel, which the register-tile
     rule cannot schedule (a single 36-channel layer ran 20x slower that way)."""
-    from tvm import relax
-    from tvm.ir.expr import Constant
-
     uses: dict = {}
     order = []
 
@@ -179,13 +178,13 @@ def padding_keepers(func) -> set:
     for b in reversed(order):
         if not isinstance(b.var, relax.DataflowVar) or b.var not in uses:
             continue
-        if all(u is not None and _takes_padding(u, b.var, keep, relax, Constant)
+        if all(u is not None and _takes_padding(u, b.var, keep)
                for u in uses[b.var]):
             keep.add(b.var)
     return keep
 
 
-def _takes_padding(binding, var, keep: set, relax, Constant) -> bool:
+def _takes_padding(binding, var, keep: set) -> bool:
     call = binding.value
     if not hasattr(call.op, "name"):
         return False
