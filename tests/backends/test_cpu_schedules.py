@@ -277,13 +277,27 @@ def test_winograd_matrices_compute_a_valid_correlation(m):
 #: stacked Winograd layers; MXNet's corpus models allow rtol 1e-3)
 WINOGRAD_ATOL = 1e-4
 
-# (channels in, channels out, side, padding): sides that tile exactly or leave partial tiles
+# (channels in, channels out, side, padding): sides that tile exactly or leave partial
+# tiles, with F(4, 3) (>= F4_MIN_TILES 4x4 tiles: 24x24 and 23x23 make 36) or F(2, 3)
 WINOGRAD_CASES = {
-    "f4-exact": (16, 32, 16, 1),
-    "f4-partial-tiles": (16, 24, 13, 1),
+    "f4-exact": (16, 32, 24, 1),
+    "f4-partial-tiles": (16, 24, 23, 1),
     "f2-small": (32, 16, 8, 1),
+    "f2-partial-tiles": (16, 24, 13, 1),
     "no-padding": (16, 16, 12, 0),
 }
+
+
+@pytest.mark.parametrize("n,side,m", [(1, 8, 2), (1, 13, 2), (1, 14, 2), (1, 20, 2),
+                                      (1, 21, 4), (1, 24, 4), (1, 27, 4), (1, 56, 4),
+                                      (2, 16, 4), (8, 13, 4), (8, 7, 4)])
+def test_winograd_takes_f4_only_over_enough_tiles(n, side, m):
+    """F(4, 3) needs F4_MIN_TILES (32) 4x4 output tiles, batch included, to reuse its
+    weights (2.25x F(2, 3)'s): 20x20 makes 5x5 = 25 tiles, 21x21 6x6 = 36; a batch of
+    two 16x16 images 2 x 16 = 32; a batch of eight 7x7 ones 8 x 2 x 2 = 32."""
+    from mxc.backends.tvm.schedules.winograd import F4_MIN_TILES, tile_size
+    assert F4_MIN_TILES == 32
+    assert tile_size(n, side, side) == m
 
 
 @pytest.mark.parametrize("isa", sorted(TARGETS))

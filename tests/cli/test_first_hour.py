@@ -293,12 +293,12 @@ def test_winograd_option_and_size_in_inspect(tmp_path, capsys):
     for mode in ("on", "off"):
         out = tmp_path / f"{mode}.mxc"
         assert main(["compile", str(tmp_path / "c-symbol.json"), "--params",
-                     str(tmp_path / "c.params"), "--shape", "data=1,16,16,16", "--winograd",
+                     str(tmp_path / "c.params"), "--shape", "data=1,16,32,32", "--winograd",
                      mode, "-q", "-o", str(out)]) == 0
         wino = read_manifest(out)["winograd"]
         assert wino["mode"] == mode
         assert wino["convolutions"] == (1 if mode == "on" else 0)
-        # the transformed weights (F(4, 3): 4x) are made at load time, not stored
+        # the transformed weights (F(4, 3) over 8x8 tiles: 4x) are made at load time, not stored
         assert wino["stored_bytes"] == (w.nbytes if mode == "on" else 0)
     capsys.readouterr()
     assert main(["inspect", str(tmp_path / "on.mxc")]) == 0
