@@ -316,6 +316,50 @@ def test_winograd_convolutions_match_the_reference(case, isa):
     _check(y, shapes, scaled_atol=WINOGRAD_ATOL, target=target)
 
 
+def _parallel_tasks(func, block_name):
+    """For each iteration ``i`` of *func*'s parallel loop (inner loops at 0), the iter
+    values of its block *block_name*: where task ``i`` starts."""
+    import tvm_ffi
+    from tvm import sym, tirx
+    loops, realize = [], []
+
+    def visit(node):
+        if isinstance(node, tirx.For):
+            loops.append(node)
+        elif getattr(getattr(node, "block", None), "name_hint", "") == block_name:
+            realize.append(node)
+
+    tvm_ffi.structural_walk(func.body, [(tvm_ffi.Object, visit)])
+    (par,) = [lp for lp in loops if lp.kind == tirx.ForKind.PARALLEL]
+    (real,) = realize
+    tasks = []
+    for i in range(int(par.extent)):
+        ana = sym.Analyzer()
+        for lp in loops:
+            ana.bind(lp.loop_var, i if lp.same_as(par) else 0)
+        tasks.append([int(ana.simplify(v)) for v in real.iter_values])
+    return tasks
+
+
+@pytest.mark.parametrize("arch", ["znver3", "znver4"])
+def test_winograd_product_tasks_read_the_weights_in_order(arch):
+    """The batched product's parallel tasks run tile position first, then channel block:
+    consecutive tasks read consecutive slices of the packed weights [E, K/nc, C, nc], so
+    each thread streams one contiguous range of them (with the channel block first,
+    squeezenet and resnet18 ran 4-6% slower)."""
+    from tvm import te
+    from mxc.backends.tvm.schedules.reduction import rule_reduction
+    from mxc.backends.tvm.schedules.winograd import batch_matmul
+    v = te.placeholder((16, 49, 64), name="v")
+    u = te.placeholder((16, 8, 64, 32), name="u")
+    func = te.create_prim_func([v, u, batch_matmul(v, u)])
+    sch = rule_reduction(func, MICROARCHS[arch])
+    tasks = _parallel_tasks(sch.mod["main"], "winograd_bgemm_update")
+    # iter values (e, p, k, rc): the weight slice read is U[e, k // 32]
+    slices = [e * 8 + k // 32 for e, _, k, _ in tasks]
+    assert slices == sorted(slices) and len(set(slices)) == 16 * 8
+
+
 def test_winograd_residual_and_fire_module_epilogues():
     """The output transform with a residual add, and a squeezenet fire module whose
     concatenation fuses into it."""

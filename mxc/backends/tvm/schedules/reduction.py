@@ -221,6 +221,7 @@ class ReductionNest:
     pixel_extent: int          # their extents' product
     streaming: bool            # a read follows the vector axis: a vector per reduction step
     packed_nc: int | None      # the channel tile pre-packed weights fix, if any
+    weight_axes: list[int]     # spatial axes besides the vector one that index the weights
     extents: list[int]         # every iter var's extent
     reduce_extent: int         # the innermost reduction iter var's extent
 
@@ -289,12 +290,14 @@ def _analyse(sch, main) -> ReductionNest | None:
     pix = [i for i in spatial[:-1] if as_int(ivs[i].dom.extent) > 1][-MAX_PIXEL_AXES:]
     vvar = ivs[vi].var
     streaming = _streams_vectors(block, vvar)
+    weight_axes: list[int] = []
     if not streaming:
         # a register block shares its weight vectors: only axes the weights do not
         # depend on may be blocked (Winograd's tile position e indexes the weights)
         weights = [r for r in block.reads if any(uses_var(rg.min, vvar) for rg in r.region)]
-        pix = [i for i in pix if not any(uses_var(rg.min, ivs[i].var)
-                                         for r in weights for rg in r.region)]
+        weight_axes = [i for i in spatial[:-1] if any(uses_var(rg.min, ivs[i].var)
+                                                      for r in weights for rg in r.region)]
+        pix = [i for i in pix if i not in weight_axes]
     if len(pix) > 1 and not (pix == list(range(pix[0], pix[-1] + 1)) and pix[-1] == vi - 1):
         return None
     extents = [as_int(iv.dom.extent) for iv in ivs]
@@ -302,7 +305,7 @@ def _analyse(sch, main) -> ReductionNest | None:
                          channels=cext, pixels=pix,
                          pixel_extent=math.prod(extents[i] for i in pix),
                          streaming=streaming, packed_nc=_packed_nc(block, cext),
-                         extents=extents, reduce_extent=extents[reduce_[-1]])
+                         weight_axes=weight_axes, extents=extents, reduce_extent=extents[reduce_[-1]])
 
 
 # ---------------------------------------------------------------------------
@@ -379,9 +382,15 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
     if nc > piece:
         cv, ci = sch.split(ci, [None, piece])
         lanes_loop = [cv]
-    order = [co] + outer_spatial + red + inner + lanes_loop + [ci]
+    # axes that select a weight slice (Winograd's tile position e) go before the channel
+    # block: packed [E, K/nc, C, nc], consecutive parallel tasks then read consecutive
+    # slices, and each thread streams one contiguous range of the weights
+    selecting = [loops[i] for i in spatial[:-1] if i in nest.weight_axes]
+    outer_spatial = [lp for lp in outer_spatial if not any(lp.same_as(s) for s in selecting)]
+    order = selecting + [co] + outer_spatial + red + inner + lanes_loop + [ci]
     sch.reorder(*order)
-    par = sch.fuse(co, *outer_spatial) if outer_spatial else co
+    fused = selecting + [co] + outer_spatial
+    par = sch.fuse(*fused) if len(fused) > 1 else co
     for epi in epilogues:
         sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
     # parallelise / vectorise / unroll first: once the reduction is decomposed the
