@@ -10,6 +10,7 @@ from .cpu import cpu_info, cpu_schedule_pass
 from .fold import fold_constants_numpy, inline_scalar_constants
 from .layout import channels_last_pass
 from .legalize import cpu_legalize_map
+from .pool_padding import pool_padding_in_place
 
 
 def graph_passes(target: tvm.target.Target, layout: bool = True) -> list:
@@ -18,7 +19,7 @@ def graph_passes(target: tvm.target.Target, layout: bool = True) -> list:
     legalize_map = None
     if layout:
         info = cpu_info(target)
-        passes.append(channels_last_pass(info))
+        passes += [channels_last_pass(info), pool_padding_in_place]
         legalize_map = cpu_legalize_map(info)
     passes += [
         relax.backend.DispatchSampling(),
