@@ -7,6 +7,7 @@ from typing import Callable
 
 import tvm
 from tvm import relax, tirx
+from tvm.ir.expr import Constant
 
 
 def static_shape(expr) -> tuple[int, ...] | None:
@@ -40,6 +41,55 @@ def rewrite_functions(mod: tvm.IRModule, rewrite: Callable) -> tvm.IRModule:
     for gv, func in updates.items():
         mod.update_func(gv, func)
     return mod
+
+
+def var_uses(func: relax.Function) -> dict:
+    """How many times each variable of the Relax function *func* is read (bindings and
+    the function's result), counting every occurrence."""
+    uses: dict = {}
+
+    def count(expr) -> None:
+        if isinstance(expr, relax.Var):
+            uses[expr] = uses.get(expr, 0) + 1
+        elif isinstance(expr, relax.Call):
+            for arg in expr.args:
+                count(arg)
+        elif isinstance(expr, relax.Tuple):
+            for field in expr.fields:
+                count(field)
+        elif isinstance(expr, relax.TupleGetItem):
+            count(expr.tuple_value)
+        elif not isinstance(expr, Constant):
+            relax.analysis.post_order_visit(expr, lambda e: count(e)
+                                            if isinstance(e, relax.Var) else None)
+
+    for block in func.body.blocks:
+        for b in block.bindings:
+            count(b.value)
+    count(func.body.body)
+    return uses
+
+
+def bindings_of(func: relax.Function) -> dict:
+    """Each variable bound in *func*'s body -> its binding."""
+    return {b.var: b for block in func.body.blocks for b in block.bindings}
+
+
+def replace_bindings(func: relax.Function, replace: dict, drop: set) -> relax.Function:
+    """*func* with the binding of each variable in *replace* replaced by the bindings
+    ``replace[var]`` lists (``(var, value)`` pairs, in order) and those in *drop* removed."""
+    blocks = []
+    for block in func.body.blocks:
+        new = []
+        for b in block.bindings:
+            if b.var in drop:
+                continue
+            new += [relax.VarBinding(v, value) for v, value in replace.get(b.var, [(b.var,
+                                                                                     b.value)])]
+        blocks.append(relax.DataflowBlock(new) if isinstance(block, relax.DataflowBlock)
+                      else relax.BindingBlock(new))
+    return relax.Function(func.params, relax.SeqExpr(blocks, func.body.body), func.ret_ty,
+                          func.is_pure, func.attrs)
 
 
 # ---------------------------------------------------------------------------

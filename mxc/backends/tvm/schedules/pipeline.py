@@ -10,6 +10,7 @@ from .cpu import cpu_info, cpu_schedule_pass
 from .fold import fold_constants_numpy, inline_scalar_constants
 from .layout import channels_last_pass
 from .legalize import cpu_legalize_map
+from .nan_select import nan_select_one_compare
 from .pool_padding import pool_padding_in_place
 
 
@@ -19,7 +20,7 @@ def graph_passes(target: tvm.target.Target, layout: bool = True) -> list:
     legalize_map = None
     if layout:
         info = cpu_info(target)
-        passes += [channels_last_pass(info), pool_padding_in_place]
+        passes += [channels_last_pass(info), pool_padding_in_place, nan_select_one_compare]
         legalize_map = cpu_legalize_map(info)
     passes += [
         relax.backend.DispatchSampling(),

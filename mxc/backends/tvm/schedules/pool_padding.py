@@ -26,7 +26,7 @@ import math
 import tvm
 from tvm import relax, te, tirx
 
-from .module_utils import static_shape
+from .module_utils import bindings_of, replace_bindings, static_shape, var_uses
 
 _POOLS = {"relax.nn.max_pool2d": "max", "relax.nn.avg_pool2d": "avg"}
 #: the pad value each pooling takes in place: max pooling's -inf, average pooling's 0
@@ -91,24 +91,11 @@ def _plain_pool(call):
 
 
 def _fold_function(bb: relax.BlockBuilder, func: relax.Function) -> relax.Function | None:
-    body = func.body
-    if not isinstance(body, relax.SeqExpr):
+    if not isinstance(func.body, relax.SeqExpr):
         return None
-    uses: dict = {}
-
-    def count(expr):
-        if isinstance(expr, relax.Var):
-            uses[expr] = uses.get(expr, 0) + 1
-
-    bindings = {}
-    for block in body.blocks:
-        for b in block.bindings:
-            bindings[b.var] = b
-            tvm.relax.analysis.post_order_visit(b.value, count)
-    tvm.relax.analysis.post_order_visit(body.body, count)
-
+    uses, bindings = var_uses(func), bindings_of(func)
     replace, dropped = {}, set()
-    for block in body.blocks:
+    for block in func.body.blocks:
         if not isinstance(block, relax.DataflowBlock):
             continue
         for b in block.bindings:
@@ -124,21 +111,12 @@ def _fold_function(bb: relax.BlockBuilder, func: relax.Function) -> relax.Functi
             if pad is None:
                 continue
             a = value.attrs
-            replace[b.var] = bb.call_te(
+            replace[b.var] = [(b.var, bb.call_te(
                 pool2d_nhwc_padded, bindings[src].value.args[0], kind,
                 [int(v) for v in a.pool_size], [int(v) for v in a.strides], list(pad),
-                list(static_shape(value)), primfunc_name_hint=f"{kind}_pool2d_padded")
+                list(static_shape(value)), primfunc_name_hint=f"{kind}_pool2d_padded"))]
             dropped.add(src)
-    if not replace:
-        return None
-    blocks = []
-    for block in body.blocks:
-        new = [relax.VarBinding(b.var, replace.get(b.var, b.value))
-               for b in block.bindings if b.var not in dropped]
-        blocks.append(relax.DataflowBlock(new) if isinstance(block, relax.DataflowBlock)
-                      else relax.BindingBlock(new))
-    return relax.Function(func.params, relax.SeqExpr(blocks, body.body), func.ret_ty,
-                          func.is_pure, func.attrs)
+    return replace_bindings(func, replace, dropped) if replace else None
 
 
 @tvm.transform.module_pass(opt_level=0, name="MxcPoolPaddingInPlace")
