@@ -149,6 +149,25 @@ def test_transpose_and_concatenate_get_the_elementwise_rule():
     assert set(movers.values()) == {"elementwise"}, movers
 
 
+@pytest.mark.parametrize("isa", sorted(TARGETS))
+@pytest.mark.parametrize("channels,kernel,stride", [(3, 7, 2), (3, 3, 1), (4, 3, 2),
+                                                    (5, 3, 1)])
+def test_a_thin_network_input_is_read_in_place(channels, kernel, stride, isa):
+    """An NCHW input of at most THIN_INPUT_CHANNELS channels (an image) feeds its
+    convolution without a transposed copy; wider ones are still copied channels-last.
+    Either way the outputs match the reference."""
+    from mxc.backends.tvm.schedules.layout import THIN_INPUT_CHANNELS
+    x = S.var("data")
+    y = _conv_block(x, 16, kernel, stride=stride, name="stem")
+    shapes = {"data": (1, channels, 19, 19)}
+    target = _target(isa)
+    rules = _kernel_rules(y, shapes, target)
+    copies = [k for k in rules if "transpose" in k]
+    # the one copy left turns the NHWC result back to NCHW at the function's output
+    assert len(copies) == (1 if channels <= THIN_INPUT_CHANNELS else 2), rules
+    _check(y, shapes, target=target)
+
+
 # ---------------------------------------------------------------------------
 # the tile model
 # ---------------------------------------------------------------------------

@@ -68,6 +68,10 @@ _ELEMWISE = {"relax." + n for n in _UNARY | _BINARY}
 _REDUCE = {"relax.mean", "relax.sum", "relax.max", "relax.min", "relax.prod"}
 _POOL = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d"}
 _FLOATS = ("float16", "float32", "float64")
+#: a convolution reads an NCHW input of at most this many channels in place (its
+#: loads broadcast one value each either way) instead of through a transposed copy,
+#: which was a kernel of its own: an image of 3 channels is a few contiguous planes
+THIN_INPUT_CHANNELS = 4
 
 
 def _is_tensor(expr) -> bool:
@@ -220,8 +224,14 @@ class _Rewriter:
         """The channels-last convolution with constant weights *hwio*: its input taken
         padded, its output padded where :mod:`.channel_padding` says so and *may_pad*."""
         a = call.attrs
-        x, real_in = self.stored(call.args[0])
         groups = int(a.groups)
+        data_layout = "NHWC"
+        if groups == 1 and self._thin_input(call.args[0]) \
+                and tensor_dtype(call.args[0]) == hwio.dtype.name == tensor_dtype(call):
+            # read in place: no NCHW -> NHWC copy of the network's image
+            x, real_in, data_layout = self.orig(call.args[0]), None, "NCHW"
+        else:
+            x, real_in = self.stored(call.args[0])
         dtype = tensor_dtype(call)
         depthwise = groups > 1 and hwio.shape[2] == 1 and groups == hwio.shape[3]
         if real_in is not None and groups > 1 and not may_pad:
@@ -245,7 +255,7 @@ class _Rewriter:
             return relax.op.nn.conv2d(x, relax.const(np.ascontiguousarray(weights),
                                                      hwio.dtype.name),
                                       a.strides, a.padding, a.dilation, groups,
-                                      data_layout="NHWC", kernel_layout="HWIO",
+                                      data_layout=data_layout, kernel_layout="HWIO",
                                       out_layout="NHWC", out_dtype=out_dtype)
 
         if depthwise and real_in is not None:
@@ -256,6 +266,15 @@ class _Rewriter:
         y = self.bb.emit(conv(hwio))
         return _Padded(relax.op.where(relax.const(channel_mask(k, padded), "bool"), y,
                                       relax.const(0, dtype)), k)
+
+    def _thin_input(self, x) -> bool:
+        """Whether *x* is a float NCHW value no channels-last copy exists of yet, with at
+        most :data:`THIN_INPUT_CHANNELS` channels (a network's image): the float
+        legalization of :mod:`.legalize` reads it in place (int8 kernels take NHWC)."""
+        shape = static_shape(x)
+        return isinstance(x, relax.Var) and x not in self.nhwc and shape is not None \
+            and len(shape) == 4 and shape[1] <= THIN_INPUT_CHANNELS \
+            and tensor_dtype(x) in _FLOATS
 
     def _elemwise(self, call, out):
         tensors = [a for a in call.args if _is_tensor(a)]

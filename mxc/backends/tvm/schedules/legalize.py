@@ -9,8 +9,9 @@ stream -- about 1.4x on a 3x3 convolution here.  The weights are constants
 (parameters bound at lowering), so the packing is done in numpy at compile
 time and the kernel is a TE compute reading the packed array:
 
-* ``relax.nn.conv2d`` NHWC/HWIO, ``groups == 1``, constant weight ->
-  ``conv2d_nhwc_packed`` (zero padding as its own ``pad_temp`` stage, as TOPI);
+* ``relax.nn.conv2d`` NHWC/HWIO (or NCHW data: a thin network input, see
+  :mod:`.layout`), ``groups == 1``, constant weight -> ``conv2d_nhwc_packed`` (zero
+  padding as its own ``pad_temp`` stage, as TOPI);
 * the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.winograd`): input
   transform, batched product with pre-transformed packed weights, output transform;
 * ``relax.matmul`` ``[M, K] x [K, N]`` with a constant ``[K, N]`` ->
@@ -44,8 +45,13 @@ def _sinfo_shape(expr):
 
 
 def conv2d_nhwc_packed(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
-                       out_dtype: str) -> te.Tensor:
-    """NHWC convolution with weights packed ``[K/nc, KH, KW, C, nc]``."""
+                       out_dtype: str, data_layout: str = "NHWC") -> te.Tensor:
+    """NHWC convolution with weights packed ``[K/nc, KH, KW, C, nc]``; *data* NHWC, or
+    NCHW (a network's input: read in place, the transpose inlined into the loads)."""
+    if data_layout == "NCHW":
+        nchw = data
+        data = te.compute((nchw.shape[0], nchw.shape[2], nchw.shape[3], nchw.shape[1]),
+                          lambda i, y, x, ch: nchw[i, ch, y, x], name="T_transpose")
     n, h, w, c = (int(d) for d in data.shape)
     ko, kh, kw, c2, nc = (int(d) for d in weight.shape)
     assert c == c2
@@ -105,14 +111,14 @@ def _conv2d(info: CpuInfo):
         xs, xdt = _sinfo_shape(x)
         ws, wdt = _sinfo_shape(w)
         ys, ydt = _sinfo_shape(call)
-        if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC") \
-                or int(a.groups) != 1 or not isinstance(w, Constant) or xs is None \
-                or ws is None or ys is None or xdt not in _FLOATS or wdt != xdt \
-                or ydt not in _FLOATS:
+        if a.data_layout not in ("NHWC", "NCHW") or (a.kernel_layout, a.out_layout) != (
+                "HWIO", "NHWC") or int(a.groups) != 1 or not isinstance(w, Constant) \
+                or xs is None or ws is None or ys is None or xdt not in _FLOATS \
+                or wdt != xdt or ydt not in _FLOATS:
             return default(bb, call)
         kh, kw, c, k = ws
-        if winograd.enabled() and winograd.eligible(xs, ws, a.strides, a.dilation, 1,
-                                                    info.lanes):
+        if a.data_layout == "NHWC" and winograd.enabled() and winograd.eligible(
+                xs, ws, a.strides, a.dilation, 1, info.lanes):
             out = winograd.emit(bb, x, w.value.numpy(), a.padding, ys, ydt,
                                 lambda kk, px: tile_shape(kk, px, info)[0])
             if out is not None:
@@ -126,7 +132,7 @@ def _conv2d(info: CpuInfo):
         wconst = relax.const(np.ascontiguousarray(packed), wdt)
         return bb.call_te(conv2d_nhwc_packed, x, wconst,
                           [int(v) for v in a.strides], [int(v) for v in a.padding],
-                          [int(v) for v in a.dilation], ydt,
+                          [int(v) for v in a.dilation], ydt, str(a.data_layout),
                           primfunc_name_hint="conv2d_nhwc_packed")
 
     return legalize
