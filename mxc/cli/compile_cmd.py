@@ -62,8 +62,8 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
                         "is given): they become run-time inputs (default: an error naming "
                         "them)")
     p.add_argument("--winograd", choices=("auto", "on", "off"), default=None,
-                   help="3x3 convolutions on CPU: auto (default: Winograd where the output is "
-                        ">= 8x8; faster, its weights 1.8-4x larger), on (wherever it applies), "
+                   help="3x3 convolutions on CPU: auto (default: Winograd where the sides are "
+                        ">= 7; faster, its weights 1.8-4x larger), on (wherever it applies), "
                         "off (direct convolutions: smallest artifact); mxc inspect shows the "
                         "sizes")
     if tuning_db:

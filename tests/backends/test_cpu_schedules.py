@@ -303,6 +303,7 @@ WINOGRAD_CASES = {
     "f4-partial-tiles": (16, 24, 23, 1),
     "f2-small": (32, 16, 8, 1),
     "f2-partial-tiles": (16, 24, 13, 1),
+    "f2-7x7": (32, 16, 7, 1),
     "no-padding": (16, 16, 12, 0),
 }
 
@@ -391,6 +392,15 @@ def test_winograd_residual_and_fire_module_epilogues():
     e3 = _conv_block(sq, 32, 3, name="e3")                  # winograd + concat
     y = S.Concat(e1, e3, dim=1, name="fire")
     _check(y, {"data": (1, 16, 10, 10)}, scaled_atol=WINOGRAD_ATOL)
+
+
+@pytest.mark.parametrize("side,transformed", [(6, False), (7, True)])
+def test_auto_winograd_from_7x7(side, transformed):
+    """auto transforms from 7x7 (ResNet's last stage, 16 F(2, 3) tiles) up: MIN_SIZE."""
+    x = S.var("data")
+    y = S.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=16, name="c")
+    rules = _kernel_rules(y, {"data": (1, 16, side, side)})
+    assert any(k.startswith("winograd_input") for k in rules) == transformed, rules
 
 
 def test_winograd_can_be_switched_off():

@@ -241,8 +241,8 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     params_source:
         where *params* came from (a file name), for that message.
     winograd:
-        CPU 3x3 convolutions: ``"auto"`` (default; Winograd where the output
-        side is >= 8: faster, transformed weights 1.8-4x the size), ``"on"``
+        CPU 3x3 convolutions: ``"auto"`` (default; Winograd where the sides
+        are >= 7: faster, transformed weights 1.8-4x the size), ``"on"``
         (every 3x3 stride-1 convolution it applies to), ``"off"`` (direct:
         smallest artifact).  None: ``$MXC_WINOGRAD`` if set, else auto.  The
         manifest's ``winograd`` records the choice and the weight sizes.
