@@ -47,8 +47,17 @@ def require_runnable_target(target: str = TEST_TARGET) -> str:
     from mxc.backends.tvm.targets import missing_on_host, resolve_target
     missing = missing_on_host(resolve_target(target))
     if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} for MXC_TEST_TARGET={target!r}")
+        pytest.skip(f"this CPU lacks {', '.join(missing)} for {target!r}")
     return target
+
+
+#: one target per CPU code path the schedules choose between (vector width, registers)
+ISA_TARGETS = {"avx2": "llvm -mcpu=znver3", "avx512": "llvm -mcpu=skylake-avx512"}
+
+
+def isa_target(kind: str) -> str:
+    """The target of :data:`ISA_TARGETS` *kind*, or skip when this CPU cannot run it."""
+    return require_runnable_target(ISA_TARGETS[kind])
 
 
 @lru_cache(maxsize=None)

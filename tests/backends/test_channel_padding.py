@@ -20,18 +20,12 @@ from mxc import sym as S
 from mxc.backends.reference import run_graph
 from mxc.backends.tvm.schedules.channel_padding import keeps_zero, padded_channels
 from mxc.backends.tvm.schedules.microarch import MICROARCHS
-from mxc.backends.tvm.targets import missing_on_host
+from conftest import ISA_TARGETS, isa_target
 
-TARGETS = {"avx2": "llvm -mcpu=znver3", "avx512": "llvm -mcpu=skylake-avx512"}
+TARGETS = ISA_TARGETS
 
 
-def _target(kind: str) -> str:
-    from mxc.backends.tvm.build import resolve_target
-    text = TARGETS[kind]
-    missing = missing_on_host(resolve_target(text))
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} for {text}")
-    return text
+_target = isa_target
 
 
 # (row, channels, padded): pieces under 8 floats wide are padded -- to whole registers

@@ -25,22 +25,16 @@ from mxc.backends.tvm.converter import lower_graph
 from mxc.backends.tvm.schedules.cpu import CpuInfo, tile_shape
 from mxc.backends.tvm.schedules.reduction import vector_piece
 from mxc.backends.tvm.schedules.microarch import MICROARCHS
-from mxc.backends.tvm.targets import missing_on_host
+from conftest import ISA_TARGETS, isa_target
 
 AVX2 = CpuInfo(lanes=8, registers=16, threads=2)
 
 #: one target per vector width the schedules choose from (16 lanes / 32 registers,
 #: 8 lanes / 16 registers); run where this CPU can execute the code
-TARGETS = {"avx2": "llvm -mcpu=znver3", "avx512": "llvm -mcpu=skylake-avx512"}
+TARGETS = ISA_TARGETS
 
 
-def _target(kind: str) -> str:
-    from mxc.backends.tvm.build import resolve_target
-    text = TARGETS[kind]
-    missing = missing_on_host(resolve_target(text))
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} for {text}")
-    return text
+_target = isa_target
 
 
 def _params(sym, shapes, seed=0):

@@ -19,22 +19,17 @@ import tvm  # noqa: E402
 import mxc  # noqa: E402
 from mxc import sym as S  # noqa: E402
 from mxc.backends.reference import run_graph  # noqa: E402
-from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
+from mxc.backends.tvm.build import build_module  # noqa: E402
 from mxc.backends.tvm.converter import lower_graph  # noqa: E402
 from mxc.backends.tvm.schedules import pipeline  # noqa: E402
-from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
+from conftest import ISA_TARGETS, isa_target  # noqa: E402
 
-TARGETS = {"avx2": "llvm -mcpu=znver3", "avx512": "llvm -mcpu=skylake-avx512"}
+TARGETS = ISA_TARGETS
 #: values around each constant below, and the ones a comparison treats specially
 SPECIAL = [np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.0, 6.0, 5.9, -1.0, 3.0, 0.25]
 
 
-def _target(kind: str) -> str:
-    text = TARGETS[kind]
-    missing = missing_on_host(resolve_target(text))
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(missing)} for {text}")
-    return text
+_target = isa_target
 
 
 def _model():

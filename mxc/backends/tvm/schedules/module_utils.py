@@ -43,6 +43,22 @@ def rewrite_functions(mod: tvm.IRModule, rewrite: Callable) -> tvm.IRModule:
     return mod
 
 
+def rewrite_graph_functions(mod: tvm.IRModule, rewrite: Callable) -> tvm.IRModule:
+    """*mod* with each Relax graph function (not a fused ``Primitive`` one) replaced by
+    ``rewrite(bb, func)`` unless that is None; *bb*, a BlockBuilder over *mod*, takes
+    the kernels the rewrite adds (``bb.call_te``).  *mod* itself when nothing changes."""
+    bb = relax.BlockBuilder(mod)
+    changed = False
+    for gv, func in list(mod.functions_items()):
+        if isinstance(func, relax.Function) and isinstance(func.body, relax.SeqExpr) \
+                and not (func.attrs and "Primitive" in func.attrs):
+            new = rewrite(bb, func)
+            if new is not None:
+                bb.update_func(gv, new)
+                changed = True
+    return bb.get() if changed else mod
+
+
 def var_uses(func: relax.Function) -> dict:
     """How many times each variable of the Relax function *func* is read (bindings and
     the function's result), counting every occurrence."""
@@ -73,6 +89,14 @@ def var_uses(func: relax.Function) -> dict:
 def bindings_of(func: relax.Function) -> dict:
     """Each variable bound in *func*'s body -> its binding."""
     return {b.var: b for block in func.body.blocks for b in block.bindings}
+
+
+def dataflow_bindings(func: relax.Function):
+    """The bindings of *func*'s dataflow blocks, in order (the pure ones a rewrite may
+    move or drop)."""
+    for block in func.body.blocks:
+        if isinstance(block, relax.DataflowBlock):
+            yield from block.bindings
 
 
 def replace_bindings(func: relax.Function, replace: dict, drop: set) -> relax.Function:

@@ -28,7 +28,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .module_utils import bindings_of, replace_bindings, var_uses
+from .module_utils import (bindings_of, dataflow_bindings, replace_bindings,
+                           rewrite_graph_functions, var_uses)
 
 #: the comparison of the old form -> the one of the new form (its negation for numbers)
 _FLIPPED = {"relax.greater": relax.op.less_equal, "relax.less": relax.op.greater_equal}
@@ -69,29 +70,24 @@ def _match(where: relax.Call, bindings: dict):
 
 
 def _rewrite_function(bb: relax.BlockBuilder, func: relax.Function) -> relax.Function | None:
-    if not isinstance(func.body, relax.SeqExpr):
-        return None
     uses, bindings = var_uses(func), bindings_of(func)
     replace, drop = {}, set()
-    for block in func.body.blocks:
-        if not isinstance(block, relax.DataflowBlock):
+    for b in dataflow_bindings(func):
+        if _op(b.value) != "relax.where":
             continue
-        for b in block.bindings:
-            if _op(b.value) != "relax.where":
-                continue
-            found = _match(b.value, bindings)
-            if found is None:
-                continue
-            x, c, flipped, cond_vars = found
-            test = bb.normalize(flipped(x, c))
-            keep = relax.DataflowVar(f"{b.var.name}_test", test.ty)
-            replace[b.var] = [(keep, test),
-                              (b.var, relax.op.where(keep, b.value.args[2], x))]
-            # the old condition's steps, when nothing else reads them
-            cond, *parts = cond_vars
-            if uses.get(cond) == 1:
-                drop.add(cond)
-                drop.update(p for p in parts if uses.get(p) == 1)
+        found = _match(b.value, bindings)
+        if found is None:
+            continue
+        x, c, flipped, cond_vars = found
+        test = bb.normalize(flipped(x, c))
+        keep = relax.DataflowVar(f"{b.var.name}_test", test.ty)
+        replace[b.var] = [(keep, test),
+                          (b.var, relax.op.where(keep, b.value.args[2], x))]
+        # the old condition's steps, when nothing else reads them
+        cond, *parts = cond_vars
+        if uses.get(cond) == 1:
+            drop.add(cond)
+            drop.update(p for p in parts if uses.get(p) == 1)
     return replace_bindings(func, replace, drop) if replace else None
 
 
@@ -99,13 +95,4 @@ def _rewrite_function(bb: relax.BlockBuilder, func: relax.Function) -> relax.Fun
 def nan_select_one_compare(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     """Rewrite every NaN-passing ``where(x > c or isnan(x), x, c)`` (and ``<``) into
     ``where(x <= c, c, x)`` (``>=``)."""
-    bb = relax.BlockBuilder(mod)
-    changed = False
-    for gv, func in list(mod.functions_items()):
-        if isinstance(func, relax.Function) and not (func.attrs and "Primitive" in func.attrs):
-            new = _rewrite_function(bb, func)
-            if new is not None:
-                bb.update_func(gv, new)
-                changed = True
-    return bb.get() if changed else mod
-
+    return rewrite_graph_functions(mod, _rewrite_function)

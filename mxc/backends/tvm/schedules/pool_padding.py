@@ -26,7 +26,8 @@ import math
 import tvm
 from tvm import relax, te, tirx
 
-from .module_utils import bindings_of, replace_bindings, static_shape, var_uses
+from .module_utils import (bindings_of, dataflow_bindings, replace_bindings,
+                           rewrite_graph_functions, static_shape, var_uses)
 
 _POOLS = {"relax.nn.max_pool2d": "max", "relax.nn.avg_pool2d": "avg"}
 #: the pad value each pooling takes in place: max pooling's -inf, average pooling's 0
@@ -91,43 +92,30 @@ def _plain_pool(call):
 
 
 def _fold_function(bb: relax.BlockBuilder, func: relax.Function) -> relax.Function | None:
-    if not isinstance(func.body, relax.SeqExpr):
-        return None
     uses, bindings = var_uses(func), bindings_of(func)
     replace, dropped = {}, set()
-    for block in func.body.blocks:
-        if not isinstance(block, relax.DataflowBlock):
+    for b in dataflow_bindings(func):
+        value = b.value
+        if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
             continue
-        for b in block.bindings:
-            value = b.value
-            if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
-                continue
-            kind = _plain_pool(value)
-            src = value.args[0] if kind else None
-            if not isinstance(src, relax.DataflowVar) or uses.get(src) != 1 \
-                    or src not in bindings:
-                continue
-            pad = _spatial_pad(bindings[src].value, kind)
-            if pad is None:
-                continue
-            a = value.attrs
-            replace[b.var] = [(b.var, bb.call_te(
-                pool2d_nhwc_padded, bindings[src].value.args[0], kind,
-                [int(v) for v in a.pool_size], [int(v) for v in a.strides], list(pad),
-                list(static_shape(value)), primfunc_name_hint=f"{kind}_pool2d_padded"))]
-            dropped.add(src)
+        kind = _plain_pool(value)
+        src = value.args[0] if kind else None
+        if not isinstance(src, relax.DataflowVar) or uses.get(src) != 1 \
+                or src not in bindings:
+            continue
+        pad = _spatial_pad(bindings[src].value, kind)
+        if pad is None:
+            continue
+        a = value.attrs
+        replace[b.var] = [(b.var, bb.call_te(
+            pool2d_nhwc_padded, bindings[src].value.args[0], kind,
+            [int(v) for v in a.pool_size], [int(v) for v in a.strides], list(pad),
+            list(static_shape(value)), primfunc_name_hint=f"{kind}_pool2d_padded"))]
+        dropped.add(src)
     return replace_bindings(func, replace, dropped) if replace else None
 
 
 @tvm.transform.module_pass(opt_level=0, name="MxcPoolPaddingInPlace")
 def pool_padding_in_place(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     """Fold every constant spatial pad that only feeds a 2-D pooling into it."""
-    bb = relax.BlockBuilder(mod)
-    changed = False
-    for gv, func in list(mod.functions_items()):
-        if isinstance(func, relax.Function) and not (func.attrs and "Primitive" in func.attrs):
-            new = _fold_function(bb, func)
-            if new is not None:
-                bb.update_func(gv, new)
-                changed = True
-    return bb.get() if changed else mod
+    return rewrite_graph_functions(mod, _fold_function)

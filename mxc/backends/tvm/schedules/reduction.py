@@ -305,7 +305,8 @@ def _analyse(sch, main) -> ReductionNest | None:
                          channels=cext, pixels=pix,
                          pixel_extent=math.prod(extents[i] for i in pix),
                          streaming=streaming, packed_nc=_packed_nc(block, cext),
-                         weight_axes=weight_axes, extents=extents, reduce_extent=extents[reduce_[-1]])
+                         weight_axes=weight_axes, extents=extents,
+                         reduce_extent=extents[reduce_[-1]])
 
 
 # ---------------------------------------------------------------------------
