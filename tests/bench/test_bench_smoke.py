@@ -285,3 +285,20 @@ def test_harness_with_db_measures_untuned_and_tuned(tmp_path):
     bad = subprocess.run(cmd[:-4] + ["--db", str(tmp_path / "nothing"), "--output", "-"],
                          capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
     assert bad.returncode == 2 and "not a directory" in bad.stderr
+
+
+def test_paired_ab_of_two_builds_of_one_model(tmp_path):
+    """bench/ab.py on two artifacts of the same MLP: identical outputs, one ratio per
+    block; no timing asserted."""
+    pytest.importorskip("tvm")
+    from bench.ab import paired
+    ex = REPO / "examples" / "mlp"
+    sym = mxc.sym.load(str(ex / "mlp-symbol.json"))
+    params = mxc.nd.load(str(ex / "mlp-0000.params"))
+    paths = [str(mxc.compile(sym, params, {"data": (4, 784)}).save(tmp_path / f"{name}.mxc"))
+             for name in ("a", "b")]
+    res = paired(paths, blocks=3, calls=2, warmup=1)
+    assert res["diffs"] == [0.0]
+    assert [len(b) for b in res["block_s"]] == [3, 3]
+    r = res["ratios"][0]
+    assert r["q1"] <= r["median"] <= r["q3"]
