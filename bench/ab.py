@@ -15,12 +15,14 @@ first artifact's)::
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.timing import measure  # noqa: E402
 
 
 def paired(paths: list[str], blocks: int, calls: int, warmup: int = 5) -> dict:
@@ -39,19 +41,14 @@ def paired(paths: list[str], blocks: int, calls: int, warmup: int = 5) -> dict:
         outs = s.run(feed)
         diffs.append(max(float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
                          for a, b in zip(ref, outs)))
-    for s in sessions:
-        for _ in range(warmup):
-            s.run(feed)
+    runs = [functools.partial(s.run, feed) for s in sessions]
+    for run in runs:
+        measure(run, warmup, 0)
     block_s: list[list[float]] = [[] for _ in sessions]
     for b in range(blocks):
-        order = range(len(sessions)) if b % 2 == 0 else reversed(range(len(sessions)))
+        order = range(len(runs)) if b % 2 == 0 else reversed(range(len(runs)))
         for k in order:
-            fastest = float("inf")
-            for _ in range(calls):
-                t = time.perf_counter()
-                sessions[k].run(feed)
-                fastest = min(fastest, time.perf_counter() - t)
-            block_s[k].append(fastest)
+            block_s[k].append(min(measure(runs[k], 0, calls)))
     ratios = []
     for k in range(1, len(sessions)):
         r = [x / y for x, y in zip(block_s[k], block_s[0])]

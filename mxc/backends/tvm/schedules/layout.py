@@ -226,8 +226,7 @@ class _Rewriter:
         a = call.attrs
         groups = int(a.groups)
         data_layout = "NHWC"
-        if groups == 1 and self._thin_input(call.args[0]) \
-                and tensor_dtype(call.args[0]) == hwio.dtype.name == tensor_dtype(call):
+        if groups == 1 and self._thin_input(call, hwio):
             # read in place: no NCHW -> NHWC copy of the network's image
             x, real_in, data_layout = self.orig(call.args[0]), None, "NCHW"
         else:
@@ -267,14 +266,17 @@ class _Rewriter:
         return _Padded(relax.op.where(relax.const(channel_mask(k, padded), "bool"), y,
                                       relax.const(0, dtype)), k)
 
-    def _thin_input(self, x) -> bool:
-        """Whether *x* is a float NCHW value no channels-last copy exists of yet, with at
-        most :data:`THIN_INPUT_CHANNELS` channels (a network's image): the float
-        legalization of :mod:`.legalize` reads it in place (int8 kernels take NHWC)."""
+    def _thin_input(self, call, hwio: np.ndarray) -> bool:
+        """Whether convolution *call*'s data is an NCHW value no channels-last copy exists
+        of yet, with at most :data:`THIN_INPUT_CHANNELS` channels (a network's image), in
+        the float dtype of its weights and result: the float legalization of
+        :mod:`.legalize` reads it in place (int8 kernels take NHWC)."""
+        x = call.args[0]
         shape = static_shape(x)
         return isinstance(x, relax.Var) and x not in self.nhwc and shape is not None \
             and len(shape) == 4 and shape[1] <= THIN_INPUT_CHANNELS \
-            and tensor_dtype(x) in _FLOATS
+            and tensor_dtype(x) in _FLOATS and tensor_dtype(x) == hwio.dtype.name \
+            == tensor_dtype(call)
 
     def _elemwise(self, call, out):
         tensors = [a for a in call.args if _is_tensor(a)]

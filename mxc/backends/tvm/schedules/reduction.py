@@ -343,6 +343,7 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
         epilogues = list(sch.get_consumers(main))
         sch.set_scope(main, 0, "local")
     spatial, reduce_, vi, pix = nest.spatial, nest.reduce, nest.vector, nest.pixels
+    weight_axes = nest.weight_axes
     n_ivs = len(nest.extents)
     if len(pix) > 1:
         epilogues = _fuse_pixels(sch, main, epilogues, nest)
@@ -358,6 +359,7 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
         spatial = sorted({moved(i) for i in spatial})
         reduce_ = [moved(i) for i in reduce_]
         vi = moved(vi)
+        weight_axes = [moved(i) for i in weight_axes]
         pix = [pix[0]]
         n_ivs = len(sch.get(main).iter_vars)
     loops = sch.get_loops(main)
@@ -366,7 +368,11 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
 
     nc, rw = plan.nc, plan.rw
     co, ci = tile_split(sch, loops[vi], nc, max(nc, TUNE_MAX_CHANNEL_VECTORS * info.lanes))
-    outer_spatial = [loops[i] for i in spatial[:-1] if i not in pix]
+    # axes that select a weight slice (Winograd's tile position e) go before the channel
+    # block: packed [E, K/nc, C, nc], consecutive parallel tasks then read consecutive
+    # slices, and each thread streams one contiguous range of the weights
+    selecting = [loops[i] for i in spatial[:-1] if i in weight_axes]
+    outer_spatial = [loops[i] for i in spatial[:-1] if i not in pix and i not in weight_axes]
     inner = []
     if pix:
         if rw > 1:
@@ -383,11 +389,6 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
     if nc > piece:
         cv, ci = sch.split(ci, [None, piece])
         lanes_loop = [cv]
-    # axes that select a weight slice (Winograd's tile position e) go before the channel
-    # block: packed [E, K/nc, C, nc], consecutive parallel tasks then read consecutive
-    # slices, and each thread streams one contiguous range of the weights
-    selecting = [loops[i] for i in spatial[:-1] if i in nest.weight_axes]
-    outer_spatial = [lp for lp in outer_spatial if not any(lp.same_as(s) for s in selecting)]
     order = selecting + [co] + outer_spatial + red + inner + lanes_loop + [ci]
     sch.reorder(*order)
     fused = selecting + [co] + outer_spatial
