@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -103,3 +104,31 @@ def no_library_write(monkeypatch):
         raise AssertionError("the library was written to disk before the artifact was refused")
     monkeypatch.setattr(art, "extract_library", refuse)
     monkeypatch.setattr(session_mod, "_LIBRARIES", {})
+
+
+#: what a skipped test may have lacked, told apart by its skip reason, with how a user gets it
+#: (the README's test command installs every Python package the suite uses; these are the rest)
+OPTIONAL_NEEDS = (
+    ("the MXNet corpus", re.compile(r"corpus", re.I), "set MXC_CORPUS"),
+    ("Graphviz's dot", re.compile(r"\bdot\b|graphviz", re.I), "apt-get install graphviz"),
+    ("headless Chromium", re.compile(r"chromium", re.I), "apt-get install chromium"),
+    ("a C/C++ compiler", re.compile(r"g\+\+|gcc|C\+\+ compiler|C compiler", re.I), "apt-get install g++"),
+    ("nvcc", re.compile(r"nvcc|CUDA", re.I), "the CUDA toolkit"),
+    ("the [tune] extra", re.compile(r"xgboost|tornado|\[tune\]", re.I), 'pip install ".[tune]"'),
+)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line naming the optional tools whose absence skipped tests, and how to get each."""
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        for label, pattern, hint in OPTIONAL_NEEDS:
+            if pattern.search(reason):
+                key = f"{label} ({hint})"
+                counts[key] = counts.get(key, 0) + 1
+                break
+    if counts:
+        missing = ", ".join(f"{key}: {n}" for key, n in sorted(counts.items()))
+        terminalreporter.write_line(f"skipped for want of optional tools: {missing}")
