@@ -44,13 +44,15 @@ def drawing_of(path: str | os.PathLike, shapes: Mapping[str, tuple] | None = Non
     if path.endswith(".mxc") or is_artifact(path):
         from ..runtime.artifact import read_artifact
         art = read_artifact(path, check_target=False)
-        return from_artifact(art.graph, art.manifest, title)
+        return from_artifact(art.graph, art.manifest, title,
+                             {k: v.shape for k, v in art.params.items()})
     from ..compiler.symbol import load
     register_backend_ops()
     sym = load(path)
     given = {k: tuple(v.shape) for k, v in (params or {}).items()}
     given.update(shapes or {})
-    return from_graph(sym.graph, title, given, show_params=show_params)
+    return from_graph(sym.graph, title, given, show_params=show_params,
+                      weights=(params or {}).keys())
 
 
 def draw(path: str | os.PathLike, output: str | os.PathLike,

@@ -31,7 +31,10 @@ body{margin:0;font-family:Helvetica,Arial,sans-serif;display:flex;height:100vh}
  flex:none;background:#fafafa}
 #main{flex:1;overflow:auto;position:relative;background:white}
 #main svg{display:block}
-.hit>polygon,.hit>path,.hit>ellipse{stroke:#ff00aa!important;stroke-width:4px!important}
+/* Graphviz nests a node's shape as g.node > g > a > polygon (the tooltip's link):
+   descendant selectors, or a hit is counted but never outlined */
+g.node.hit polygon,g.node.hit path,g.node.hit ellipse{stroke:#ff00aa!important;
+ stroke-width:4px!important;stroke-dasharray:none!important}
 .folded{display:none}
 .swatch{display:inline-block;width:14px;height:14px;border:1px solid #333;
  vertical-align:middle;margin-right:6px}

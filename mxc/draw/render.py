@@ -6,11 +6,18 @@ handles thousands of nodes and boxes each region as a cluster.  :func:`to_dot`
 writes the DOT text, :func:`render_svg` runs ``dot -Tsvg`` on it, and
 :func:`compact` gives the same drawing with every region folded into one
 node (the HTML view's "collapse all").
+
+A region's title ("name  [backend]") is a text node inside its box, on the
+rank of the region's first node, not the cluster's own label: Graphviz keeps
+a cluster label clear of nothing, and edges into the box ran straight through
+it, while it routes every edge around nodes.  Each node's tooltip carries its
+op, attributes, weight names and shapes (what Netron shows for a node).
 """
 
 from __future__ import annotations
 
 import html
+import textwrap
 
 from ..errors import DependencyError
 from .model import DNode, Drawing
@@ -31,18 +38,49 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _node_line(n: DNode) -> str:
+def _q_lines(lines: list[str]) -> str:
+    """A DOT string of several lines (Graphviz turns ``\\n`` into a line break)."""
+    return '"' + "\\n".join(_q(line)[1:-1] for line in lines) + '"'
+
+
+#: longest tooltip line (an attribute holding a long tuple is cut, saying so)
+TOOLTIP_WIDTH = 160
+
+
+def tooltip_lines(n: DNode) -> list[str]:
+    """What pointing at *n* shows: op and name, the op's attributes, its weights with
+    their shapes, then the node's other notes (shapes in and out, host reason)."""
+    head = n.name if n.op in ("input", "output") else f"{n.op}  {n.name}"
+    lines = [head] + ([n.detail] if n.detail else [])
+    if n.attrs:
+        lines.append("attributes:")
+        lines += [f"  {k} = {v}" for k, v in n.attrs.items()]
+    if n.weights:
+        lines.append("weights:")
+        lines += [f"  {name}: {shape}" for name, shape in n.weights]
+    lines += n.notes
+    return [x if len(x) <= TOOLTIP_WIDTH else x[:TOOLTIP_WIDTH - 5] + " ..." for x in lines]
+
+
+def _node_line(n: DNode, extra: str = "") -> str:
+    """*n*'s DOT statement; *extra*: more attributes (``, group=r0``)."""
+    tooltip = _q_lines(tooltip_lines(n))
     if n.op in ("input", "output"):
         label = f"{n.op}: {n.name}"
         return (f'  {n.id} [label={_q(label)}, shape=ellipse, style=filled, '
-                f'fillcolor="#eeeeee", tooltip={_q(n.name)}];')
+                f'fillcolor="#eeeeee", tooltip={tooltip}{extra}];')
     label = f"<<b>{html.escape(n.op)}</b><br/><font point-size='9'>{html.escape(n.name)}</font>"
-    if n.detail:
-        label += f"<br/><font point-size='8'>{html.escape(n.detail[:80])}</font>"
+    for line in textwrap.wrap(n.detail, 72, break_on_hyphens=False):   # every op, no cut
+        label += f"<br/><font point-size='8'>{html.escape(line)}</font>"
     label += ">"
     style = ('style="filled,dashed", fillcolor="' + HOST_COLOR + '", color="#c03030", '
              'penwidth=2' if n.host else f'style=filled, fillcolor="{n.fill or "white"}"')
-    return f"  {n.id} [label={label}, shape=box, {style}, tooltip={_q(n.name)}];"
+    return f"  {n.id} [label={label}, shape=box, {style}, tooltip={tooltip}{extra}];"
+
+
+def title_id(region_id: str) -> str:
+    """The DOT id of a region's title node (``t_r0``)."""
+    return f"t_{region_id}"
 
 
 def to_dot(drawing: Drawing) -> str:
@@ -59,12 +97,19 @@ def to_dot(drawing: Drawing) -> str:
         else:
             by_region.setdefault(n.region, []).append(n)
     for r in drawing.regions:
+        members = by_region.get(r.id, [])
+        title = f"{r.name}  [{r.backend}]"
         lines.append(f"  subgraph cluster_{r.id} {{")
-        lines.append(f"    label={_q(f'{r.name}  [{r.backend}]')}; style=\"filled,rounded\"; "
+        lines.append(f"    label=\"\"; style=\"filled,rounded\"; "
                      f"fillcolor={_q(colors[r.backend])}; color=\"#333333\"; "
-                     f"fontname=Helvetica; fontsize=12; id={_q('cluster_' + r.id)};")
-        for n in by_region.get(r.id, []):
-            lines.append("  " + _node_line(n))
+                     f"id={_q('cluster_' + r.id)};")
+        lines.append(f"    {title_id(r.id)} [label={_q(title)}, shape=plaintext, fontsize=12, "
+                     f"tooltip={_q_lines([title, f'{len(members)} node(s)'])}];")
+        if members:   # beside the first node, the chain below kept straight (group)
+            lines.append(f"    {{rank=same; {members[0].id} -> {title_id(r.id)} "
+                         f"[style=invis];}}")
+        for n in members:
+            lines.append("  " + _node_line(n, f", group={r.id}"))
         lines.append("  }")
     for src, dst, label in drawing.edges:
         lines.append(f"  {src} -> {dst}" + (f" [label={_q(label)}];" if label else ";"))
