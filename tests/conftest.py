@@ -103,3 +103,15 @@ def no_library_write(monkeypatch):
         raise AssertionError("the library was written to disk before the artifact was refused")
     monkeypatch.setattr(art, "extract_library", refuse)
     monkeypatch.setattr(session_mod, "_LIBRARIES", {})
+
+
+def compile_and_run(graph, params: dict, feeds: dict):
+    """Compile *graph* (an IR graph) with *params* bound, every feed's shape and dtype given;
+    returns (the compiled model, its first output as numpy)."""
+    import numpy as np
+
+    import mxc
+    sym = mxc.sym.Symbol.from_graph(graph)
+    model = mxc.compile(sym, (params, {}), shapes={k: v.shape for k, v in feeds.items()},
+                        dtypes={k: str(v.dtype) for k, v in feeds.items()})
+    return model, np.asarray(model.session().run(feeds)[0])

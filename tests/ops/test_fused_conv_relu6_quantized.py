@@ -20,7 +20,7 @@ import json
 import numpy as np
 import pytest
 
-import mxc
+from conftest import compile_and_run
 from mxc.backends.reference import run_graph
 from mxc.frontend.symbol_json import load_json
 
@@ -126,13 +126,9 @@ def test_quantized_conv_relu6_dequantizes_to_the_float_model():
 def test_quantized_conv_relu6_compiled(case):
     pytest.importorskip("tvm")
     calib, with_sum, dtype, want = CASES[case]
-    feeds = _feeds(with_sum)
-    sym = mxc.sym.Symbol.from_graph(_graph(calib, with_sum))
-    model = mxc.compile(sym, ({"weight": WEIGHT, "bias": BIAS}, {}),
-                        shapes={k: v.shape for k, v in feeds.items()},
-                        dtypes={k: str(v.dtype) for k, v in feeds.items()})
+    model, out = compile_and_run(_graph(calib, with_sum), {"weight": WEIGHT, "bias": BIAS},
+                                 _feeds(with_sum))
     assert not model.host_nodes
-    out = np.asarray(model.session().run(feeds)[0])
     assert out.dtype == dtype
     assert out.ravel().tolist() == want
 
