@@ -106,6 +106,18 @@ def no_library_write(monkeypatch):
     monkeypatch.setattr(session_mod, "_LIBRARIES", {})
 
 
+def compile_and_run(graph, params: dict, feeds: dict):
+    """Compile *graph* (an IR graph) with *params* bound, every feed's shape and dtype given;
+    returns (the compiled model, its first output as numpy)."""
+    import numpy as np
+
+    import mxc
+    sym = mxc.sym.Symbol.from_graph(graph)
+    model = mxc.compile(sym, (params, {}), shapes={k: v.shape for k, v in feeds.items()},
+                        dtypes={k: str(v.dtype) for k, v in feeds.items()})
+    return model, np.asarray(model.session().run(feeds)[0])
+
+
 #: what a skipped test may have lacked, told apart by its skip reason, with how a user gets it
 #: (the README's test command installs every Python package the suite uses; these are the rest)
 OPTIONAL_NEEDS = (

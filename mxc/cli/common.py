@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
 
 import numpy as np
@@ -137,18 +136,20 @@ def load_inputs(path: str | None, data_names: list[str] | None = None) -> dict[s
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise FrontendError(f"{path}: cannot read inputs (.npz or .npy): {exc}") from None
+    from ..runtime.bfloat16 import npz_arrays, restore_bfloat16
     if isinstance(data, np.ndarray):
         names = list(data_names or [])
         if len(names) != 1:
             raise FrontendError(f"{path}: a .npy holds one array but the model has "
                                 f"{len(names)} data inputs ({', '.join(names) or 'none'}); give "
                                 f"an .npz keyed by input name")
-        return {names[0]: data}
-    with data:
-        return {k: data[k] for k in data.files}
+        return {names[0]: restore_bfloat16(data, path)}
+    with data:   # bfloat16: np.savez's opaque |V2 arrays, or mxc's own bit-stored ones
+        return npz_arrays(data, path)
 
 
 def save_outputs(path: str, outputs: list[np.ndarray]) -> None:
-    buf = io.BytesIO()
-    np.savez(buf, **{f"out{i}": o for i, o in enumerate(outputs)})
-    atomic_write_bytes(Path(path), buf.getvalue())
+    """``out0, out1, ...`` in an ``.npz``; bfloat16 outputs as mxc stores them (their uint16
+    bits, listed in ``__mxc_bfloat16__``), which ``--inputs`` reads back."""
+    from ..runtime.bfloat16 import npz_bytes
+    atomic_write_bytes(Path(path), npz_bytes({f"out{i}": o for i, o in enumerate(outputs)}))

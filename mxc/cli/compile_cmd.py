@@ -11,11 +11,11 @@ from .common import (add_load_argument, add_model_arguments, load_model, model_n
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
-    """``name=float16`` -> ``("name", "float16")``."""
-    import numpy as np
+    """``name=float16`` -> ``("name", "float16")`` (``bfloat16`` too)."""
+    from ..runtime.bfloat16 import numpy_dtype
     name, value = parse_key_value(text)
     try:
-        return name, np.dtype(value).name
+        return name, numpy_dtype(value).name
     except TypeError:
         raise argparse.ArgumentTypeError(f"unknown dtype {value!r} in {text!r}") from None
 

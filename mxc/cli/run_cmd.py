@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ExecutionError, MxcError
+from ..runtime.bfloat16 import numpy_dtype
 from . import register_command
 from .common import add_shape_arguments, load_inputs, load_model, save_outputs, shapes_of
 
@@ -160,7 +161,7 @@ def _generate(args, specs: list[tuple[str, tuple, str]], feeds: dict) -> dict:
         if shape is None:
             raise ExecutionError(f"--fill-mode needs the shape of {name!r}: give --shape "
                                  f"{name}=D1,D2,...")
-        dt = np.dtype(dtype)
+        dt = numpy_dtype(dtype)
         if args.fill_mode == "zeros":
             out[name] = np.zeros(shape, dt)
         elif args.fill_mode == "ones":

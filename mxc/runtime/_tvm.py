@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ArtifactError
 from . import threads
+from .bfloat16 import is_bfloat16, numpy_dtype
 
 #: DLPack device type codes (``DLDeviceType``)
 KDL_CPU = 1
@@ -178,10 +179,15 @@ def is_aligned(arr: np.ndarray) -> bool:
     return arr.ctypes.data % ALIGNMENT == 0 and arr.flags.c_contiguous
 
 
+def dlpack_exchangeable(dtype) -> bool:
+    """Whether numpy passes *dtype* through DLPack (not ml_dtypes' bfloat16: copied by bytes)."""
+    return not is_bfloat16(dtype)
+
+
 def from_numpy(arr: np.ndarray, dev=None):
     """A tensor holding *arr*: zero-copy when aligned on the CPU, else a copy."""
     if dev is None or dev.dlpack_device_type() == KDL_CPU:
-        if is_aligned(arr):
+        if is_aligned(arr) and dlpack_exchangeable(arr.dtype):
             return ffi().from_dlpack(arr)
         dev = dev or device("cpu")
     t = empty(arr.shape, arr.dtype.name, dev)
@@ -197,7 +203,7 @@ def copy_from_numpy(tensor, arr: np.ndarray) -> None:
 
 def to_numpy(tensor, copy: bool = True) -> np.ndarray:
     """*tensor* as a numpy array (a copy, or a zero-copy view of a CPU tensor)."""
-    if tensor.device.dlpack_device_type() == KDL_CPU:
+    if tensor.device.dlpack_device_type() == KDL_CPU and dlpack_exchangeable(tensor.dtype):
         view = np.from_dlpack(tensor)
         return view.copy() if copy else view
     return copy_to_host(tensor)
@@ -205,7 +211,7 @@ def to_numpy(tensor, copy: bool = True) -> np.ndarray:
 
 def copy_to_host(tensor) -> np.ndarray:
     """A new numpy array holding *tensor* (any device; synchronous)."""
-    out = np.empty(tuple(tensor.shape), dtype=str(tensor.dtype))
+    out = np.empty(tuple(tensor.shape), dtype=numpy_dtype(str(tensor.dtype)))
     _func("runtime.TVMTensorCopyToBytes")(tensor, ctypes.c_void_p(out.ctypes.data), out.nbytes)
     return out
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import ArtifactError, MxcError
 from ..utils import allocatable_bytes, atomic_open, checked_nbytes, clean_stale
+from .bfloat16 import npz_arrays, npz_bytes
 from .signing import SIGNATURE
 from .plan import Plan
 from .validate import validate_manifest
@@ -74,37 +75,6 @@ class Artifact:
 # ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
-#: npz member listing the parameters stored as the uint16 bits of bfloat16
-#: (npz has no bfloat16: numpy would write an opaque ``|V2`` that reads back as bytes)
-BF16_KEYS = "__mxc_bfloat16__"
-
-
-def _npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    plain: dict[str, np.ndarray] = {}
-    bf16: list[str] = []
-    for k, v in arrays.items():
-        v = np.ascontiguousarray(v)
-        if v.dtype.name == "bfloat16":
-            bf16.append(k)
-            v = v.view(np.uint16)
-        plain[k] = v
-    if bf16:
-        plain[BF16_KEYS] = np.array(bf16)
-    np.savez(buf, **plain)
-    return buf.getvalue()
-
-
-def _npz_arrays(npz) -> dict[str, np.ndarray]:
-    """The arrays of a params npz, bfloat16 ones restored from their bits."""
-    params = {k: npz[k] for k in npz.files if k != BF16_KEYS}
-    if BF16_KEYS in npz.files:
-        import ml_dtypes
-        for k in npz[BF16_KEYS].tolist():
-            params[k] = params[k].view(ml_dtypes.bfloat16)
-    return params
-
-
 def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: Plan | Mapping,
                    params: Mapping[str, np.ndarray], library: bytes | None, *,
                    sign: Any = None) -> None:
@@ -118,7 +88,7 @@ def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: 
         graph = graph.to_json()
     members: dict[str, bytes] = {GRAPH: json.dumps(graph, indent=1).encode()}
     if params:
-        members[PARAMS] = _npz_bytes(params)
+        members[PARAMS] = npz_bytes(params)
     if library is not None:
         members[LIBRARY] = library
     man = {"format": FORMAT, "format_version": FORMAT_VERSION, **dict(manifest)}
@@ -354,7 +324,7 @@ def _read_npz(data: bytes, path) -> dict[str, np.ndarray]:
                                         f"compressed, encrypted or larger than the file; mxc "
                                         f"writes stored arrays only")
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return _npz_arrays(npz)
+            return npz_arrays(npz, f"{path}: {PARAMS}")
     except ArtifactError:
         raise
     except Exception as exc:  # noqa: BLE001 - numpy/zipfile raise many kinds on corrupt input

@@ -475,7 +475,8 @@ class Session:
             if self._cpu or v.device.dlpack_device_type() != _tvm.KDL_CPU:
                 return v
             v = _tvm.to_numpy(v, copy=False)
-        if self._cpu and v.flags.c_contiguous:
+        dlpack = _tvm.dlpack_exchangeable(v.dtype)   # bfloat16 is copied by bytes
+        if self._cpu and dlpack and v.flags.c_contiguous:
             t = _from_dlpack(v)  # zero-copy when TVM's alignment assumption holds
             if t.data_ptr() % _tvm.ALIGNMENT == 0:
                 return t
@@ -483,9 +484,9 @@ class Session:
         buf = st.staging.get(key)
         if buf is None or buf[2] != v.shape or buf[3] != v.dtype:
             t = _tvm.empty(v.shape, v.dtype.name, self._dev)
-            buf = st.staging[key] = (t, np.from_dlpack(t) if self._cpu else None, v.shape,
-                                     v.dtype)
-        if self._cpu:
+            view = np.from_dlpack(t) if self._cpu and dlpack else None
+            buf = st.staging[key] = (t, view, v.shape, v.dtype)
+        if buf[1] is not None:
             buf[1][...] = v
         else:
             _tvm.copy_from_numpy(buf[0], v)

@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pytest
 
-import mxc
+from conftest import compile_and_run
 from mxc.backends.reference import run_graph
 from mxc.frontend.symbol_json import load_json
 
@@ -94,12 +94,7 @@ def test_quantized_conv_sum_saturates_to_residual_type(case):
 def test_quantized_conv_sum_compiled_saturates_alike(case):
     pytest.importorskip("tvm")
     relu, residual, sum_min, dtype, want = CASES[case]
-    feeds = _feeds(residual, sum_min)
-    sym = mxc.sym.Symbol.from_graph(_graph(relu))
-    model = mxc.compile(sym, ({"weight": WEIGHT}, {}),
-                        shapes={k: v.shape for k, v in feeds.items()},
-                        dtypes={k: str(v.dtype) for k, v in feeds.items()})
+    model, out = compile_and_run(_graph(relu), {"weight": WEIGHT}, _feeds(residual, sum_min))
     assert not model.host_nodes
-    out = np.asarray(model.session().run(feeds)[0])
     assert out.dtype == dtype
     assert out.ravel().tolist() == want

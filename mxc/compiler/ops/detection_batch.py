@@ -6,9 +6,11 @@
   image index in column 0.
 * bipartite_matching: greedy matching on a score matrix ``(..., N, M)``:
   repeatedly the best remaining pair (descending, or ascending with
-  ``is_ascend``) whose score passes ``threshold`` is matched; outputs the
-  column matched to each row and the row matched to each column (-1: none).
-  ``topk`` limits the number of matches.
+  ``is_ascend``; ties in index order, MXNet's sort is stable) whose score is
+  strictly above ``threshold`` (below with ``is_ascend``) is matched; outputs
+  the column matched to each row and the row matched to each column (-1:
+  none).  ``topk`` stops the matching once MORE than ``topk`` pairs are
+  matched: MXNet counts the match before testing, so it keeps ``topk + 1``.
 * MultiBoxTarget: SSD training targets from anchors, ground-truth labels and
   class predictions (see :class:`MultiBoxTarget`).
 
@@ -76,14 +78,14 @@ class BipartiteMatching(OpDef):
         mats = x.reshape(-1, n, m)
         rows = np.full((mats.shape[0], n), -1, dtype=x.dtype)
         cols = np.full((mats.shape[0], m), -1, dtype=x.dtype)
-        limit = p.topk if p.topk > 0 else n * m
+        limit = p.topk + 1 if p.topk > 0 else n * m  # MXNet breaks once count > topk
         for b, mat in enumerate(mats):
             flat = mat.reshape(-1)
             order = np.argsort(flat if p.is_ascend else -flat, kind="stable")
             matched = 0
             for idx in order:
                 v = flat[idx]
-                passes = v <= p.threshold if p.is_ascend else v >= p.threshold
+                passes = v < p.threshold if p.is_ascend else v > p.threshold
                 if not passes:
                     break
                 i, j = divmod(int(idx), m)

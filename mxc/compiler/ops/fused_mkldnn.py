@@ -19,7 +19,9 @@ facts the kernels need are the public methods of :class:`FusedConv` and
 
 from __future__ import annotations
 
-from ...errors import DTypeError
+import numpy as np
+
+from ...errors import DTypeError, UnsupportedOpError
 from .common import merge_all
 from .registry import Attr, optional, register_op, to_bool, to_float, to_int
 from .subgraph import SubgraphOp, infer_nested
@@ -32,6 +34,9 @@ class _FusedOp(SubgraphOp):
     """Shared schema and arity of the quantizable fused ops."""
 
     is_region = False  # a fused pattern, not a partitioned region
+    #: whether a quantized node of this op runs a nested ``clip`` (ReLU6) as oneDNN's
+    #: bounded relu post-op
+    fuses_clip = False
     attrs = {**{k: Attr(to_bool, False) for k in _FUSED_FLAGS},
              "min_calib_range": Attr(optional(to_float), None),
              "max_calib_range": Attr(optional(to_float), None)}
@@ -63,8 +68,9 @@ class _FusedOp(SubgraphOp):
     def post_ops(self, p, anchor) -> list[str]:
         """What the pattern does after *anchor* (the accumulating node), in order.
 
-        Each item is ``"relu"`` (the only activation oneDNN fuses into int8
-        here) or ``"sum"`` (the residual add); BatchNorm is folded, so skipped.
+        Each item is ``"relu"``, ``"clip"`` (oneDNN's bounded relu, only where
+        :attr:`fuses_clip`) or ``"sum"`` (the residual add); BatchNorm is
+        folded, so skipped.
         """
         g = self.nested(p)
         chain, node = [], g.outputs[0].node
@@ -83,6 +89,8 @@ class _FusedOp(SubgraphOp):
             elif n.op == "relu" or (n.op in ("Activation", "LeakyReLU")
                                     and n.attrs.get("act_type", "relu") == "relu"):
                 kinds.append("relu")
+            elif n.op == "clip" and self.fuses_clip:
+                kinds.append("clip")
             else:
                 from ...errors import UnsupportedOpError
                 act = n.attrs.get("act_type", n.op)
@@ -123,8 +131,10 @@ class _FusedOp(SubgraphOp):
         return "uint8" if self.ends_in_relu(p) else "int8"
 
     def ends_in_relu(self, p) -> bool:
+        """The pattern ends in relu, or in a clip that oneDNN fuses as a bounded relu
+        (MXNet's ``IsOutputUInt8`` counts both as non-negative)."""
         last = self.nested(p).outputs[0].node
-        if last.op == "relu":
+        if last.op == "relu" or (last.op == "clip" and self.fuses_clip):
             return True
         return last.op in ("Activation", "LeakyReLU") and \
             last.attrs.get("act_type", "relu") == "relu"
@@ -178,7 +188,36 @@ def _towards(candidates, target):
 
 @register_op("_sg_mkldnn_conv")
 class FusedConv(_FusedOp):
-    """Convolution with folded BatchNorm, activation and residual sum (``with_*`` flags)."""
+    """Convolution with folded BatchNorm, activation and residual sum (``with_*`` flags).
+
+    A nested ``clip`` (ReLU6 of MobileNetV2) is oneDNN's bounded relu:
+    ``min(max(y, 0), a_max)``, ``a_min`` ignored (MXNet's selector fuses only
+    ``a_min == 0``).  Quantized, see :meth:`conv_post_ops` and :meth:`clip_bound`.
+    """
+
+    fuses_clip = True
+
+    def conv_post_ops(self, p) -> list[str]:
+        """:meth:`post_ops` of the convolution as the quantized kernel runs them.
+
+        Without a residual sum MXNet drops the bounded relu (``with_act`` is
+        turned off): the requantized codes saturate to uint8 at the calibrated
+        maximum instead, and an uncalibrated int32 result is not clipped at all.
+        Before a sum it is kept, its bound scaled to output codes
+        (:meth:`clip_bound`); after the sum MXNet accepts only relu.
+        """
+        conv = self.nested_node(p, "Convolution")
+        kinds = self.post_ops(p, self.nested_node(p, "BatchNorm") or conv)
+        after_sum = kinds[kinds.index("sum") + 1:] if "sum" in kinds else []
+        if "clip" in after_sum:
+            raise UnsupportedOpError({f"{self.name} with a clip after the residual sum "
+                                      f"(quantized; MXNet accepts only relu there)": 1},
+                                     where=f"node {p.node_name!r}")
+        return kinds if p.with_sum else [k for k in kinds if k != "clip"]
+
+    def clip_bound(self, p) -> float:
+        """The nested clip's ``a_max`` (float32), the bounded relu's upper bound in real units."""
+        return float(np.float32(self.nested_node(p, "clip").params.a_max))
 
     def range_names(self, p):
         names = ["data_min", "data_max"]

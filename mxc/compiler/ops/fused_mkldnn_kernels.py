@@ -20,7 +20,10 @@ convolution
      ``+-(R(w) / 127) * (R(data) / (127 or 255)) * 2**31``;
   5. post-ops in pattern order: activation, ``+ sum_scale * residual codes``
      (``sum_scale = output_scale / (L(residual) / R(sum_min, sum_max))``),
-     activation after the sum;
+     activation after the sum; a fused ``clip`` (ReLU6) is a bounded relu with
+     its bound times ``output_scale`` before a sum, and is dropped without one
+     (``FusedConv.conv_post_ops``: the uint8 saturation cuts at the calibrated
+     maximum);
   6. with a sum, the result is written in place into the residual's buffer:
      the codes saturate to the residual's type and are read back as the
      declared output type (``FusedConv.stored_dtype``).
@@ -113,9 +116,11 @@ def quantized_conv_forward(op, p, inputs, ctx):
     else:
         out_scale = _F(data_scale * wscales[0])
         y = acc.astype(np.float64)
-    for kind in op.post_ops(p, op.nested_node(p, "BatchNorm") or conv):
+    for kind in op.conv_post_ops(p):
         if kind == "relu":
             y = np.maximum(y, 0)
+        elif kind == "clip":   # bounded relu, its bound scaled to output codes (in float)
+            y = np.minimum(np.maximum(y, 0), _F(_F(op.clip_bound(p)) * out_scale))
         else:
             s = base[op.sum_index(p)]
             sum_scale = _F(out_scale / _F(code_levels(s.dtype) / _max_abs(ranges[2], ranges[3])))

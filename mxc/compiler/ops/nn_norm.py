@@ -161,6 +161,20 @@ class InstanceNorm(_NormWithStats):
     attrs = {"eps": Attr(to_float, 1e-3)}
     stat_names = ("mean", "var")
 
+    @staticmethod
+    def statistics_dtype(dtype) -> np.dtype:
+        """The dtype the mean and variance are accumulated in: float64 for float inputs.
+
+        MXNet sums each instance with mshadow's compensated (Kahan) reduction and
+        takes the variance in a second pass over the centred values, so its
+        statistics are exact to the last float32 bit even over tens of thousands
+        of spatial elements.  A plain float32 sum (or the one-pass
+        ``E[x^2] - E[x]^2``) loses several bits there; a float64 accumulator
+        matches MXNet's accuracy on every backend.
+        """
+        dt = compute_dtype(dtype)
+        return np.dtype(np.float64) if dt.kind == "f" else dt
+
     def num_visible_outputs(self, p):
         return 1
 
@@ -181,10 +195,13 @@ class InstanceNorm(_NormWithStats):
         x, gamma, beta = inputs
         dt = compute_dtype(x.dtype)
         n, c = x.shape[:2]
+        xs = x.astype(self.statistics_dtype(x.dtype)).reshape(n, c, -1)
+        mean = xs.mean(axis=2)
+        var = ((xs - mean[..., None]) ** 2).mean(axis=2)
+        inv_std = (1 / np.sqrt(var + p.eps)).astype(dt)
+        mean, var = mean.astype(dt), var.astype(dt)
         xr = x.astype(dt).reshape(n, c, -1)
-        mean = xr.mean(axis=2)
-        var = ((xr - mean[..., None]) ** 2).mean(axis=2)
-        y = (xr - mean[..., None]) / np.sqrt(var[..., None] + dt.type(p.eps))
+        y = (xr - mean[..., None]) * inv_std[..., None]
         y = y * gamma.astype(dt)[None, :, None] + beta.astype(dt)[None, :, None]
         odt = ctx.out_dtypes
         return [cast_to(y.reshape(x.shape), odt[0] or x.dtype), cast_to(mean, odt[1] or x.dtype),

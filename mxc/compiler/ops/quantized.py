@@ -330,7 +330,8 @@ class QuantizedBatchNorm(_QuantizedTwin):
     ``w = gamma * invstd * R_in / R_out`` and
     ``b = (beta - mean * gamma * invstd) * 127.5 / R_out``; uint8 input is first
     reordered to int8 by ``127.5 / 255.5``.  MXNet refuses to run without a
-    calibrated range.
+    calibrated range.  ``fix_gamma`` is parsed but has no effect: the oneDNN
+    kernel folds the gamma it is given (float BatchNorm would use 1).
     """
 
     twin = "BatchNorm"
@@ -361,8 +362,9 @@ class QuantizedBatchNorm(_QuantizedTwin):
         axis = p.axis % x.ndim
         r_in = _max_abs(_scalar(lo), _scalar(hi))
         r_out = _max_abs(p.min_calib_range, p.max_calib_range)
-        g = np.ones_like(gamma, dtype=_F) if p.fix_gamma else gamma.astype(_F)
-        invstd = (_F(1) / np.sqrt(var.astype(_F) + _F(p.eps))).astype(_F)
+        g = gamma.astype(_F)
+        # float var + double eps: MXNet takes this square root in double
+        invstd = (1.0 / np.sqrt(var.astype(np.float64) + p.eps)).astype(_F)
         w = (g * invstd * r_in / r_out).astype(_F)
         b = ((beta.astype(_F) - mean.astype(_F) * g * invstd) * K_INT8_RANGE / r_out).astype(_F)
         xs = x.astype(_F)

@@ -89,10 +89,15 @@ def _quantized_only(node, shapes, dtypes):
     return True
 
 
-def _post_ops(ctx: Lowering, kinds, y, sum_term=None):
+def _post_ops(ctx: Lowering, kinds, y, sum_term=None, clip_bound=None):
+    """The fused post-ops in order; *clip_bound(dtype)* is the bounded relu's bound in
+    output codes (``FusedConv.conv_post_ops`` keeps a clip only before a sum)."""
     for kind in kinds:
         if kind == "relu":
             y = ctx.emit(R.maximum(y, const(0, ctx.dtype_of(y))))
+        elif kind == "clip":
+            y = ctx.emit(R.minimum(R.maximum(y, const(0, ctx.dtype_of(y))),
+                                   clip_bound(ctx.dtype_of(y))))
         else:
             y = ctx.emit(R.add(y, sum_term(ctx.dtype_of(y))))
     return y
@@ -142,7 +147,11 @@ def quantized_conv(ctx: Lowering):
         factor = ctx.emit(R.divide(out_scale_t, s_scale))
         return ctx.astype(exact_product(ctx, ctx.inputs[idx], factor), dt)
 
-    y = _post_ops(ctx, op.post_ops(p, op.nested_node(p, "BatchNorm") or conv), y, sum_term)
+    def clip_bound(dt):
+        bound = ctx.emit(R.multiply(const(op.clip_bound(p), F), out_scale_t))
+        return ctx.astype(bound, dt)
+
+    y = _post_ops(ctx, op.conv_post_ops(p), y, sum_term, clip_bound)
     if op.calibrated(p):
         idx = op.sum_index(p)
         stored = op.stored_dtype(p, None if idx is None else ctx.in_dtypes[idx])

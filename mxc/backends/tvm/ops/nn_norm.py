@@ -51,9 +51,21 @@ def _moments(ctx: Lowering, x, axes: list[int]):
 def instance_norm(ctx: Lowering):
     shape = ctx.in_shapes[0]
     dt = compute_dtype(ctx.in_dtypes[0])
+    """Statistics in the definition's accumulation dtype, two passes (mean, then the
+    mean of the centred squares) as MXNet; the normalisation itself in *dt*.
+
+    (TVM's ``instance_norm`` sums ``x`` and ``x*x`` in one float32 pass: 4x MXNet's
+    error on 5,000-element instances.)
+    """
+    acc = str(ctx.node.opdef.statistics_dtype(ctx.in_dtypes[0]))
     x, gamma, beta = (ctx.astype(v, dt) for v in ctx.inputs)
-    y = ctx.emit(R.nn.instance_norm(x, gamma, beta, channel_axis=1,
-                                    axes=list(range(2, len(shape))), epsilon=ctx.p.eps))
+    axes = list(range(2, len(shape)))
+    mean, _, var = _moments(ctx, ctx.astype(x, acc), axes)
+    inv_std = ctx.emit(R.divide(const(1, acc), R.sqrt(R.add(var, const(ctx.p.eps, acc)))))
+    mean, inv_std = ctx.astype(mean, dt), ctx.astype(inv_std, dt)
+    bshape = _chan_shape(len(shape), 1, shape[1])
+    y = ctx.emit(R.multiply(R.subtract(x, mean), inv_std))
+    y = ctx.emit(R.add(R.multiply(y, ctx.reshape(gamma, bshape)), ctx.reshape(beta, bshape)))
     return [ctx.astype(y, ctx.out_dtypes[0])]
 
 

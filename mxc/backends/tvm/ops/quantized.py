@@ -160,8 +160,10 @@ def quantized_batch_norm(ctx: Lowering):
     shape[p.axis % ndim] = -1
     c_lo, c_hi = np.float32(p.min_calib_range), np.float32(p.max_calib_range)
     r_out = max(abs(c_lo), abs(c_hi))
-    g = ctx.emit(R.ones_like(gamma)) if p.fix_gamma else gamma
-    invstd = ctx.emit(R.divide(const(1.0, F), R.sqrt(R.add(var, const(np.float32(p.eps), F)))))
+    g = gamma  # fix_gamma has no effect on the quantized kernel (see the definition)
+    var64 = ctx.astype(var, "float64")  # MXNet: float var + double eps, sqrt in double
+    invstd = ctx.astype(ctx.emit(R.divide(const(1.0, "float64"),
+                                          R.sqrt(R.add(var64, const(p.eps, "float64"))))), F)
     w = ctx.emit(R.divide(R.multiply(R.multiply(g, invstd), _max_abs(ctx, lo, hi)),
                           const(r_out, F)))
     b = ctx.emit(R.divide(R.multiply(R.subtract(beta, R.multiply(R.multiply(mean, g), invstd)),

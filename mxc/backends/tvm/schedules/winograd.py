@@ -42,6 +42,7 @@ import numpy as np
 from tvm import s_tir, te, tirx
 
 from ..load_time import mark_load_time, register_evaluator
+from .winograd_precision import layer_error, precise_tile
 
 #: the PrimFunc ``op_pattern`` FuseOps never fuses across
 _OPAQUE = 8
@@ -85,6 +86,9 @@ class _Choice:
 
     mode: str | None = None
     stats: dict = {}
+    #: the summed error estimate of the compile's Winograd convolutions so far
+    #: (:mod:`.winograd_precision`)
+    error_spent: float = 0.0
 
 
 @contextlib.contextmanager
@@ -95,14 +99,15 @@ def choose(mode: str | None):
     if mode is not None and mode not in MODES:
         from ....errors import BackendError
         raise BackendError(f"winograd must be one of {', '.join(MODES)}, not {mode!r}")
-    saved = (_Choice.mode, _Choice.stats)
+    saved = (_Choice.mode, _Choice.stats, _Choice.error_spent)
     _Choice.mode = mode
+    _Choice.error_spent = 0.0
     _Choice.stats = {"mode": current_mode(), "convolutions": 0, "weight_bytes": 0,
                      "transformed_bytes": 0}
     try:
         yield _Choice.stats
     finally:
-        _Choice.mode, _Choice.stats = saved
+        _Choice.mode, _Choice.stats, _Choice.error_spent = saved
 
 
 def manifest_record(stats: dict, lifted: dict) -> dict:
@@ -312,11 +317,15 @@ def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for):
     register-tile model of :func:`.cpu.tile_shape`)."""
     from tvm import relax
     n, oh, ow, k = (int(d) for d in out_shape)
-    m = tile_size(n, oh, ow)
+    c = int(w_hwio.shape[2])
+    # F(4, 3) where it is faster, within the model's precision budget
+    m = precise_tile(tile_size(n, oh, ow), c, _Choice.error_spent)
     _, _, tiles = _tiles(n, oh, ow, m)
     nc = nc_for(k, tiles)
     if nc is None or k % nc:
         return None
+    if _Choice.stats:   # a compile (choose()) in progress: the budget is the model's
+        _Choice.error_spent += layer_error(m, c)
     u = bb.emit(mark_load_time(bb, bb.call_te(weight_transform, relax.const(w_hwio, dtype),
                                               m, nc, primfunc_name_hint=WEIGHT_KERNEL),
                                WEIGHT_KERNEL))

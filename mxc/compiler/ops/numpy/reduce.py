@@ -240,6 +240,13 @@ class NpNorm(NumpyReduce):
     (and -2 the flattened 2-norm): square root of the sum of squares over the
     axes; 2 ``'nuc'``; 3/4 ``+-inf``; otherwise ``ord`` is numeric (a vector
     norm over one axis, a matrix norm over two).
+
+    A matrix norm follows MXNet's kernel, not numpy's table: ``axis`` is taken
+    in the order given (``(1, 0)`` transposes the matrix); ``ord`` +-2 is the
+    largest/smallest singular value; any other ``ord`` sums ``|x|`` over
+    ``axis[0]`` when it is +-1, else over ``axis[1]``, then takes the maximum
+    of those sums for ``ord > 0`` and the minimum otherwise (so ``inf`` is the
+    largest row sum, and orders numpy refuses, e.g. 3 or 0, still run).
     """
 
     arguments = ("x",)
@@ -270,8 +277,7 @@ class NpNorm(NumpyReduce):
         if p.flag in (1, -2):          # Frobenius / flattened 2-norm over the axes
             return np.sqrt(np.sum(x * x, axis=axes))
         if len(axes) == 2 and x.ndim >= 2:   # matrix norms
-            order = {2: "nuc", 3: np.inf, 4: -np.inf}.get(p.flag, p.ord)
-            return np.linalg.norm(x, ord=order, axis=axes)
+            return self._matrix_norm(p, x, axes)
         order = {3: np.inf, 4: -np.inf}.get(p.flag, p.ord)
         a = np.abs(x)
         if order == np.inf:
@@ -285,6 +291,21 @@ class NpNorm(NumpyReduce):
         if order == 2:
             return np.sqrt(np.sum(a * a, axis=axes))
         return np.sum(a ** order, axis=axes) ** (1.0 / order)
+
+    @staticmethod
+    def _matrix_norm(p, x, axes):
+        """*axes* sorted; the matrix's row and column axes are ``p.axis`` in its order."""
+        rows, cols = axes if p.axis is None else (a % x.ndim for a in p.axis)
+        order = {3: np.inf, 4: -np.inf}.get(p.flag, p.ord)
+        if order not in (2, -2):   # MXNet tests this before the nuclear flag
+            summed = rows if order in (1, -1) else cols
+            sums = np.sum(np.abs(x), axis=summed, keepdims=True)
+            pick = np.max if order > 0 else np.min
+            return pick(sums, axis=axes)
+        singular = np.linalg.svd(np.moveaxis(x, (rows, cols), (-2, -1)), compute_uv=False)
+        if p.flag == 2:
+            return np.sum(singular, axis=-1)
+        return singular.max(axis=-1) if order == 2 else singular.min(axis=-1)
 
 
 @register_op("_npi_average", family=FAMILY)
