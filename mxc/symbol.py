@@ -116,7 +116,11 @@ class Symbol:
             if index not in names:
                 raise MxcError(f"symbol has no output named {index!r}; outputs: "
                                f"{', '.join(names)}")
-            return Symbol([self._outputs[names.index(index)]])
+            at = [i for i, n in enumerate(names) if n == index]
+            if len(at) > 1:  # nodes that share a name (a Gluon block called twice), as MXNet
+                raise MxcError(f"there are multiple outputs named {index!r} (at positions "
+                               f"{', '.join(map(str, at))}); index the output by position")
+            return Symbol([self._outputs[at[0]]])
         if not -len(self._outputs) <= index < len(self._outputs):
             raise IndexError(f"output index {index} out of range ({len(self._outputs)} outputs)")
         return Symbol([self._outputs[index]])

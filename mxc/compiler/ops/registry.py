@@ -92,12 +92,23 @@ class Params(Mapping):
         return getattr(self.node, "name", "?")
 
     @property
+    def node_ref(self) -> str:
+        """The node as messages name it (:attr:`~mxc.compiler.ir.Node.ref`)."""
+        return node_ref(self.node)
+
+    @property
     def np_shape(self) -> bool:
         """True when the node comes from a graph with NumPy shape semantics
         (``is_np_shape``): shape attributes are then literal (``()`` is 0-d,
         0 an empty extent) instead of MXNet's legacy "0 = unknown"."""
         meta = getattr(self.node, "meta", None)
         return bool(meta and meta.get("np_shape"))
+
+
+def node_ref(node) -> str:
+    """*node* as messages name it: its :attr:`~mxc.compiler.ir.Node.ref`, or ``'?'``."""
+    ref = getattr(node, "ref", None)
+    return ref if isinstance(ref, str) else repr(getattr(node, "name", "?"))
 
 
 # -- converters ---------------------------------------------------------------
@@ -245,27 +256,27 @@ class OpDef:
     # -- attributes ---------------------------------------------------------------
     def parse_attrs(self, raw: Mapping[str, str], node=None) -> Params:
         """Convert raw strings to typed values, applying defaults and checking."""
-        node_name = getattr(node, "name", "?")
+        where = f"operator {self.name} (node {node_ref(node)})"
         values: dict[str, Any] = {}
         for key, text in raw.items():
             spec = self.attrs.get(key)
             if spec is None:
                 known = ", ".join(sorted(self.attrs)) or "none"
                 raise AttributeInvalidError(
-                    f"operator {self.name} (node {node_name!r}): unknown attribute {key!r}; "
+                    f"{where}: unknown attribute {key!r}; "
                     f"known attributes: {known}")
             try:
                 values[key] = spec.convert(text)
             except (ValueError, TypeError, MxcError) as exc:
                 reason = getattr(exc, "bare_message", None) or str(exc)
                 raise AttributeInvalidError(
-                    f"operator {self.name} (node {node_name!r}): attribute {key}={text!r} "
+                    f"{where}: attribute {key}={text!r} "
                     f"is invalid: {reason}") from None
         for key, spec in self.attrs.items():
             if key not in values:
                 if spec.default is REQUIRED:
                     raise AttributeRequiredError(
-                        f"operator {self.name} (node {node_name!r}): required attribute "
+                        f"{where}: required attribute "
                         f"{key!r} is missing")
                 values[key] = spec.default
         p = Params(values, node)
@@ -443,7 +454,7 @@ def get_op(name: str, node=None) -> OpDef:
     """The definition of *name*; raises :class:`UnsupportedOpError`."""
     op = OPS.get(name)
     if op is None:
-        where = f"node {node.name!r}" if node is not None else "graph"
+        where = f"node {node.ref}" if node is not None else "graph"
         raise UnsupportedOpError({name: 1}, where=where, suggestions=_suggest([name]))
     return op
 
@@ -498,4 +509,4 @@ def check_supported(graph) -> None:
 def shape_error(p: Params, message: str) -> ShapeError:
     """A :class:`ShapeError` that names the op and node."""
     op = getattr(getattr(p, "node", None), "op", "?")
-    return ShapeError(f"operator {op} (node {p.node_name!r}): {message}")
+    return ShapeError(f"operator {op} (node {p.node_ref}): {message}")

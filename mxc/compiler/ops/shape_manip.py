@@ -32,7 +32,7 @@ def attr_error(op: OpDef, p: Params, attr: str, message: str) -> AttributeInvali
     """An :class:`AttributeInvalidError` naming op, node and attribute."""
     value = p.get(attr) if attr in p else None
     return AttributeInvalidError(
-        f"operator {op.name} (node {p.node_name!r}): attribute {attr}={value!r} is invalid: "
+        f"operator {op.name} (node {p.node_ref}): attribute {attr}={value!r} is invalid: "
         f"{message}")
 
 

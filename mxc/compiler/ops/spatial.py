@@ -81,15 +81,15 @@ class UpSampling(OpDef):
     def validate(self, p):
         if p.scale < 1:
             raise AttributeInvalidError(
-                f"operator UpSampling (node {p.node_name!r}): attribute scale={p.scale} "
+                f"operator UpSampling (node {p.node_ref}): attribute scale={p.scale} "
                 f"must be >= 1")
         if p.num_args < 1:
             raise AttributeInvalidError(
-                f"operator UpSampling (node {p.node_name!r}): attribute num_args={p.num_args} "
+                f"operator UpSampling (node {p.node_ref}): attribute num_args={p.num_args} "
                 f"must be >= 1")
         if not 0 <= p.workspace <= 8192:
             raise AttributeInvalidError(
-                f"operator UpSampling (node {p.node_name!r}): attribute workspace="
+                f"operator UpSampling (node {p.node_ref}): attribute workspace="
                 f"{p.workspace} must be in [0, 8192]")
 
     def input_names(self, p):
@@ -215,7 +215,7 @@ class BilinearResize2D(OpDef):
         for key in ("height", "width"):
             if not 1 <= p[key] <= 10000:
                 raise AttributeInvalidError(
-                    f"operator _contrib_BilinearResize2D (node {p.node_name!r}): attribute "
+                    f"operator _contrib_BilinearResize2D (node {p.node_ref}): attribute "
                     f"{key}={p[key]} must be in [1, 10000]")
         need = []
         if p.mode == "odd_scale":
@@ -225,7 +225,7 @@ class BilinearResize2D(OpDef):
         for key in need:
             if p[key] is None:
                 raise AttributeInvalidError(
-                    f"operator _contrib_BilinearResize2D (node {p.node_name!r}): attribute "
+                    f"operator _contrib_BilinearResize2D (node {p.node_ref}): attribute "
                     f"{key} is required with mode={p.mode!r}"
                     + (" and scale_height set" if p.mode == "size" else ""))
 
@@ -399,7 +399,7 @@ class GridGenerator(OpDef):
     def validate(self, p):
         if len(p.target_shape) != 2:
             raise AttributeInvalidError(
-                f"operator GridGenerator (node {p.node_name!r}): attribute target_shape="
+                f"operator GridGenerator (node {p.node_ref}): attribute target_shape="
                 f"{p.target_shape} must have 2 entries (H, W)")
 
     def num_outputs(self, p):
@@ -470,7 +470,7 @@ class SpatialTransformer(OpDef):
     def validate(self, p):
         if len(p.target_shape) != 2:
             raise AttributeInvalidError(
-                f"operator SpatialTransformer (node {p.node_name!r}): attribute target_shape="
+                f"operator SpatialTransformer (node {p.node_ref}): attribute target_shape="
                 f"{p.target_shape} must have 2 entries (H, W)")
 
     def num_outputs(self, p):

@@ -311,7 +311,7 @@ class NpxConstraintCheck(NumpyOpMixin, OpDef):
 
     def forward(self, p, inputs, ctx):
         if not np.all(np.asarray(inputs[0])):
-            raise ConstraintViolated(f"operator _npx_constraint_check (node {p.node_name!r}): "
+            raise ConstraintViolated(f"operator _npx_constraint_check (node {p.node_ref}): "
                                      f"{p.msg}")
         return [np.asarray(True)]
 

@@ -267,7 +267,7 @@ def _require_real(p, eigenvalues: np.ndarray) -> None:
     """MXNet's ``eig``/``eigvals`` return real arrays and reject complex spectra."""
     if np.iscomplexobj(eigenvalues) and np.any(np.imag(eigenvalues) != 0):
         raise ExecutionError(f"operator {p.node.op if p.node else 'eig'} (node "
-                             f"{p.node_name!r}): the input has complex eigenvalues, which "
+                             f"{p.node_ref}): the input has complex eigenvalues, which "
                              f"MXNet's real-valued eig/eigvals do not represent")
 
 
