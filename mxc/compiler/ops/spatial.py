@@ -397,7 +397,9 @@ class GridGenerator(OpDef):
     }
 
     def validate(self, p):
-        if len(p.target_shape) != 2:
+        # None (MXNet: a shape of unknown rank) is what gluoncv writes for 'warp', which
+        # takes its size from the flow; 'affine' needs it (checked by inference)
+        if p.target_shape is not None and len(p.target_shape) != 2:
             raise AttributeInvalidError(
                 f"operator GridGenerator (node {p.node_ref}): attribute target_shape="
                 f"{p.target_shape} must have 2 entries (H, W)")
@@ -418,7 +420,7 @@ class GridGenerator(OpDef):
         if p.transform_type == "affine":
             if len(d) != 2 or (d[1] is not None and d[1] != 6):
                 raise shape_error(p, f"affine data must be (batch, 6), got {fmt_shape(d)}")
-            h, w = p.target_shape
+            h, w = _target_shape(p)
             if h <= 0 or w <= 0:
                 raise shape_error(p, f"target_shape={p.target_shape} must be positive for "
                                      f"transform_type='affine'")
@@ -452,6 +454,14 @@ class GridGenerator(OpDef):
         return [cast_to(out, x0.dtype), cast_to(dst, x0.dtype)]
 
 
+def _target_shape(p) -> tuple[int, int]:
+    """``(H, W)`` of an affine grid; ``target_shape=None`` (unknown) cannot size one."""
+    if p.target_shape is None:
+        raise shape_error(p, "target_shape=None (a shape of unknown rank) cannot size an "
+                             "affine grid; give (H, W)")
+    return tuple(p.target_shape)
+
+
 # ---------------------------------------------------------------------------
 # SpatialTransformer
 # ---------------------------------------------------------------------------
@@ -468,7 +478,7 @@ class SpatialTransformer(OpDef):
     arguments = ("data", "loc")
 
     def validate(self, p):
-        if len(p.target_shape) != 2:
+        if p.target_shape is not None and len(p.target_shape) != 2:
             raise AttributeInvalidError(
                 f"operator SpatialTransformer (node {p.node_ref}): attribute target_shape="
                 f"{p.target_shape} must have 2 entries (H, W)")
@@ -489,7 +499,7 @@ class SpatialTransformer(OpDef):
             raise shape_error(p, f"loc must be (batch, 6), got {fmt_shape(loc)}")
         if not is_known(d) or not is_known(loc):
             return list(in_shapes), list(out_shapes)
-        h, w = p.target_shape
+        h, w = _target_shape(p)
         if h <= 0 or w <= 0:
             raise shape_error(p, f"target_shape={p.target_shape} must be positive")
         outs = [(d[0], d[1], h, w), (3, h * w), (d[0], 2, h * w)]
