@@ -384,6 +384,16 @@ class OpDef:
         """Return refined ``(in_shapes, out_shapes)``; may fill either side."""
         raise NotImplementedError(f"{self.name}: infer_shape not implemented")
 
+    def reported_input_shapes(self, p: Params, in_shapes: ShapeList) -> ShapeList:
+        """The input shapes MXNet's ``infer_shape`` reports once this op's shape
+        function has run: a few write their internal view of an input back into
+        the graph (``concatenate(axis=None)`` its inputs flattened, ``insert``
+        its values padded to the array's rank), and MXNet then lists that view
+        as the argument's shape.  :meth:`Symbol.infer_shape
+        <mxc.symbol.Symbol.infer_shape>` reports it too; inference, binding and
+        compiling keep the real shapes.  Default: unchanged."""
+        return in_shapes
+
     def infer_type(self, p: Params, in_types: list, out_types: list) -> tuple[list, list]:
         """Default: every input and output shares one dtype (MXNet's ElemwiseType)."""
         known = next((t for t in list(in_types) + list(out_types) if t is not None), None)

@@ -17,6 +17,7 @@ import numpy as np
 from ..registry import Attr, enum, register_op, shape_error, to_bool, to_float, to_int, to_shape, \
     to_str
 from ....errors import ExecutionError
+from ..common import contiguous
 from ._common import NumpyFunctionOp, to_opt_axes
 
 FAMILY = "numpy.linalg"
@@ -49,7 +50,7 @@ class _Linalg(NumpyFunctionOp):
         dt = np.asarray(inputs[0]).dtype
         outs = self.compute(p, [_f64(x) if np.asarray(x).dtype.kind == "f" else np.asarray(x)
                                 for x in inputs])
-        return [np.ascontiguousarray(np.asarray(o).astype(ctx.out_dtypes[i] or dt))
+        return [contiguous(np.asarray(o).astype(ctx.out_dtypes[i] or dt))
                 for i, o in enumerate(outs)]
 
 
