@@ -20,7 +20,7 @@ import numpy as np
 
 from .compiler.infer import infer_shapes, infer_types
 from .compiler.ir import Entry, Graph, Node, post_order
-from .compiler.ops.registry import FLAG_FROM_DTYPE, get_op
+from .compiler.ops.registry import FLAG_FROM_DTYPE, OpDef, get_op
 from .errors import GraphError, MxcError, ShapeError
 
 __all__ = ["Symbol", "NameManager", "var", "Variable", "Group", "load", "load_json", "create"]
@@ -116,7 +116,11 @@ class Symbol:
             if index not in names:
                 raise MxcError(f"symbol has no output named {index!r}; outputs: "
                                f"{', '.join(names)}")
-            return Symbol([self._outputs[names.index(index)]])
+            at = [i for i, n in enumerate(names) if n == index]
+            if len(at) > 1:  # nodes that share a name (a Gluon block called twice), as MXNet
+                raise MxcError(f"there are multiple outputs named {index!r} (at positions "
+                               f"{', '.join(map(str, at))}); index the output by position")
+            return Symbol([self._outputs[at[0]]])
         if not -len(self._outputs) <= index < len(self._outputs):
             raise IndexError(f"output index {index} out of range ({len(self._outputs)} outputs)")
         return Symbol([self._outputs[index]])
@@ -202,7 +206,8 @@ class Symbol:
         """Like :meth:`infer_shape` but returns what is known (None for unknown)."""
         given = self._given(args, kwargs, "infer_shape")
         shapes = infer_shapes(self.graph, {k: tuple(v) for k, v in given.items()})
-        return self._collect(shapes, lambda s: None if s is None else tuple(s))
+        return self._collect(_as_mxnet_reports(self.graph, shapes),
+                             lambda s: None if s is None else tuple(s))
 
     def infer_shape(self, *args, **kwargs) -> tuple[list | None, list | None, list | None]:
         """``(arg_shapes, out_shapes, aux_shapes)``; ``(None, None, None)`` if incomplete.
@@ -351,6 +356,23 @@ class Symbol:
                             "_lesser_equalscalar")
 
     __hash__ = object.__hash__
+
+
+def _as_mxnet_reports(graph: Graph, shapes: dict) -> dict:
+    """*shapes* with each variable's shape as MXNet's ``infer_shape`` reports it: the
+    view the last op reading it wrote back (:meth:`~mxc.compiler.ops.registry.OpDef.
+    reported_input_shapes`)."""
+    out = shapes
+    for node in graph.topo_order():
+        if node.op is None or type(node.opdef).reported_input_shapes is \
+                OpDef.reported_input_shapes:
+            continue
+        ins = [shapes.get(e.key) for e in node.inputs]
+        for e, s in zip(node.inputs, node.opdef.reported_input_shapes(node.params, ins)):
+            if e.node.op is None and s is not None:
+                out = dict(out) if out is shapes else out
+                out[e.key] = tuple(s)
+    return out
 
 
 def _as_dict(values, names: list[str], what: str) -> dict[str, np.ndarray]:

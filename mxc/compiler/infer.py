@@ -36,8 +36,8 @@ def _hidden_shape(node: Node, np_shape: bool = False):
         shape = tuple(None if d == -1 else int(d) for d in shape) if np_shape \
             else from_mxnet_shape(shape)
     except ValueError:
-        raise ShapeError(f"variable {node.name!r}: attribute __shape__={text!r} is not a shape")
-    return check_declared_shape(shape, f"variable {node.name!r}: attribute __shape__={text!r}")
+        raise ShapeError(f"variable {node.ref}: attribute __shape__={text!r} is not a shape")
+    return check_declared_shape(shape, f"variable {node.ref}: attribute __shape__={text!r}")
 
 
 #: no tensor mxc handles has more elements than a signed 64-bit index can count
@@ -75,7 +75,7 @@ def _hidden_dtype(node: Node):
     try:
         return to_dtype(text)
     except ValueError:
-        raise DTypeError(f"variable {node.name!r}: attribute __dtype__={text!r} is not a dtype "
+        raise DTypeError(f"variable {node.ref}: attribute __dtype__={text!r} is not a dtype "
                          f"(expected an MXNet type flag such as 0 or a dtype name)")
 
 
@@ -135,7 +135,7 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
         if node.op is None:
             v = _normalize(kind, given.get(node.name))
             if kind == "shape" and v is not None:
-                v = check_declared_shape(v, f"shape given for {node.name!r}")
+                v = check_declared_shape(v, f"shape given for {node.ref}")
             if v is None and seeds is None:   # (seeded: the seeds decide)
                 v = hidden(node, graph.is_np_shape) if kind == "shape" else hidden(node)
             values[(id(node), 0)] = v
@@ -159,9 +159,9 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
         except MxcError:
             raise
         except NotImplementedError as exc:
-            raise err(f"node {node.name!r} ({node.op}): {exc}") from None
+            raise err(f"node {node.ref} ({node.op}): {exc}") from None
         except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
-            raise err(f"operator {node.op} (node {node.name!r}): cannot infer {kind}s from "
+            raise err(f"operator {node.op} (node {node.ref}): cannot infer {kind}s from "
                       f"inputs {[fmt(s) for s in ins]}: {exc}") from None
         changed = False
         for keys, old, new, side in ((ins_keys, ins, new_ins, "input"),
@@ -171,7 +171,7 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
                     m = merge(values.get(k), nv)
                 except ValueError as exc:
                     what = node.inputs[i].node.name if side == "input" else node.name
-                    raise err(f"operator {node.op} (node {node.name!r}): inconsistent {kind} of "
+                    raise err(f"operator {node.op} (node {node.ref}): inconsistent {kind} of "
                               f"{side} {i} ({what!r}): {exc}") from None
                 if count(m) != count(values.get(k)):
                     values[k] = m

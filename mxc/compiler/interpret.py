@@ -92,16 +92,16 @@ def _run_node(node: Node, ins: Sequence[np.ndarray], shapes, dtypes) -> list[np.
     for i, shape in enumerate(ctx.out_shapes):
         if shape is not None and None not in shape:
             itemsize = np.dtype(ctx.out_dtypes[i] or np.float32).itemsize
-            checked_nbytes(shape, itemsize, f"operator {node.op} (node {node.name!r}) output {i}")
+            checked_nbytes(shape, itemsize, f"operator {node.op} (node {node.ref}) output {i}")
     try:
         outs = node.opdef.forward(node.params, ins, ctx)
     except MxcError:
         raise
     except Exception as exc:  # a kernel bug or an input outside the op's domain
-        raise ExecutionError(f"operator {node.op} (node {node.name!r}) failed in the reference "
+        raise ExecutionError(f"operator {node.op} (node {node.ref}) failed in the reference "
                              f"backend: {type(exc).__name__}: {exc}") from exc
     if len(outs) != nout:
-        raise ExecutionError(f"operator {node.op} (node {node.name!r}) returned {len(outs)} "
+        raise ExecutionError(f"operator {node.op} (node {node.ref}) returned {len(outs)} "
                              f"outputs, expected {nout}")
     result = []
     for i, v in enumerate(outs):

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler.ir.graph import MAX_SUBGRAPH_DEPTH, Graph, post_order, subgraph_depth
-from ..compiler.ir.node import Entry, Node
+from ..compiler.ir.node import Entry, Node, mark_repeated_names
 from ..errors import FrontendError, ParseError
 from .json_parser import SourceText, describe_type, parse_json, plain
 from .legacy import LEGACY_VERSION, MXNET_VERSION, upgrade_graph
@@ -189,6 +189,9 @@ class _Reader:
 
         heads = self.entries(doc["heads"], doc, "heads", nodes, len(nodes), len(nodes), where,
                              "heads")
+        # a Gluon block called twice writes two nodes of one name: keep both names, and
+        # remember their positions so messages can say which node they mean
+        mark_repeated_names(nodes)
 
         arg_nodes = doc.get("arg_nodes")
         if arg_nodes is not None:

@@ -62,7 +62,7 @@ def node_gradients(node: Node, out_grads: Sequence[np.ndarray], inputs: Sequence
     if isinstance(result, np.ndarray) and len(inputs) == 1:
         result = [result]
     if not isinstance(result, (list, tuple)) or len(result) != len(inputs):
-        raise MXNetError(f"operator {node.op} (node {node.name!r}): backward returned "
+        raise MXNetError(f"operator {node.op} (node {node.ref}): backward returned "
                          f"{type(result).__name__}, expected {len(inputs)} input gradients")
     grads = []
     for g, x in zip(result, inputs):
@@ -71,7 +71,7 @@ def node_gradients(node: Node, out_grads: Sequence[np.ndarray], inputs: Sequence
             continue
         g = np.asarray(g)
         if tuple(g.shape) != tuple(np.shape(x)):
-            raise MXNetError(f"operator {node.op} (node {node.name!r}): a gradient has shape "
+            raise MXNetError(f"operator {node.op} (node {node.ref}): a gradient has shape "
                              f"{tuple(g.shape)} for an input of shape {tuple(np.shape(x))}")
         grads.append(g)
     return grads

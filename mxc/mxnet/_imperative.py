@@ -86,7 +86,7 @@ def check_training(node: Node) -> None:
                    and not p.get("use_global_stats", False))
                or (node.op == "RNN" and p.get("p", 0) > 0))
     if differs:
-        raise not_supported(f"training-mode {node.op} (node {node.name!r}): mxc.mxnet runs its "
+        raise not_supported(f"training-mode {node.op} (node {node.ref}): mxc.mxnet runs its "
                             f"inference semantics only; run with is_train=False / outside "
                             f"autograd.record(), or train_mode=False")
 

@@ -100,7 +100,7 @@ class Executor:
         for node in order:
             if node.op is None:
                 if node.name not in feeds:
-                    raise MXNetError(f"no array is bound to input {node.name!r}")
+                    raise MXNetError(f"no array is bound to input {node.ref}")
                 values[(id(node), 0)] = raw_value(feeds[node.name])
                 continue
             n_out = node.num_outputs()

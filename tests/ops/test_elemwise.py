@@ -327,9 +327,9 @@ def test_broadcast_like_axes():
 def test_unknown_and_required_attributes_are_rejected():
     with pytest.raises(AttributeInvalidError, match="unknown attribute 'sclar'"):
         get_op("_plus_scalar").parse_attrs({"sclar": "1"})
-    with pytest.raises(AttributeInvalidError, match="unknown attribute"):
-        get_op("exp").parse_attrs({"alpha": "1"})
     with pytest.raises(AttributeRequiredError, match="a_max"):
         get_op("clip").parse_attrs({"a_min": "0"})
-    p = get_op("make_loss").parse_attrs({"grad_scale": "2.0", "normalization": "batch"})
-    assert p.grad_scale == 2.0 and p.normalization == "batch"
+    # MXNet registers exp and make_loss without a parameter struct: attributes are ignored
+    assert dict(get_op("exp").parse_attrs({"alpha": "1"})) == {}
+    assert dict(get_op("make_loss").parse_attrs({"grad_scale": "2.0",
+                                                 "normalization": "batch"})) == {}

@@ -71,7 +71,8 @@ class CompiledModel:
     executable:
         The Relax VM executable (``tvm.relax.VMExecutable``), None without regions.
     host_nodes:
-        ``{node name: why it runs on the host}``.
+        ``{node label: why it runs on the host}`` (the name, with the node's index
+        where nodes share it).
     timings:
         Seconds per compile stage.
     """

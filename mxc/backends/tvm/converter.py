@@ -238,7 +238,10 @@ def is_supported(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, Any
 
 def unsupported_nodes(graph: Graph, shapes: Mapping | None = None,
                       dtypes: Mapping | None = None) -> dict[str, str]:
-    """``{node name: reason}`` for every op node the TVM backend cannot lower.
+    """``{node label: reason}`` for every op node the TVM backend cannot lower.
+
+    The label is the node's name, with its index where nodes share the name
+    (:attr:`~mxc.compiler.ir.Node.label`).
 
     *shapes*/*dtypes* are either whole-graph inference results (keyed by
     ``Entry.key``) or input shapes/dtypes by name, as for :func:`lower_graph`.
@@ -248,7 +251,7 @@ def unsupported_nodes(graph: Graph, shapes: Mapping | None = None,
     for node in graph.topo_order():
         reason = support_reason(node, shapes, dtypes)
         if reason is not None:
-            out[node.name] = reason
+            out[node.label] = reason
     return out
 
 
@@ -335,7 +338,7 @@ class Lowering:
 
     def error(self, message: str) -> BackendError:
         """A :class:`BackendError` naming the op and node."""
-        return BackendError(f"operator {self.node.op} (node {self.node.name!r}): {message}")
+        return BackendError(f"operator {self.node.op} (node {self.node.ref}): {message}")
 
     def emit(self, expr: relax.Expr) -> relax.Expr:
         """Bind *expr* to a new variable (constants and variables pass through)."""
@@ -439,9 +442,9 @@ class ModuleBuilder:
         for node in order:
             reason = support_reason(node, shape_map, dtype_map)
             if reason is not None:
-                problems[node.name] = (node.op, reason)
+                problems[node.ref] = (node.op, reason)
         if problems:
-            listing = "; ".join(f"node {n!r} ({op}): {r}" for n, (op, r) in problems.items())
+            listing = "; ".join(f"node {n} ({op}): {r}" for n, (op, r) in problems.items())
             raise BackendError(f"cannot lower {len(problems)} node(s) to TVM: {listing}")
 
         from ..reference.executor import unused_inputs
@@ -501,8 +504,8 @@ class ModuleBuilder:
         for e in node.inputs:
             x = env.get(e.key)
             if x is None:
-                raise BackendError(f"operator {node.op} (node {node.name!r}): input "
-                                   f"{e.node.name!r} output {e.index} was not lowered")
+                raise BackendError(f"operator {node.op} (node {node.ref}): input "
+                                   f"{e.node.ref} output {e.index} was not lowered")
             inputs.append(x)
         ctx = Lowering(self.bb, node, inputs, io)
         try:

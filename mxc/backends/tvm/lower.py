@@ -60,11 +60,13 @@ class LoweredModel:
     regions, host:
         The region nodes and the host nodes, in topological order.
     host_reasons:
-        ``{host node name: why it runs on the host}``.
+        ``{host node label: why it runs on the host}`` (the label is the name, with
+        the node's index added where several nodes share it: :attr:`Node.label`).
     functions:
         ``{region name: (FunctionInfo, [the outer entry of each function input])}``.
     bodies:
-        ``{control-flow host node name: [body spec or None per body]}``.
+        ``{id(control-flow host node): [body spec or None per body]}`` (by identity:
+        two loops may share a name).
     module:
         The Relax ``IRModule`` to build (None: nothing to compile).
     target:
@@ -86,7 +88,7 @@ class LoweredModel:
     host: list[Node]
     host_reasons: dict[str, str]
     functions: dict[str, tuple[Any, list[Entry]]]
-    bodies: dict[str, list]
+    bodies: dict[int, list]
     module: Any
     target: Any
     pipeline: str
@@ -287,14 +289,14 @@ def _host_reasons(host: list[Node], shapes, dtypes) -> dict[str, str]:
             why = support_reason(node, shapes, dtypes)
         except MxcError as exc:
             why = str(exc)
-        out[node.name] = why or "not selected by the tvm partitioner"
+        out[node.label] = why or "not selected by the tvm partitioner"
     return out
 
 
 def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: CompileProgress,
                    host=()) -> tuple[dict, dict, Any]:
     """One Relax function per region in one module: ``({region name: (info, outer
-    entries)}, {host node name: body specs}, module or None)``.
+    entries)}, {id(host node): body specs}, module or None)``.
 
     The bodies of control-flow host nodes become functions of the same module
     (see :mod:`.ops.control_flow`)."""
@@ -307,7 +309,7 @@ def _lower_regions(regions, params, shapes, dtypes, bind_params, prog: CompilePr
         nested = node.subgraphs[0]
         variables = nested.input_nodes()
         if len(variables) != len(node.inputs):
-            raise BackendError(f"region {node.name!r}: {len(node.inputs)} inputs but its nested "
+            raise BackendError(f"region {node.ref}: {len(node.inputs)} inputs but its nested "
                                f"graph has {len(variables)} variables")
         r_shapes, r_dtypes, r_params, outer = {}, {}, {}, {}
         for var, e in zip(variables, node.inputs):

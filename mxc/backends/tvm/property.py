@@ -74,7 +74,8 @@ class TVMSubgraphProperty(SubgraphProperty):
     nodes whose shapes stay unknown are left to the host.
 
     After partitioning, :attr:`reasons` maps every op node left outside a
-    region to why (``{node name: reason}``).
+    region to why (``{node label: reason}``: the name, with its index where
+    nodes share it).
     """
 
     def __init__(self, **attrs: Any):
@@ -99,13 +100,13 @@ class TVMSubgraphProperty(SubgraphProperty):
             if node.op is None:
                 continue
             if id(node) in ctx.frozen:
-                self.reasons[node.name] = "an existing subgraph node (partitioning kept)"
+                self.reasons[node.label] = "an existing subgraph node (partitioning kept)"
                 continue
             why = support_reason(node, shapes, dtypes)
             if why is None:
                 self.supported.add(id(node))
             else:
-                self.reasons[node.name] = why
+                self.reasons[node.label] = why
         self._names = {n.name for n in graph.nodes}
 
     def create_selector(self) -> SubgraphSelector:
@@ -158,6 +159,7 @@ def merge_regions(graph: Graph, regions: list[Node], name: str) -> Node:
                    Entry(copies[id(x.node)], x.index, x.version) for x in inner.inputs]
             copy = Node(inner.op, inner.name, dict(inner.attrs), ins,
                         [g.copy() for g in inner.subgraphs])
+            copy.meta = dict(inner.meta)  # np_shape, the index of a shared name
             copies[id(inner)] = copy
             nodes.append(copy)
         for i, h in enumerate(nested.outputs):

@@ -108,14 +108,14 @@ def _host_step(node: Node, ins: tuple, lowered: "LoweredModel") -> tuple[dict, l
     from ...runtime.host import encode_graph
     shapes, dtypes = lowered.shapes, lowered.dtypes
     keys = [(id(node), i) for i in range(node.num_outputs())]
-    bodies = lowered.bodies.get(node.name) or ()
+    bodies = lowered.bodies.get(id(node)) or ()
     fields = {"kind": HostStep, "name": node.name, "op": node.op, "inputs": ins,
               "attrs": dict(node.attrs), "params": _encode_params(node),
               "in_shapes": tuple(_shape(shapes.get(e.key)) for e in node.inputs),
               "in_dtypes": tuple(dtypes.get(e.key) for e in node.inputs),
               "out_shapes": tuple(_shape(shapes.get(k)) for k in keys),
               "out_dtypes": tuple(dtypes.get(k) for k in keys),
-              "reason": lowered.host_reasons.get(node.name, ""),
+              "reason": lowered.host_reasons.get(node.label, ""),
               "subgraphs": tuple(encode_graph(g) for g in node.subgraphs),
               "bodies": (tuple(None if b is None else BodyCall(b["function"], tuple(b["inputs"]))
                                for b in bodies)

@@ -235,9 +235,9 @@ class Graph:
         """Remove *node* (O(1) plus its outputs); refuses while anything still uses it."""
         if node.users:
             users = ", ".join(repr(u.name) for u in node.users)
-            raise GraphError(f"cannot erase node {node.name!r}: still used by {users}")
+            raise GraphError(f"cannot erase node {node.ref}: still used by {users}")
         if any(e.node is node for e in self.outputs):
-            raise GraphError(f"cannot erase node {node.name!r}: it is a graph output")
+            raise GraphError(f"cannot erase node {node.ref}: it is a graph output")
         node.detach()
         self._nodes.remove(node)
 

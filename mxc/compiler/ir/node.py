@@ -21,6 +21,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .graph import Graph
 
 
+#: ``Node.meta`` key: the node's position in the file it was read from (symbol JSON or
+#: textual IR), stamped only on nodes whose name another node of that graph shares
+SOURCE_INDEX = "source_index"
+
+
 def is_hidden_attr(key: str) -> bool:
     """MXNet's hidden attributes (``__shape__``, ``__lr_mult__`` ...) are not op params."""
     return len(key) > 4 and key.startswith("__") and key.endswith("__")
@@ -39,7 +44,7 @@ class Entry:
     version: int = 0
 
     def __repr__(self) -> str:
-        return f"Entry({self.node.name!r}, {self.index})"
+        return f"Entry({self.node.ref}, {self.index})"
 
     @property
     def key(self) -> tuple[int, int]:
@@ -55,7 +60,9 @@ class Node:
     op:
         MXNet operator name, or ``None`` for a variable.
     name:
-        Unique (within its graph) node name, as MXNet names it.
+        The node name, as MXNet names it.  Operator nodes may share a name (a
+        Gluon block called twice exports two ``<prefix>fwd`` nodes; MXNet tells
+        nodes apart by position), so messages name nodes by :attr:`ref`.
     attrs:
         Every attribute as the *string* MXNet stores, hidden ones included.
         Typed op parameters are derived from it on demand (:attr:`params`).
@@ -102,8 +109,29 @@ class Node:
             self._name = value
             Node.renames += 1
 
+    @property
+    def label(self) -> str:
+        """The name, plus ``at index i`` when other nodes share it (see :attr:`ref`).
+
+        Keys reports such as ``{host node: reason}`` so same-named nodes stay apart.
+        """
+        i = self.meta.get(SOURCE_INDEX) if self.meta else None
+        return self._name if i is None else f"{self._name} at index {i}"
+
+    @property
+    def ref(self) -> str:
+        """How messages name this node: ``'name'``, or ``'name' at index i``.
+
+        The index (the node's position in the symbol JSON or textual IR it was
+        read from) is added only when that graph gives other nodes the same
+        name, so a message about one of Xception's two ``relu0_fwd`` nodes says
+        which one; every other message keeps the plain quoted name.
+        """
+        i = self.meta.get(SOURCE_INDEX) if self.meta else None
+        return repr(self._name) if i is None else f"{self._name!r} at index {i}"
+
     def __repr__(self) -> str:
-        return f"<Node {self.name!r} op={self.op or 'null'}>"
+        return f"<Node {self.ref} op={self.op or 'null'}>"
 
     @property
     def is_variable(self) -> bool:
@@ -222,3 +250,27 @@ class Node:
         if self.op is None:
             return 1
         return self.opdef.num_visible_outputs(self.params)
+
+
+def mark_repeated_names(nodes: list[Node]) -> int:
+    """Stamp :data:`SOURCE_INDEX` on every node of *nodes* (one file's list, in its
+    order) whose name another of them shares; returns how many were stamped.
+
+    Readers call it once per graph read, so :attr:`Node.ref` can tell the
+    nodes apart in messages while their names stay exactly as written.
+    """
+    seen: dict[str, int] = {}
+    repeated: set[str] = set()
+    for n in nodes:
+        if n.name in seen:
+            repeated.add(n.name)
+        else:
+            seen[n.name] = 1
+    if not repeated:
+        return 0
+    count = 0
+    for i, n in enumerate(nodes):
+        if n.name in repeated:
+            n.meta[SOURCE_INDEX] = i
+            count += 1
+    return count

@@ -105,10 +105,10 @@ class NodeList(MutableSequence):
         owner = node._owner
         if owner is not None:
             if owner is self or node in self._foreign:
-                raise GraphError(f"node {node.name!r} is already in this graph")
+                raise GraphError(f"node {node.ref} is already in this graph")
             owner._foreign[node] = [node._prev, node._next]  # the holder keeps its links aside
         elif node in self._foreign:
-            raise GraphError(f"node {node.name!r} is already in this graph")
+            raise GraphError(f"node {node.ref} is already in this graph")
         node._owner, node._prev, node._next = self, prev, nxt
         end = self._end
         if prev is end or prev._owner is self:  # the inlined _set_next/_set_prev: the hot path

@@ -40,7 +40,7 @@ import lark
 
 from ...errors import ParseError
 from .graph import MAX_SUBGRAPH_DEPTH, Graph, subgraph_depth
-from .node import Entry, Node
+from .node import Entry, Node, mark_repeated_names
 from .text_printer import _IDENT_RE, RESERVED_WORDS, _label, _word, print_graph, quote_string
 
 __all__ = ["print_graph", "parse_graph", "quote_string", "RESERVED_WORDS"]
@@ -239,6 +239,7 @@ class _Build(lark.Transformer):
             node = Node(op, key[0], attrs, entries(args, k), subgraphs, control)
             nodes.append(node)
             by_name[key] = node
+        mark_repeated_names(nodes)  # %x and %x~1 keep the name x; messages add the index
         return Graph(nodes, entries(outputs or (), len(specs)), gattrs)
 
     subgraph = graph

@@ -88,7 +88,7 @@ def prod_or_none(dims) -> int | None:
 
 def attr_error(p: Params, attr: str, message: str) -> AttributeInvalidError:
     op = getattr(getattr(p, "node", None), "op", "?")
-    return AttributeInvalidError(f"operator {op} (node {p.node_name!r}): attribute {attr}: "
+    return AttributeInvalidError(f"operator {op} (node {p.node_ref}): attribute {attr}: "
                                  f"{message}")
 
 

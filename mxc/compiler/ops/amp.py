@@ -58,7 +58,7 @@ class AmpMulticast(OpDef):
 
     def validate(self, p):
         if p.num_outputs < 1:
-            raise AttributeInvalidError(f"operator amp_multicast (node {p.node_name!r}): "
+            raise AttributeInvalidError(f"operator amp_multicast (node {p.node_ref}): "
                                         f"num_outputs must be >= 1, got {p.num_outputs}")
 
     def input_names(self, p):

@@ -24,7 +24,7 @@ from .registry import Attr, OpDef, register_op, shape_error, to_int
 
 def _check_heads(p, op):
     if p.heads < 1:
-        raise AttributeInvalidError(f"operator {op} (node {p.node_name!r}): attribute "
+        raise AttributeInvalidError(f"operator {op} (node {p.node_ref}): attribute "
                                     f"heads={p.heads} must be >= 1")
 
 
@@ -61,7 +61,7 @@ class _InterleavedBase(OpDef):
     def infer_type(self, p, in_types, out_types):
         t = next((x for x in list(in_types) + list(out_types) if x is not None), None)
         if t is not None and t not in ("float32", "float16"):
-            raise DTypeError(f"operator {self.name} (node {p.node_name!r}): only float32 "
+            raise DTypeError(f"operator {self.name} (node {p.node_ref}): only float32 "
                              f"(and float16) are supported, got {t}")
         return super().infer_type(p, in_types, out_types)
 

@@ -190,7 +190,7 @@ class BroadcastAxis(ExplicitBroadcastOp):
     }
 
     def validate(self, p):
-        where = f"operator {self.name} (node {p.node_name!r})"
+        where = f"operator {self.name} (node {p.node_ref})"
         if len(p.axis) != len(p.size):
             raise AttributeInvalidError(
                 f"{where}: attributes axis={p.axis} and size={p.size} must have the same length")
@@ -221,7 +221,7 @@ class BroadcastLike(OpDef):
 
     def validate(self, p):
         if p.lhs_axes is not None and p.rhs_axes is not None:
-            where = f"operator {self.name} (node {p.node_name!r})"
+            where = f"operator {self.name} (node {p.node_ref})"
             if len(p.lhs_axes) != len(p.rhs_axes):
                 raise AttributeInvalidError(
                     f"{where}: attributes lhs_axes={p.lhs_axes} and rhs_axes={p.rhs_axes} "

@@ -117,6 +117,17 @@ def compute_dtype(dtype) -> np.dtype:
     return np.dtype(np.float32) if dt == np.float16 or dt.name == "bfloat16" else dt
 
 
+def contiguous(x) -> np.ndarray:
+    """*x* as a C-contiguous array of the same shape.
+
+    ``np.ascontiguousarray`` returns at least 1-D arrays, which turned the 0-d
+    result of ``_np_dot``/``_npi_einsum`` on vectors into ``(1,)``; DeepNumpy
+    keeps ``()``.
+    """
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
 def cast_to(x, dtype) -> np.ndarray:
     """Cast a result to *dtype* (no copy when it already has it)."""
     return np.asarray(x).astype(dtype, copy=False)

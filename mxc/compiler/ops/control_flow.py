@@ -54,7 +54,7 @@ def _merge(p: Params, kind: str, a, b, what: str):
     if kind == "dtype":
         if a is None or b is None or a == b:
             return a if a is not None else b
-        raise DTypeError(f"operator {p.node.op} (node {p.node_name!r}): {what}: {a} vs {b}")
+        raise DTypeError(f"operator {p.node.op} (node {p.node_ref}): {what}: {a} vs {b}")
     try:
         return merge_shape(a, b)
     except ValueError as exc:
@@ -77,7 +77,7 @@ def _step_of(kind: str, stacked):
 def _truthy(p: Params, pred) -> bool:
     pred = np.asarray(pred)
     if pred.size != 1:
-        raise OpError(f"operator {p.node.op} (node {p.node_name!r}): the condition must be a "
+        raise OpError(f"operator {p.node.op} (node {p.node_ref}): the condition must be a "
                       f"single value, got shape {fmt_shape(pred.shape)}")
     return bool(pred.reshape(()) != 0)
 
@@ -97,7 +97,7 @@ class ControlFlowOp(OpDef):
         node = p.node
         subs = list(getattr(node, "subgraphs", None) or ())
         if len(subs) != self.num_bodies:
-            raise OpError(f"operator {self.name} (node {p.node_name!r}) needs "
+            raise OpError(f"operator {self.name} (node {p.node_ref}) needs "
                           f"{self.num_bodies} subgraph(s) in 'subgraphs', got {len(subs)}")
         return subs
 
@@ -110,7 +110,7 @@ class ControlFlowOp(OpDef):
         for k, (body, feeds) in enumerate(zip(self.bodies(p), self.body_feeds(p))):
             n = len(body.input_nodes())
             if n != len(feeds):
-                raise OpError(f"operator {self.name} (node {p.node_name!r}): subgraph {k} has "
+                raise OpError(f"operator {self.name} (node {p.node_ref}): subgraph {k} has "
                               f"{n} inputs but the *_locs attributes feed {len(feeds)}")
 
     # -- arity --------------------------------------------------------------------
@@ -145,7 +145,7 @@ class ControlFlowOp(OpDef):
         try:
             return infer_nested(body, kind, ins, outs)
         except (ShapeError, DTypeError) as exc:
-            raise type(exc)(f"operator {self.name} (node {p.node_name!r}), subgraph {k}: "
+            raise type(exc)(f"operator {self.name} (node {p.node_ref}), subgraph {k}: "
                             f"{exc}") from None
 
     def invariant_inputs(self, p: Params, k: int) -> set[int]:
@@ -295,7 +295,7 @@ class WhileLoop(ControlFlowOp):
 
     def validate(self, p):
         if p.max_iterations < 0:
-            raise OpError(f"operator _while_loop (node {p.node_name!r}): max_iterations must "
+            raise OpError(f"operator _while_loop (node {p.node_ref}): max_iterations must "
                           f"be >= 0, got {p.max_iterations}")
 
     def body_feeds(self, p):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ...errors import AttributeRequiredError, UnsupportedOpError
-from .registry import OpDef, Params, get_op, has_op, register_op
+from .registry import OpDef, Params, get_op, has_op, node_ref, register_op
 
 _TARGET = "__custom_target__"
 
@@ -34,10 +34,9 @@ class Custom(OpDef):
     arguments = ()
 
     def parse_attrs(self, raw: Mapping[str, str], node=None) -> Params:
-        node_name = getattr(node, "name", "?")
         op_type = raw.get("op_type")
         if not op_type:
-            raise AttributeRequiredError(f"operator Custom (node {node_name!r}): required "
+            raise AttributeRequiredError(f"operator Custom (node {node_ref(node)}): required "
                                          f"attribute 'op_type' is missing")
         target = self.target_op(op_type, node)
         rest = {k: v for k, v in raw.items() if k != "op_type"}
@@ -55,7 +54,7 @@ class Custom(OpDef):
         """The custom operator registered as *op_type*; a clear error when there is none."""
         from ..custom_op import is_custom_op, list_custom_ops
         if not has_op(op_type) or not is_custom_op(op_type):
-            where = f"node {node.name!r}" if node is not None else "graph"
+            where = f"node {node.ref}" if node is not None else "graph"
             err = UnsupportedOpError({f"Custom[op_type={op_type}]": 1}, where=where)
             hint = (f"; Custom op_type {op_type!r} is not registered in this process "
                     f"(registered custom operators: {', '.join(list_custom_ops()) or 'none'}): "

@@ -25,7 +25,7 @@ F32 = np.float32
 
 def attr_value_error(p, op, key, msg):
     """An :class:`AttributeInvalidError` naming op, node, attribute and value."""
-    return AttributeInvalidError(f"operator {op} (node {p.node_name!r}): attribute "
+    return AttributeInvalidError(f"operator {op} (node {p.node_ref}): attribute "
                                  f"{key}={p[key]!r} {msg}")
 
 

@@ -315,7 +315,7 @@ class AddN(ElemwiseShapeMixin, OpDef):
     def validate(self, p):
         if p.num_args < 1:
             raise AttributeInvalidError(
-                f"operator {self.name} (node {p.node_name!r}): attribute num_args="
+                f"operator {self.name} (node {p.node_ref}): attribute num_args="
                 f"{p.num_args} is invalid: must be at least 1")
 
     def input_names(self, p):

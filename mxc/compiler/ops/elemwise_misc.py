@@ -20,7 +20,7 @@ import numpy as np
 from .common import UnaryOp, cast_to
 from .elemwise_binary import math_dtype, scalar_as, to_dtype_trunc
 from .elemwise_scalar import SCALAR_ATTRS, ScalarOp
-from .registry import REQUIRED, Attr, OpDef, enum, register_op, to_float
+from .registry import REQUIRED, Attr, OpDef, register_op, to_float
 
 
 # ---------------------------------------------------------------------------
@@ -48,17 +48,10 @@ class BlockGrad(IdentityOp):
 class MakeLossFn(IdentityOp):
     """Identity marking a loss head; its output is called ``loss``.
 
-    MXNet registers ``make_loss`` without a parameter struct, so it accepts
-    (and ignores) the parameters of the ``MakeLoss`` layer that users pass
-    to it; mxc declares exactly those.
+    MXNet registers ``make_loss`` without a parameter struct: whatever users
+    pass (the ``MakeLoss`` layer's ``grad_scale``, a ``dtype``) stays on the
+    node unread, and so it does here (no declared attributes).
     """
-
-    attrs = {
-        "grad_scale": Attr(to_float, 1.0, "gradient scale (training only)"),
-        "valid_thresh": Attr(to_float, 0.0, "threshold for 'valid' normalization (training only)"),
-        "normalization": Attr(enum("null", "batch", "valid"), "null",
-                              "gradient normalization (training only)"),
-    }
 
     def output_names(self, p):
         return ["loss"]

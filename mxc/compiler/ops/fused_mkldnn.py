@@ -95,7 +95,7 @@ class _FusedOp(SubgraphOp):
                 from ...errors import UnsupportedOpError
                 act = n.attrs.get("act_type", n.op)
                 raise UnsupportedOpError({f"{self.name} with fused {act!r} (quantized)": 1},
-                                         where=f"node {p.node_name!r}")
+                                         where=f"node {p.node_ref}")
         return kinds
 
     def n_base(self, p) -> int:
@@ -156,7 +156,7 @@ class _FusedOp(SubgraphOp):
         quant = self.quantized_inputs(p)
         for i in quant:
             if base[i] is not None and base[i] not in ("int8", "uint8"):
-                raise DTypeError(f"operator {self.name} (node {p.node_name!r}): quantized input "
+                raise DTypeError(f"operator {self.name} (node {p.node_ref}): quantized input "
                                  f"{i} must be int8 or uint8, got {base[i]}")
         seeded = [None if i in quant else t for i, t in enumerate(base)]
         seeded = [("float32" if i in quant else t) for i, t in enumerate(seeded)]

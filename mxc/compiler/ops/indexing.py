@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape, merge_all, normalize_axis
+from .common import contiguous, fmt_shape, merge_all, normalize_axis
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool,
                        to_dtype, to_float, to_int, to_shape)
 from .shape_manip import attr_error, check_axis, merge_into, prod, same_dtype
@@ -233,7 +233,7 @@ class GatherND(_IndexDtypeMixin, OpDef):
                 raise ValueError(f"gather_nd index out of bounds for dimension {j} of extent "
                                  f"{size}")
             ix.append(np.fmod(shifted, size))
-        return [np.ascontiguousarray(data[tuple(ix)])]
+        return [contiguous(data[tuple(ix)])]
 
 
 @register_op("scatter_nd")

@@ -116,7 +116,7 @@ class LinalgPotrf(_SameShapeOp):
         try:
             low = np.linalg.cholesky(_mirror_lower(a))
         except np.linalg.LinAlgError:
-            raise ExecutionError(f"operator {self.name} (node {p.node_name!r}): A is not "
+            raise ExecutionError(f"operator {self.name} (node {p.node_ref}): A is not "
                                  f"symmetric positive definite (Cholesky failed)") from None
         return [low if p.lower else np.swapaxes(low, -1, -2).copy()]
 

@@ -95,7 +95,7 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
 
     def infer_type(self, p, in_types, out_types):
         if in_types[0] is not None and in_types[0] not in ("float32", "int8", "uint8"):
-            raise DTypeError(f"operator _contrib_quantize_v2 (node {p.node_name!r}): input "
+            raise DTypeError(f"operator _contrib_quantize_v2 (node {p.node_ref}): input "
                              f"must be float32, int8 or uint8, got {in_types[0]}")
         return list(in_types), [_quantize_out_type(p), "float32", "float32"]
 
@@ -140,7 +140,7 @@ class Dequantize(OpDef):
 
     def infer_type(self, p, in_types, out_types):
         if in_types[0] is not None and in_types[0] not in ("int8", "uint8"):
-            raise DTypeError(f"operator _contrib_dequantize (node {p.node_name!r}): input "
+            raise DTypeError(f"operator _contrib_dequantize (node {p.node_ref}): input "
                              f"must be int8 or uint8, got {in_types[0]}")
         return [in_types[0], "float32", "float32"], ["float32"]
 
@@ -166,7 +166,7 @@ class Requantize(_RangeOutputsMixin, OpDef):
 
     def infer_type(self, p, in_types, out_types):
         if in_types[0] is not None and in_types[0] != "int32":
-            raise DTypeError(f"operator _contrib_requantize (node {p.node_name!r}): input "
+            raise DTypeError(f"operator _contrib_requantize (node {p.node_ref}): input "
                              f"must be int32, got {in_types[0]}")
         return (["int32", "float32", "float32"],
                 [_quantize_out_type(p), "float32", "float32"])
@@ -218,7 +218,7 @@ class _QuantizedLinearBase(OpDef):
     def infer_type(self, p, in_types, out_types):
         nw = 2 if p.no_bias else 3
         if in_types[0] is not None and in_types[0] not in self.data_types:
-            raise DTypeError(f"operator {self.name} (node {p.node_name!r}): data must be "
+            raise DTypeError(f"operator {self.name} (node {p.node_ref}): data must be "
                              f"{' or '.join(self.data_types)}, got {in_types[0]}")
         ins = [in_types[0]] + ["int8"] * (nw - 1) + ["float32"] * (2 * nw)
         return ins, ["int32", "float32", "float32"]
@@ -257,7 +257,7 @@ class QuantizedConv(_QuantizedLinearBase):
     def validate(self, p):
         def bad(key, msg):
             return AttributeInvalidError(f"operator _contrib_quantized_conv (node "
-                                         f"{p.node_name!r}): attribute {key}={p[key]!r} {msg}")
+                                         f"{p.node_ref}): attribute {key}={p[key]!r} {msg}")
         if len(p.kernel) != 2:
             raise bad("kernel", "must be 2-D: quantized_conv only supports 2-D convolution")
         for key in ("stride", "dilate", "pad"):
@@ -339,7 +339,7 @@ class QuantizedFullyConnected(_QuantizedLinearBase):
     def validate(self, p):
         if p.num_hidden < 1:
             raise AttributeInvalidError(
-                f"operator _contrib_quantized_fully_connected (node {p.node_name!r}): "
+                f"operator _contrib_quantized_fully_connected (node {p.node_ref}): "
                 f"attribute num_hidden={p.num_hidden} must be >= 1")
 
     def infer_shape(self, p, in_shapes, out_shapes):

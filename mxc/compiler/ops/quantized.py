@@ -43,7 +43,7 @@ def _out_ranges(p, outs):
 def _check_dtype(p, dtype, allowed, what="data"):
     if dtype is not None and dtype not in allowed:
         raise DTypeError(f"operator {p.node.op if p.node is not None else '?'} (node "
-                         f"{p.node_name!r}): {what} must be {' or '.join(allowed)}, got {dtype}")
+                         f"{p.node_ref}): {what} must be {' or '.join(allowed)}, got {dtype}")
 
 
 # ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ Dtypes are numpy dtype names (``"float32"``) or ``None`` when unknown.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -30,6 +31,8 @@ from ...errors import (AttributeInvalidError, AttributeRequiredError, MxcError, 
                        UnsupportedOpError)
 from ...registry import Registry
 from ..ir.attrs import format_attr_value, parse_attr_value
+
+log = logging.getLogger(__name__)
 
 Shape = tuple  # tuple[int | None, ...]
 ShapeList = list  # list[Shape | None]
@@ -92,12 +95,23 @@ class Params(Mapping):
         return getattr(self.node, "name", "?")
 
     @property
+    def node_ref(self) -> str:
+        """The node as messages name it (:attr:`~mxc.compiler.ir.Node.ref`)."""
+        return node_ref(self.node)
+
+    @property
     def np_shape(self) -> bool:
         """True when the node comes from a graph with NumPy shape semantics
         (``is_np_shape``): shape attributes are then literal (``()`` is 0-d,
         0 an empty extent) instead of MXNet's legacy "0 = unknown"."""
         meta = getattr(self.node, "meta", None)
         return bool(meta and meta.get("np_shape"))
+
+
+def node_ref(node) -> str:
+    """*node* as messages name it: its :attr:`~mxc.compiler.ir.Node.ref`, or ``'?'``."""
+    ref = getattr(node, "ref", None)
+    return ref if isinstance(ref, str) else repr(getattr(node, "name", "?"))
 
 
 # -- converters ---------------------------------------------------------------
@@ -137,9 +151,16 @@ def to_str(text: str) -> str:
     return text
 
 
-def to_shape(text: str) -> tuple[int, ...]:
-    """A tuple of ints; a bare int ``3`` means ``(3,)`` as in MXNet's TShape."""
+def to_shape(text: str) -> tuple[int, ...] | None:
+    """A tuple of ints; a bare int ``3`` means ``(3,)`` as in MXNet's TShape.
+
+    ``None`` is None: MXNet's tuple parser reads it as a shape of unknown rank
+    (gluoncv writes ``GridGenerator(target_shape=None)``); the op decides
+    whether it can do without the value.
+    """
     v = _value(text)
+    if v is None:
+        return None
     if isinstance(v, bool):
         raise ValueError("expected a shape tuple such as (3, 3)")
     if isinstance(v, int):
@@ -163,8 +184,11 @@ def to_opt_int_tuple(text: str) -> tuple[int | None, ...]:
     raise ValueError("expected a tuple of integers or None")
 
 
-def to_float_tuple(text: str) -> tuple[float, ...]:
+def to_float_tuple(text: str) -> tuple[float, ...] | None:
+    """A tuple of numbers (a bare number is a 1-tuple); ``None`` as :func:`to_shape`."""
     v = _value(text)
+    if v is None:
+        return None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return (float(v),)
     if isinstance(v, (tuple, list)) and all(
@@ -232,6 +256,15 @@ class OpDef:
         unless :meth:`input_names` says otherwise.
     is_subgraph_op:
         True for ops that carry a nested graph (``_CachedOp``, custom regions).
+    has_param_struct:
+        Whether MXNet 1.9.1 parses the op's attributes with a parameter struct
+        (``dmlc::Parameter``), which refuses unknown keys.  Derived once, at
+        registration, from the schema: an op that declares attributes has one,
+        an op without them has none (checked against MXNet's sources by
+        ``tests/ops/test_attr_schema.py``).  Without a struct MXNet keeps every
+        attribute on the node and reads none (``F.zeros_like(x, dtype='int64')``
+        writes a ``dtype`` that changes nothing), so :meth:`parse_attrs` ignores
+        them too, with a debug log.
     """
 
     name: str = ""
@@ -241,35 +274,51 @@ class OpDef:
     arguments: tuple[str, ...] = ("data",)
     aux: tuple[str, ...] = ()
     is_subgraph_op: bool = False
+    has_param_struct: bool = True
 
     # -- attributes ---------------------------------------------------------------
     def parse_attrs(self, raw: Mapping[str, str], node=None) -> Params:
         """Convert raw strings to typed values, applying defaults and checking."""
-        node_name = getattr(node, "name", "?")
+        where = f"operator {self.name} (node {node_ref(node)})"
         values: dict[str, Any] = {}
         for key, text in raw.items():
             spec = self.attrs.get(key)
+            if spec is None and not self.has_param_struct:
+                log.debug("%s: attribute %s=%r ignored (MXNet registers %s without a "
+                          "parameter struct and reads no attributes)", where, key, text,
+                          self.name)
+                continue
             if spec is None:
                 known = ", ".join(sorted(self.attrs)) or "none"
                 raise AttributeInvalidError(
-                    f"operator {self.name} (node {node_name!r}): unknown attribute {key!r}; "
+                    f"{where}: unknown attribute {key!r}; "
                     f"known attributes: {known}")
             try:
                 values[key] = spec.convert(text)
             except (ValueError, TypeError, MxcError) as exc:
                 reason = getattr(exc, "bare_message", None) or str(exc)
                 raise AttributeInvalidError(
-                    f"operator {self.name} (node {node_name!r}): attribute {key}={text!r} "
+                    f"{where}: attribute {key}={text!r} "
                     f"is invalid: {reason}") from None
         for key, spec in self.attrs.items():
             if key not in values:
                 if spec.default is REQUIRED:
                     raise AttributeRequiredError(
-                        f"operator {self.name} (node {node_name!r}): required attribute "
+                        f"{where}: required attribute "
                         f"{key!r} is missing")
                 values[key] = spec.default
         p = Params(values, node)
-        self.validate(p)
+        try:
+            self.validate(p)
+        except (TypeError, ValueError, IndexError) as exc:
+            # a shape written "None" parses (MXNet: unknown rank), but this op needs it
+            unknown = [k for k, v in values.items() if v is None and raw.get(k, "").strip()
+                       == "None"]
+            if not unknown:
+                raise
+            raise AttributeInvalidError(
+                f"{where}: attribute {', '.join(f'{k}=None' for k in unknown)} is a shape of "
+                f"unknown rank, which this operator needs to know") from None
         return p
 
     def validate(self, p: Params) -> None:
@@ -334,6 +383,16 @@ class OpDef:
                     out_shapes: ShapeList) -> tuple[ShapeList, ShapeList]:
         """Return refined ``(in_shapes, out_shapes)``; may fill either side."""
         raise NotImplementedError(f"{self.name}: infer_shape not implemented")
+
+    def reported_input_shapes(self, p: Params, in_shapes: ShapeList) -> ShapeList:
+        """The input shapes MXNet's ``infer_shape`` reports once this op's shape
+        function has run: a few write their internal view of an input back into
+        the graph (``concatenate(axis=None)`` its inputs flattened, ``insert``
+        its values padded to the array's rank), and MXNet then lists that view
+        as the argument's shape.  :meth:`Symbol.infer_shape
+        <mxc.symbol.Symbol.infer_shape>` reports it too; inference, binding and
+        compiling keep the real shapes.  Default: unchanged."""
+        return in_shapes
 
     def infer_type(self, p: Params, in_types: list, out_types: list) -> tuple[list, list]:
         """Default: every input and output shares one dtype (MXNet's ElemwiseType)."""
@@ -419,6 +478,7 @@ def register_op(name: str, *, family: str = "", aliases: Iterable[str] = (),
     """Class decorator: instantiate and register an :class:`OpDef` subclass."""
     def deco(cls: type) -> type:
         inst = cls()
+        inst.has_param_struct = bool(inst.attrs)  # derived once from the schema
         inst.name = name
         inst.family = family or cls.__module__.rsplit(".", 1)[-1]
         inst.aliases = tuple(aliases)
@@ -443,7 +503,7 @@ def get_op(name: str, node=None) -> OpDef:
     """The definition of *name*; raises :class:`UnsupportedOpError`."""
     op = OPS.get(name)
     if op is None:
-        where = f"node {node.name!r}" if node is not None else "graph"
+        where = f"node {node.ref}" if node is not None else "graph"
         raise UnsupportedOpError({name: 1}, where=where, suggestions=_suggest([name]))
     return op
 
@@ -498,4 +558,4 @@ def check_supported(graph) -> None:
 def shape_error(p: Params, message: str) -> ShapeError:
     """A :class:`ShapeError` that names the op and node."""
     op = getattr(getattr(p, "node", None), "op", "?")
-    return ShapeError(f"operator {op} (node {p.node_name!r}): {message}")
+    return ShapeError(f"operator {op} (node {p.node_ref}): {message}")

@@ -251,3 +251,32 @@ class RNNParamConcat(Concat):
     schema and kernel); MXNet gives it its own name only so that its shape
     inference may leave inputs of deferred shape unknown.
     """
+
+    def infer_shape(self, p, in_shapes, out_shapes):
+        """:class:`Concat`'s inference, plus MXNet's rule for deferred weights.
+
+        A bidirectional layer's first ``l0_i2h_weight`` and ``r0_i2h_weight``
+        both wait for the input size (Gluon exports them as ``(4H, 0)``), so two
+        inputs are unknown along the axis; MXNet splits the rest of the
+        parameter vector evenly between them (and refuses more than two).
+        """
+        ins, outs = super().infer_shape(p, in_shapes, out_shapes)
+        known = [s for s in ins if s is not None]
+        if not known or outs[0] is None:
+            return ins, outs
+        axis = p.dim % len(known[0])
+        missing = [i for i, s in enumerate(ins) if s is None or s[axis] is None]
+        total = outs[0][axis]
+        if len(missing) < 2 or total is None:
+            return ins, outs
+        if len(missing) > 2:
+            raise shape_error(p, f"{len(missing)} inputs of unknown size along dim {axis}; "
+                                 f"MXNet infers at most 2 (the two directions' input weights)")
+        residual = total - sum(s[axis] for i, s in enumerate(ins) if i not in missing)
+        if residual < 0 or residual % 2:
+            raise shape_error(p, f"the {residual} parameters left for the 2 inputs of unknown "
+                                 f"size cannot be split evenly between them")
+        for i in missing:
+            s = ins[i]
+            ins[i] = s[:axis] + (residual // 2,) + s[axis + 1:]
+        return ins, outs

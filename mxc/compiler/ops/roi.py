@@ -19,11 +19,11 @@ from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, 
 def _check_pool_attrs(p, op):
     if len(p.pooled_size) != 2 or min(p.pooled_size) <= 0:
         raise AttributeInvalidError(
-            f"operator {op} (node {p.node_name!r}): attribute pooled_size={p.pooled_size} "
+            f"operator {op} (node {p.node_ref}): attribute pooled_size={p.pooled_size} "
             f"must be two positive integers (h, w)")
     if not 0.0 <= p.spatial_scale <= 1.0:
         raise AttributeInvalidError(
-            f"operator {op} (node {p.node_name!r}): attribute spatial_scale="
+            f"operator {op} (node {p.node_ref}): attribute spatial_scale="
             f"{p.spatial_scale} must be in [0, 1]")
 
 

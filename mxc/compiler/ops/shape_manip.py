@@ -19,7 +19,8 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import AttributeInvalidError
-from .common import compute_dtype, fmt_shape, is_known, merge_all, merge_shape, normalize_axis
+from .common import (compute_dtype, contiguous, fmt_shape, is_known, merge_all, merge_shape,
+                     normalize_axis)
 from .registry import (Attr, OpDef, Params, optional, register_op, shape_error, to_bool,
                        to_dtype, to_int, to_shape)
 
@@ -32,7 +33,7 @@ def attr_error(op: OpDef, p: Params, attr: str, message: str) -> AttributeInvali
     """An :class:`AttributeInvalidError` naming op, node and attribute."""
     value = p.get(attr) if attr in p else None
     return AttributeInvalidError(
-        f"operator {op.name} (node {p.node_name!r}): attribute {attr}={value!r} is invalid: "
+        f"operator {op.name} (node {p.node_ref}): attribute {attr}={value!r} is invalid: "
         f"{message}")
 
 
@@ -404,7 +405,7 @@ class Transpose(OpDef):
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
-        return [np.ascontiguousarray(np.transpose(x, self._perm(p, x.ndim)))]
+        return [contiguous(np.transpose(x, self._perm(p, x.ndim)))]
 
 
 @register_op("SwapAxis", aliases=("swapaxes",))
@@ -435,7 +436,7 @@ class SwapAxis(OpDef):
     def forward(self, p, inputs, ctx):
         x = inputs[0]
         a, b = self._dims(p, x.ndim)
-        return [np.ascontiguousarray(np.swapaxes(x, a, b))]
+        return [contiguous(np.swapaxes(x, a, b))]
 
 
 def _like_range(p: Params, ndim: int, side: str, begin, end) -> tuple[int, int]:

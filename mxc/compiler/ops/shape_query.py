@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import Attr, OpDef, optional, register_op, to_int
+from .registry import OpDef, register_op
 from .shape_manip import merge_into
 
 
@@ -13,14 +13,8 @@ from .shape_manip import merge_into
 class ShapeArray(OpDef):
     """``shape_array``: the input's shape as a 1-D int64 array."""
 
-    # listed in MXNet's signature for shape_array (shared with reshape_like); unused
-    attrs = {
-        "lhs_begin": Attr(optional(to_int), None),
-        "lhs_end": Attr(optional(to_int), None),
-        "rhs_begin": Attr(optional(to_int), None),
-        "rhs_end": Attr(optional(to_int), None),
-    }
-
+    # MXNet 1.9.1 registers shape_array without a parameter struct: any attribute (its
+    # Python signature lists reshape_like's lhs_begin/...) stays on the node unread
     def infer_shape(self, p, in_shapes, out_shapes):
         oshape = out_shapes[0]
         if in_shapes[0] is not None:

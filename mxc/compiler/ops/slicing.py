@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape, normalize_axis
+from .common import contiguous, fmt_shape, normalize_axis
 from .registry import (Attr, OpDef, optional, register_op, shape_error, to_int,
                        to_opt_int_tuple, to_shape)
 from .shape_manip import attr_error, merge_into, same_dtype
@@ -95,7 +95,7 @@ class Slice(OpDef):
             b, e = index_range(p, x.shape[i], p.begin[i], p.end[i], s)
             n = range_extent(b, e, s)
             x = np.take(x, b + s * np.arange(n, dtype=np.int64), axis=i)
-        return [np.ascontiguousarray(x)]
+        return [contiguous(x)]
 
 
 @register_op("slice_axis")
@@ -129,7 +129,7 @@ class SliceAxis(OpDef):
     def forward(self, p, inputs, ctx):
         x = inputs[0]
         axis, b, e = self._range(p, x.shape)
-        return [np.ascontiguousarray(np.take(x, np.arange(b, e), axis=axis))]
+        return [contiguous(np.take(x, np.arange(b, e), axis=axis))]
 
 
 @register_op("slice_like")
@@ -176,4 +176,4 @@ class SliceLike(OpDef):
     def forward(self, p, inputs, ctx):
         x, like = inputs
         index = tuple(slice(0, n) for n in self._out(p, x.shape, like.shape))
-        return [np.ascontiguousarray(x[index])]
+        return [contiguous(x[index])]

@@ -81,15 +81,15 @@ class UpSampling(OpDef):
     def validate(self, p):
         if p.scale < 1:
             raise AttributeInvalidError(
-                f"operator UpSampling (node {p.node_name!r}): attribute scale={p.scale} "
+                f"operator UpSampling (node {p.node_ref}): attribute scale={p.scale} "
                 f"must be >= 1")
         if p.num_args < 1:
             raise AttributeInvalidError(
-                f"operator UpSampling (node {p.node_name!r}): attribute num_args={p.num_args} "
+                f"operator UpSampling (node {p.node_ref}): attribute num_args={p.num_args} "
                 f"must be >= 1")
         if not 0 <= p.workspace <= 8192:
             raise AttributeInvalidError(
-                f"operator UpSampling (node {p.node_name!r}): attribute workspace="
+                f"operator UpSampling (node {p.node_ref}): attribute workspace="
                 f"{p.workspace} must be in [0, 8192]")
 
     def input_names(self, p):
@@ -215,7 +215,7 @@ class BilinearResize2D(OpDef):
         for key in ("height", "width"):
             if not 1 <= p[key] <= 10000:
                 raise AttributeInvalidError(
-                    f"operator _contrib_BilinearResize2D (node {p.node_name!r}): attribute "
+                    f"operator _contrib_BilinearResize2D (node {p.node_ref}): attribute "
                     f"{key}={p[key]} must be in [1, 10000]")
         need = []
         if p.mode == "odd_scale":
@@ -225,7 +225,7 @@ class BilinearResize2D(OpDef):
         for key in need:
             if p[key] is None:
                 raise AttributeInvalidError(
-                    f"operator _contrib_BilinearResize2D (node {p.node_name!r}): attribute "
+                    f"operator _contrib_BilinearResize2D (node {p.node_ref}): attribute "
                     f"{key} is required with mode={p.mode!r}"
                     + (" and scale_height set" if p.mode == "size" else ""))
 
@@ -397,9 +397,11 @@ class GridGenerator(OpDef):
     }
 
     def validate(self, p):
-        if len(p.target_shape) != 2:
+        # None (MXNet: a shape of unknown rank) is what gluoncv writes for 'warp', which
+        # takes its size from the flow; 'affine' needs it (checked by inference)
+        if p.target_shape is not None and len(p.target_shape) != 2:
             raise AttributeInvalidError(
-                f"operator GridGenerator (node {p.node_name!r}): attribute target_shape="
+                f"operator GridGenerator (node {p.node_ref}): attribute target_shape="
                 f"{p.target_shape} must have 2 entries (H, W)")
 
     def num_outputs(self, p):
@@ -418,7 +420,7 @@ class GridGenerator(OpDef):
         if p.transform_type == "affine":
             if len(d) != 2 or (d[1] is not None and d[1] != 6):
                 raise shape_error(p, f"affine data must be (batch, 6), got {fmt_shape(d)}")
-            h, w = p.target_shape
+            h, w = _target_shape(p)
             if h <= 0 or w <= 0:
                 raise shape_error(p, f"target_shape={p.target_shape} must be positive for "
                                      f"transform_type='affine'")
@@ -452,6 +454,14 @@ class GridGenerator(OpDef):
         return [cast_to(out, x0.dtype), cast_to(dst, x0.dtype)]
 
 
+def _target_shape(p) -> tuple[int, int]:
+    """``(H, W)`` of an affine grid; ``target_shape=None`` (unknown) cannot size one."""
+    if p.target_shape is None:
+        raise shape_error(p, "target_shape=None (a shape of unknown rank) cannot size an "
+                             "affine grid; give (H, W)")
+    return tuple(p.target_shape)
+
+
 # ---------------------------------------------------------------------------
 # SpatialTransformer
 # ---------------------------------------------------------------------------
@@ -468,9 +478,9 @@ class SpatialTransformer(OpDef):
     arguments = ("data", "loc")
 
     def validate(self, p):
-        if len(p.target_shape) != 2:
+        if p.target_shape is not None and len(p.target_shape) != 2:
             raise AttributeInvalidError(
-                f"operator SpatialTransformer (node {p.node_name!r}): attribute target_shape="
+                f"operator SpatialTransformer (node {p.node_ref}): attribute target_shape="
                 f"{p.target_shape} must have 2 entries (H, W)")
 
     def num_outputs(self, p):
@@ -489,7 +499,7 @@ class SpatialTransformer(OpDef):
             raise shape_error(p, f"loc must be (batch, 6), got {fmt_shape(loc)}")
         if not is_known(d) or not is_known(loc):
             return list(in_shapes), list(out_shapes)
-        h, w = p.target_shape
+        h, w = _target_shape(p)
         if h <= 0 or w <= 0:
             raise shape_error(p, f"target_shape={p.target_shape} must be positive")
         outs = [(d[0], d[1], h, w), (3, h * w), (d[0], 2, h * w)]

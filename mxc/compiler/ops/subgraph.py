@@ -79,7 +79,7 @@ class SubgraphOp(OpDef):
         """The nested graph of the node *p* belongs to."""
         node = p.node
         if node is None or not node.subgraphs:
-            raise OpError(f"subgraph operator {self.name} (node {p.node_name!r}) has no nested "
+            raise OpError(f"subgraph operator {self.name} (node {p.node_ref}) has no nested "
                           f"graph (node.subgraphs is empty)")
         return node.subgraphs[0]
 
@@ -94,7 +94,7 @@ class SubgraphOp(OpDef):
         except ValueError:
             n = -1
         if n < 0:
-            raise OpError(f"subgraph operator {self.name} (node {p.node_name!r}): attribute "
+            raise OpError(f"subgraph operator {self.name} (node {p.node_ref}): attribute "
                           f"{EXTRA_INPUTS_ATTR}={text!r} must be a non-negative integer")
         return n
 
@@ -134,7 +134,7 @@ class SubgraphOp(OpDef):
             new_ins, new_outs = infer_nested(g, kind, list(ins[:n_in]), list(outs))
         except (ShapeError, DTypeError) as exc:
             cls = type(exc)
-            raise cls(f"subgraph operator {self.name} (node {p.node_name!r}): {exc}") from None
+            raise cls(f"subgraph operator {self.name} (node {p.node_ref}): {exc}") from None
         return new_ins + list(ins[n_in:]), new_outs
 
     # -- semantics ----------------------------------------------------------------
@@ -228,7 +228,7 @@ def evaluate_nested(graph, inputs: Sequence[np.ndarray], shapes: dict,
         except MxcError:
             raise
         except Exception as exc:
-            raise ExecutionError(f"operator {node.op} (node {node.name!r}) failed in the "
+            raise ExecutionError(f"operator {node.op} (node {node.ref}) failed in the "
                                  f"reference backend: {type(exc).__name__}: {exc}") from exc
         for i, v in enumerate(outs):
             v = np.asarray(v)
@@ -251,7 +251,7 @@ def infer_nested(graph, kind: str, in_values: list, out_values: list,
     """
     from ..infer import infer_seeded
     inputs = graph.input_nodes()
-    seeds = [((id(node), 0), v, f"input {node.name!r}") for node, v in zip(inputs, in_values)]
+    seeds = [((id(node), 0), v, f"input {node.ref}") for node, v in zip(inputs, in_values)]
     seeds += [(e.key, v, f"output {k}") for k, (e, v) in enumerate(zip(graph.outputs, out_values))]
     values = infer_seeded(graph, kind, seeds)
     if full:

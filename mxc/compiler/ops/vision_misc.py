@@ -13,7 +13,7 @@ from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to
 
 
 def _attr_error(p, op, key, msg):
-    return AttributeInvalidError(f"operator {op} (node {p.node_name!r}): attribute "
+    return AttributeInvalidError(f"operator {op} (node {p.node_ref}): attribute "
                                  f"{key}={p[key]!r} {msg}")
 
 

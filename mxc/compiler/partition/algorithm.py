@@ -219,7 +219,7 @@ class _Builder(_CycleChecks, _Replacement):
         total = 0
         for i, node in enumerate(order):
             if node.control_deps:
-                raise PartitionError(f"cannot partition: node {node.name!r} has control "
+                raise PartitionError(f"cannot partition: node {node.ref} has control "
                                      f"dependencies, which MXNet's partitioner does not "
                                      f"support")
             inputs = node.inputs

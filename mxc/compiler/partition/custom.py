@@ -248,15 +248,15 @@ class CustomSubgraphProperty(SubgraphProperty):
             if len(ids) != len(order):
                 raise PartitionError(f"{self.where}: supported_ops changed the length of ids "
                                      f"from {len(order)} to {len(ids)}; set ids[i] in place")
-            supported: dict[str, int] = {}
+            supported: dict[int, int] = {}
             for i, value in enumerate(ids):
                 if isinstance(value, bool) or not isinstance(value, int) or value < UNSUPPORTED:
                     raise PartitionError(
                         f"{self.where}: supported_ops set ids[{i}] (node "
-                        f"{order[i].name!r}) to {value!r}; use UNSUPPORTED (-2), ANY_SUBGRAPH "
+                        f"{order[i].ref}) to {value!r}; use UNSUPPORTED (-2), ANY_SUBGRAPH "
                         f"(-1) or a subgraph id >= 0")
                 if value != UNSUPPORTED:
-                    supported[order[i].name] = value
+                    supported[id(order[i])] = value
             self._selector = _SupportedIdsSelector(supported)
         elif s.create_selector is not None:
             try:
@@ -379,20 +379,22 @@ def _review_result(result: Any, where: str, sid: int) -> tuple[bool, dict]:
 class _SupportedIdsSelector(SubgraphSelector):
     """Selection from ``supported_ops`` ids (MXNet's ``CustomContainOpSelector``).
 
-    Nodes are looked up by name, as MXNet does.
+    MXNet looks nodes up by name, so where two nodes share a name (a Gluon
+    block called twice) the id set last wins for both; here each node keeps
+    its own id (looked up by identity), which is the same for unique names.
     """
 
-    def __init__(self, supported: dict[str, int]):
+    def __init__(self, supported: dict[int, int]):
         self.supported = supported
 
     def select(self, node: Node) -> bool:
-        return node.name in self.supported
+        return id(node) in self.supported
 
     def _join(self, node: Node, new: Node) -> bool:
-        sid = self.supported.get(new.name)
+        sid = self.supported.get(id(new))
         if sid is None:
             return False
-        return sid == ANY_SUBGRAPH or self.supported.get(node.name, 0) == sid
+        return sid == ANY_SUBGRAPH or self.supported.get(id(node), 0) == sid
 
     def select_input(self, node: Node, input_node: Node) -> bool:
         return self._join(node, input_node)

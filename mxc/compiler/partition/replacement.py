@@ -59,24 +59,23 @@ class _Replacement:
         variables: list[Node] = []
         uniq_vars: list[Node] = []
         count: dict[str, int] = {}
-        shared: dict[str, Node] = {}
+        # dedup shares one variable per distinct *entry*; MXNet keys this by the entry's
+        # name, which would merge the outputs of two nodes that share a name (a Gluon block
+        # called twice), so the variables keep MXNet's names but are keyed by identity
+        shared: dict[tuple[int, int], Node] = {}
         for _, node, k, e in cut:
             base_name = self._entry_name(e)
             c = count.get(base_name)
-            if c is None:
-                count[base_name] = 0
-                var = Node(None, _unique(f"{base_name}0", inner_names))
+            count[base_name] = 0 if c is None else c + 1
+            ident = e.key
+            var = shared.get(ident) if dedup else None
+            if var is None:
+                var = Node(None, _unique(f"{base_name}{count[base_name]}", inner_names))
                 inner_names.add(var.name)
-                shared[base_name] = var
-                uniq_orig.append(e)
-                uniq_vars.append(var)
-            else:
-                count[base_name] = c + 1
-                if dedup:
-                    var = shared[base_name]
-                else:
-                    var = Node(None, _unique(f"{base_name}{c + 1}", inner_names))
-                    inner_names.add(var.name)
+                if ident not in shared:
+                    shared[ident] = var
+                    uniq_orig.append(e)
+                    uniq_vars.append(var)
             orig.append(e)
             variables.append(var)
             node.set_input(k, Entry(var, 0, 0))

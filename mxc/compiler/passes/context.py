@@ -220,7 +220,7 @@ class PassContext(Mapping):
         """Remove input *slot* of *node* (later inputs shift down); returns the entry."""
         inputs = list(node.inputs)
         if not -len(inputs) <= slot < len(inputs):
-            raise PassError(f"node {node.name!r} has no input {slot} ({len(inputs)} inputs)")
+            raise PassError(f"node {node.ref} has no input {slot} ({len(inputs)} inputs)")
         removed = inputs.pop(slot)
         node.inputs = inputs
         return removed
@@ -335,7 +335,7 @@ class PassContext(Mapping):
             if node is None:
                 node = self.add_input(target)
         if node.op is not None:
-            raise PassError(f"alloc_{kind}: node {node.name!r} is an operator ({node.op}); "
+            raise PassError(f"alloc_{kind}: node {node.ref} is an operator ({node.op}); "
                             f"parameters belong to variables")
         if "__shape__" in node.attrs:
             node.attrs["__shape__"] = str(tuple(array.shape))
@@ -380,7 +380,7 @@ class PassContext(Mapping):
 
     def fail(self, message: str, node: Node | None = None) -> NoReturn:
         """Stop the pipeline with a :class:`~mxc.errors.PassError` (naming *node*)."""
-        err = PassError(message if node is None else f"node {node.name!r}: {message}")
+        err = PassError(message if node is None else f"node {node.ref}: {message}")
         err.node = node.name if node is not None else None
         raise err
 

@@ -149,7 +149,7 @@ def _try(rule: RewritePattern, node: Node, graph: Graph, ctx: PassContext) -> bo
         result = list(result)
         if len(result) > root.node.num_outputs():
             raise PassError(f"{rule.name}: {len(result)} replacements for node "
-                            f"{root.node.name!r}, which has {root.node.num_outputs()} outputs")
+                            f"{root.node.ref}, which has {root.node.num_outputs()} outputs")
         pairs = [(Entry(root.node, i), r.out if isinstance(r, Node) else r)
                  for i, r in enumerate(result)]
     for old, new in pairs:

@@ -36,17 +36,17 @@ register_host_only("_foreach", "_while_loop", "_cond",
 
 
 def lower_bodies(mb, host_nodes, shapes, dtypes, params=None,
-                 bind_params: bool = True) -> dict[str, list]:
+                 bind_params: bool = True) -> dict[int, list]:
     """Lower the bodies of control-flow *host_nodes* into *mb*.
 
     Body inputs that are the same on every call (:meth:`invariant_inputs`)
     and come from a model parameter are bound as constants (weights of an
     RNN cell), so TVM folds their layout changes out of the loop.
 
-    Returns ``{node name: [body spec or None per body]}``; a spec is
+    Returns ``{id(node): [body spec or None per body]}``; a spec is
     ``{"function": name, "inputs": [body input position per function parameter]}``.
     """
-    out: dict[str, list] = {}
+    out: dict[int, list] = {}
     for n, node in enumerate(host_nodes):
         opdef = node.opdef
         if not isinstance(opdef, ControlFlowOp):
@@ -65,7 +65,7 @@ def lower_bodies(mb, host_nodes, shapes, dtypes, params=None,
                         bound[body.input_nodes()[loc].name] = params[src.name]
             specs.append(_lower_body(mb, f"body{n}_{k}", node, opdef, p, k, body, in_shapes,
                                      in_dtypes, bound))
-        out[node.name] = specs
+        out[id(node)] = specs
     return out
 
 

@@ -112,7 +112,7 @@ def quantized_conv(ctx: Lowering):
     def value(entry):
         arr = ctx.const_value(op.input_position(p, entry))
         if arr is None:
-            raise ctx.error(f"input {entry.node.name!r} must be a bound parameter: the int8 "
+            raise ctx.error(f"input {entry.node.ref} must be a bound parameter: the int8 "
                             f"weights are quantized at compile time")
         return arr
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..common import contiguous
 from ..registry import OpDef, Params, shape_error
 from ..registry import attr_value as parse_value
 
@@ -163,5 +164,5 @@ class NumpyFunctionOp(NumpyOpMixin, OpDef):
         for i, o in enumerate(outs):
             dt = ctx.out_dtypes[i] if i < len(ctx.out_dtypes) and ctx.out_dtypes[i] else None
             o = np.asarray(o)
-            res.append(np.ascontiguousarray(o.astype(dt) if dt else o))
+            res.append(contiguous(o.astype(dt) if dt else o))
         return res

@@ -29,7 +29,7 @@ def require_integers(op, p, dtypes) -> None:
     """Bitwise ops and ``lcm`` are defined on integer (and bool) tensors only."""
     for t in dtypes:
         if t is not None and np.dtype(t).kind not in "iub":
-            raise DTypeError(f"operator {op.name} (node {p.node_name!r}): needs integer or bool "
+            raise DTypeError(f"operator {op.name} (node {p.node_ref}): needs integer or bool "
                              f"inputs, got {t}")
 
 FAMILY = "numpy.elemwise"

@@ -152,6 +152,24 @@ class _NpInsert(NumpyFunctionOp):
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [in_types[0]]
 
+    def reported_input_shapes(self, p, in_shapes):
+        """MXNet's insert shape functions flatten ``arr`` when ``axis`` is None and
+        align ``values`` to ``arr``'s rank (leading 1s; extra leading 1s dropped):
+        ``v`` of ``(1,)`` into a 2-D array is reported as ``(1, 1)``."""
+        out = list(in_shapes)
+        arr = out[0]
+        if arr is None or None in arr:
+            return out
+        if p.axis is None:
+            arr = out[0] = (int(np.prod(arr)),)
+        elif not arr:
+            return out
+        if p.val is None and out[1] is not None:
+            v = tuple(out[1])
+            out[1] = ((1,) * (len(arr) - len(v)) + v)[-len(arr):] if len(v) <= len(arr) \
+                else v[len(v) - len(arr):]
+        return out
+
     def _obj(self, p, arrays):
         return _index_of(p)
 
@@ -311,7 +329,7 @@ class NpxConstraintCheck(NumpyOpMixin, OpDef):
 
     def forward(self, p, inputs, ctx):
         if not np.all(np.asarray(inputs[0])):
-            raise ConstraintViolated(f"operator _npx_constraint_check (node {p.node_name!r}): "
+            raise ConstraintViolated(f"operator _npx_constraint_check (node {p.node_ref}): "
                                      f"{p.msg}")
         return [np.asarray(True)]
 

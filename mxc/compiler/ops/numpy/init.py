@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import (Attr, OpDef, optional, register_op, to_bool, to_dtype, to_float, to_int,
-                        to_shape, to_str)
+from ..registry import (Attr, OpDef, optional, register_op, shape_error, to_bool, to_dtype,
+                        to_float, to_int, to_shape, to_str)
 from ..shape_manip import merge_into
 from ._common import NumpyOpMixin
 
@@ -154,10 +154,13 @@ class NpIndices(_Creation):
 
 
 class _Window(_Creation):
-    attrs = {"M": Attr(to_int), **_CTX, "dtype": Attr(to_dtype, "float32")}
+    # M is a dmlc::optional<int> in MXNet: "None" parses, and inference then says it is missing
+    attrs = {"M": Attr(optional(to_int)), **_CTX, "dtype": Attr(to_dtype, "float32")}
     fn = staticmethod(np.hanning)
 
     def make(self, p):
+        if p.M is None:
+            raise shape_error(p, "missing 1 required positional argument: 'M' (it is None)")
         return type(self).fn(p.M)
 
 

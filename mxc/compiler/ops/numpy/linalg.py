@@ -17,6 +17,7 @@ import numpy as np
 from ..registry import Attr, enum, register_op, shape_error, to_bool, to_float, to_int, to_shape, \
     to_str
 from ....errors import ExecutionError
+from ..common import contiguous
 from ._common import NumpyFunctionOp, to_opt_axes
 
 FAMILY = "numpy.linalg"
@@ -49,7 +50,7 @@ class _Linalg(NumpyFunctionOp):
         dt = np.asarray(inputs[0]).dtype
         outs = self.compute(p, [_f64(x) if np.asarray(x).dtype.kind == "f" else np.asarray(x)
                                 for x in inputs])
-        return [np.ascontiguousarray(np.asarray(o).astype(ctx.out_dtypes[i] or dt))
+        return [contiguous(np.asarray(o).astype(ctx.out_dtypes[i] or dt))
                 for i, o in enumerate(outs)]
 
 
@@ -267,7 +268,7 @@ def _require_real(p, eigenvalues: np.ndarray) -> None:
     """MXNet's ``eig``/``eigvals`` return real arrays and reject complex spectra."""
     if np.iscomplexobj(eigenvalues) and np.any(np.imag(eigenvalues) != 0):
         raise ExecutionError(f"operator {p.node.op if p.node else 'eig'} (node "
-                             f"{p.node_name!r}): the input has complex eigenvalues, which "
+                             f"{p.node_ref}): the input has complex eigenvalues, which "
                              f"MXNet's real-valued eig/eigvals do not represent")
 
 

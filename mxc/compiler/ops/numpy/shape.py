@@ -183,6 +183,13 @@ class NpConcatenate(_VarArgs):
     def input_names(self, p):
         return [f"data{i}" for i in range(p.num_args)]
 
+    def reported_input_shapes(self, p, in_shapes):
+        """``axis=None``: MXNet's shape function flattens each input in place, so its
+        ``infer_shape`` lists a ``(2, 3)`` argument as ``(6,)``."""
+        if p.axis is not None:
+            return in_shapes
+        return [s if s is None or None in s else (int(np.prod(s)),) for s in in_shapes]
+
     def compute(self, p, arrays):
         return [np.concatenate(arrays, axis=p.axis)]
 

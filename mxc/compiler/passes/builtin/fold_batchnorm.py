@@ -118,8 +118,11 @@ def _affine(bn: Node, info, ctx):
                           value=scale.reshape(shape).astype(dtype))
     b_var = ctx.alloc_arg(ctx.graph.fresh_name(f"{bn.name}_shift"),
                           value=shift.reshape(shape).astype(dtype))
-    mul = ctx.add_node("broadcast_mul", [bn.inputs[0], s_var], name=f"{bn.name}_scale_mul")
-    return ctx.add_node("broadcast_add", [mul, b_var], name=f"{bn.name}_shift_add").out
+    # fresh names: a BatchNorm block applied twice exports two nodes of one name
+    mul = ctx.add_node("broadcast_mul", [bn.inputs[0], s_var],
+                       name=ctx.graph.fresh_name(f"{bn.name}_scale_mul"))
+    return ctx.add_node("broadcast_add", [mul, b_var],
+                        name=ctx.graph.fresh_name(f"{bn.name}_shift_add")).out
 
 
 def _channel_axis(layer: Node, ndim_of) -> tuple[int | None, int | None]:

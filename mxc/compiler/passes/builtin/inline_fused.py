@@ -37,7 +37,8 @@ def inline_fused(graph, ctx):
                     continue
                 ins = [_outer(e, mapped, made) for e in inner.inputs]
                 made[id(inner)] = ctx.add_node(inner.op, ins, dict(inner.attrs),
-                                               name=f"{node.name}_{inner.name}")
+                                               name=ctx.graph.fresh_name(
+                                                   f"{node.name}_{inner.name}"))
         head = nested.outputs[0]
         ctx.replace_all_uses(node.out, _outer(head, mapped, made))
         ctx.erase(node)
