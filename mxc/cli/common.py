@@ -62,6 +62,46 @@ def shapes_of(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _close_match(name: str, names: list[str]) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_shape_names(args: argparse.Namespace, inputs: list[str], data_inputs: list[str]
+                      ) -> None:
+    """A ``--shape`` naming no input of the model is a mistyped command line
+    (:class:`~mxc.cli.UsageError`), said before any work instead of being ignored or
+    failing deep in a compile."""
+    from . import UsageError
+    for name in shapes_of(args):
+        if name not in inputs:
+            raise UsageError(f"--shape {name}=...: the model has no input {name!r}"
+                             f"{_close_match(name, inputs)}; its data inputs are "
+                             f"{', '.join(data_inputs) or 'none'}")
+
+
+def require_shapes(args: argparse.Namespace, sym, params: dict) -> None:
+    """``mxc compile``/``tune`` build for static shapes: an input whose shape neither
+    ``--shape`` nor the weights determine is a missing ``--shape`` (a usage error
+    naming it), not a compile failure."""
+    from ..errors import MxcError
+    from . import UsageError
+    given = {n: tuple(v.shape) for n, v in params.items()}
+    given.update(shapes_of(args))
+    try:
+        arg_shapes = sym.infer_shape_partial(**given)[0]
+    except MxcError:
+        return   # inconsistent shapes: the compile names the operator
+    unknown = [n for n, s in zip(sym.list_arguments(), arg_shapes)
+               if n not in params and (s is None or any(d is None or d < 0 for d in s))]
+    unknown = [n for n in unknown if not n.endswith("label")] or unknown  # labels follow data
+    if unknown:
+        first = unknown[0]
+        raise UsageError(f"no shape for input(s) {', '.join(unknown)}: give --shape "
+                         f"{first}=D1,D2,... (or --input-shapes \"{first}:[D1,D2,...]\")")
+
+
 def add_load_argument(p: argparse.ArgumentParser) -> None:
     """``--load LIB`` (repeatable) on a verb that does not define it itself: every verb
     loads the extension libraries named before it reads the model (see
@@ -126,6 +166,8 @@ def load_model(args):
             raise MxcError(f"{args.params}: expected named arrays (arg:/aux: keys), "
                            f"found an unnamed list")
         arg, aux = split_arg_aux(params)
+    inputs = sym.list_inputs()
+    check_shape_names(args, inputs, [n for n in inputs if n not in arg and n not in aux])
     return sym, arg, aux
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from . import register_command
 from .common import (add_load_argument, add_model_arguments, load_model, model_name,
-                     parse_key_value, shapes_of)
+                     parse_key_value, require_shapes, shapes_of)
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -129,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         key = load_private_key(args.sign)
     to_stdout = is_stdout(args.output)
     report = sys.stderr if to_stdout else sys.stdout  # stdout carries the artifact
-    model = compile_from_args(args, progress=not args.quiet)
+    loaded = load_model(args)
+    require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})
+    model = compile_from_args(args, progress=not args.quiet, loaded=loaded)
     model.save(args.output if to_stdout else out, sign=key)
     regions, host = len(model.regions), len(model.host_nodes)
     size = "" if to_stdout or not out.is_file() else f" ({out.stat().st_size:,} bytes)"

@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
                        f"give --params-out to write them")
     _write(result, args)
     before, after = len(sym.graph.topo_order()), len(result.graph.topo_order())
-    print(f"{manager.pipeline}: {before} -> {after} nodes; {_param_summary(result)}",
-          file=report)
+    print(f"{manager.pipeline or 'no passes'}: {before} -> {after} nodes; "
+          f"{_param_summary(result)}", file=report)
     for name, stats in result.statistics:
         if stats:
             print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in stats.items()), file=report)

@@ -158,8 +158,9 @@ def _generate(args, specs: list[tuple[str, tuple, str]], feeds: dict) -> dict:
     out = dict(feeds)
     for name, shape, dtype in missing:
         if shape is None:
-            raise ExecutionError(f"--fill-mode needs the shape of {name!r}: give --shape "
-                                 f"{name}=D1,D2,...")
+            from . import UsageError
+            raise UsageError(f"--fill-mode needs the shape of {name!r}: give --shape "
+                             f"{name}=D1,D2,...")
         dt = np.dtype(dtype)
         if args.fill_mode == "zeros":
             out[name] = np.zeros(shape, dt)
@@ -181,6 +182,7 @@ def _artifact(args):
                    threads=args.threads)
     names = [i.name for i in session.inputs]
     feeds = load_inputs(args.inputs, names)
+    _check_feeds(args, feeds, session.input_names, names)
     feeds = _generate(args, [(i.name, i.shape, i.dtype) for i in session.inputs], feeds)
     return _Runner(session.run, [o.name for o in session.outputs], session), feeds
 
@@ -201,7 +203,7 @@ def _tvm(args):
     loaded = load_model(args)
     sym, arg, aux = loaded
     feeds = load_inputs(args.inputs, _data_names(sym, {**arg, **aux}))
-    _check_feeds(args, feeds, sym.list_inputs())
+    _check_feeds(args, feeds, sym.list_inputs(), _data_names(sym, {**arg, **aux}))
     if not args.weights_as_inputs:   # the compile checks it too; say it before generating
         from ..backends.tvm.compile import params_hint
         from ..compiler.weights import check_params
@@ -217,18 +219,20 @@ def _tvm(args):
     return _Runner(session.run, [o["name"] for o in model.outputs], session), feeds
 
 
-def _check_feeds(args, feeds, inputs) -> None:
-    unknown = sorted(set(feeds) - set(inputs))
+def _check_feeds(args, feeds, accepted, listed) -> None:
+    """Arrays of ``--inputs`` named after no input: said first, as the runtime says it (not
+    as a missing input, which is what the misnamed array leaves behind)."""
+    unknown = sorted(set(feeds) - set(accepted))
     if unknown:
-        raise MxcError(f"{args.inputs}: {', '.join(unknown)} not an input of the model; inputs "
-                       f"are {', '.join(inputs)}")
+        raise ExecutionError(f"{args.inputs}: unknown input(s) {', '.join(map(repr, unknown))}; "
+                             f"the model's inputs are {', '.join(listed)}")
 
 
 def _reference(args):
     sym, arg, aux = load_model(args)
     values = {**arg, **aux}
     feeds = load_inputs(args.inputs, _data_names(sym, values))
-    _check_feeds(args, feeds, sym.list_inputs())
+    _check_feeds(args, feeds, sym.list_inputs(), _data_names(sym, values))
     from ..compiler.weights import check_params
     check_params(sym.list_inputs(), values, set(feeds) | set(shapes_of(args)), source=args.params,
                  hint="Give the model's .params file with --params, or feed the weights in "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import BackendError, DependencyError, MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, shapes_of
+from .common import add_model_arguments, load_model, model_name, require_shapes, shapes_of
 
 
 def parse_rpc(text: str) -> tuple[str, int, str]:
@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise MxcError(f"--trials must be >= 1, not {args.trials}")
     loaded = load_model(args)
+    require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})
     mod, target, compile_options = lower_args_model(args, loaded)
     margin = {} if args.keep_margin is None else {"keep_margin": args.keep_margin}
     report = tune_model(mod, TuneOptions(
