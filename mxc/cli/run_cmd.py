@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for a symbol JSON: reference (numpy, default) or tvm (compile in "
                         "memory, then run)")
     add_shape_arguments(p, "input shape for generated inputs and --backend tvm (default: "
-                           "from --inputs)")
+                           "from --inputs); an artifact takes only the shapes it was "
+                           "compiled for")
     add_compile_arguments(p)
     p.add_argument("--repeat", type=int, default=1,
                    help="measurements for --print-time / runs for --profile (default 1; "
@@ -181,10 +182,30 @@ def _artifact(args):
     session = load(args.model, libraries=args.load, verify_key=args.verify_key,
                    threads=args.threads)
     names = [i.name for i in session.inputs]
+    shapes = _artifact_shapes(args, session)
     feeds = load_inputs(args.inputs, names)
     _check_feeds(args, feeds, session.input_names, names)
-    feeds = _generate(args, [(i.name, i.shape, i.dtype) for i in session.inputs], feeds)
+    feeds = _generate(args, [(i.name, shapes.get(i.name, i.shape), i.dtype)
+                             for i in session.inputs], feeds)
     return _Runner(session.run, [o.name for o in session.outputs], session), feeds
+
+
+def _artifact_shapes(args, session) -> dict[str, tuple[int, ...]]:
+    """The ``--shape``s given for an artifact, each one its input can take (else a usage
+    error naming what it takes: an artifact is not recompiled by a ``--shape``)."""
+    from ..runtime.shapes import accepts, shape_text
+    from . import UsageError
+    from .common import check_shape_names
+    names = [i.name for i in session.inputs]
+    check_shape_names(args, names, names)
+    info = {i.name: i for i in session.inputs}
+    shapes = shapes_of(args)
+    for name, shape in shapes.items():
+        if not accepts(info[name], shape):
+            raise UsageError(f"--shape {name}={','.join(map(str, shape))}: {args.model} takes "
+                             f"{shape_text(info[name])} (compiled for that shape; compile "
+                             f"again with --shape {name}=... for another)")
+    return shapes
 
 
 def _data_names(sym, params) -> list[str]:
