@@ -150,14 +150,15 @@ def model_name(path: str) -> str:
     return stem
 
 
-def load_model(args):
-    """(symbol, arg_params, aux_params) from the common model arguments."""
+def load_model(args, sym=None):
+    """(symbol, arg_params, aux_params) from the common model arguments (*sym*: the
+    model already read, e.g. from standard input)."""
     from ..compiler.symbol import load
     from ..frontend.params import load_params, split_arg_aux
     from ..compiler.ops.registry import check_supported
     from ..draw import register_backend_ops
     register_backend_ops()       # a partitioned JSON may hold _tvm_subgraph nodes
-    sym = load(args.model)
+    sym = load(args.model) if sym is None else sym
     check_supported(sym.graph)   # every verb: all unknown ops at once, nodes, did-you-mean
     arg, aux = {}, {}
     if args.params:

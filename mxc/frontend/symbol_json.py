@@ -87,6 +87,12 @@ def load_json_file(path) -> Graph:
     except OSError as exc:
         raise FrontendError(f"{source}: cannot read symbol file: "
                             f"{exc.strerror or exc}") from None
+    return load_json_bytes(data, source=source)
+
+
+def load_json_bytes(data: bytes, *, source: str = "<bytes>") -> Graph:
+    """Parse a symbol JSON given as bytes (a file's, or standard input's): UTF-8, an
+    optional BOM skipped; a .params or other binary file is named for what it is."""
     from .params import LIST_MAGIC
     if data[:8] == LIST_MAGIC.to_bytes(8, "little"):
         raise FrontendError(f"{source} is a .params file (MXNet NDArray list), not a symbol "
