@@ -25,6 +25,18 @@ def _dims(text: str, dims: str) -> tuple[int, ...]:
     return shape
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a count that must be at least 1 (``--threads 0``, ``--print-top 0``
+    are usage errors, as in tvmc, not silently "none" or a failure later)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     """``name=1,3,224,224`` (or ``name=1x3x224x224``) -> ``("name", (1, 3, 224, 224))``."""
     name, sep, dims = text.partition("=")

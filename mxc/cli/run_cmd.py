@@ -26,7 +26,8 @@ import numpy as np
 
 from ..errors import ExecutionError, MxcError
 from . import register_command
-from .common import add_shape_arguments, load_inputs, load_model, save_outputs, shapes_of
+from .common import (add_shape_arguments, load_inputs, load_model, positive_int, save_outputs,
+                     shapes_of)
 
 BACKENDS = ("reference", "tvm")
 FILL_MODES = ("zeros", "ones", "random")
@@ -54,14 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                            "from --inputs); an artifact takes only the shapes it was "
                            "compiled for")
     add_compile_arguments(p)
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--repeat", type=positive_int, default=1,
                    help="measurements for --print-time / runs for --profile (default 1; "
                         "--profile: 10 when not given)")
-    p.add_argument("--number", type=int, default=1,
+    p.add_argument("--number", type=positive_int, default=1,
                    help="runs per measurement for --print-time (default 1)")
     p.add_argument("--print-time", action="store_true",
                    help="print mean/median/min/max/std of the measured runs (ms)")
-    p.add_argument("--print-top", type=int, metavar="K", default=None,
+    p.add_argument("--print-top", type=positive_int, metavar="K", default=None,
                    help="print the K largest values of the first output, per batch row")
     p.add_argument("--profile", action="store_true",
                    help="warm up, run --repeat times and print every compiled kernel and host "
@@ -70,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="refuse an artifact not signed with the private half of this Ed25519 "
                         "public key (PEM, from `mxc keygen`); checked before its library is "
                         "written to disk or loaded")
-    p.add_argument("--threads", type=int, metavar="N", default=None,
+    p.add_argument("--threads", type=positive_int, metavar="N", default=None,
                    help="CPU threads for compiled code (default: every core this process may "
                         "use, from its CPU affinity and cgroup quota)")
 
@@ -93,9 +94,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.output)  # a missing directory is reported before any work
     if args.verify_key and not _is_artifact(args.model):
         raise MxcError("--verify-key applies to .mxc artifacts only")
-    for flag in ("repeat", "number"):
-        if getattr(args, flag) < 1:
-            raise MxcError(f"--{flag} must be >= 1, not {getattr(args, flag)}")
     if _is_artifact(args.model):
         runner, feeds = _artifact(args)
     else:
