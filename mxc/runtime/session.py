@@ -379,6 +379,11 @@ class Session:
             out.append(by_name[name])
         return out
 
+    def get_modelmeta(self):
+        """ONNX Runtime's model metadata, from the manifest (:func:`mxc.runtime.ort.model_metadata`)."""
+        from .ort import model_metadata
+        return model_metadata(self.manifest)
+
     def get_providers(self) -> list[str]:
         """ONNX Runtime's name of the device this session runs on."""
         return ["CUDAExecutionProvider" if self._kind == "cuda" else "CPUExecutionProvider"]
