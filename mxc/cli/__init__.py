@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple
 
 from ..errors import BROKEN_PIPE_EXIT_CODE, USAGE_EXIT_CODE, MxcError, describe_exit_codes
 from ..registry import Registry
+from .usage import UsageError
 
 
 class Command(NamedTuple):
@@ -43,16 +44,6 @@ def register_command(name: str, help: str):
                           origin=add_arguments)
         return add_arguments
     return deco
-
-
-class UsageError(Exception):
-    """A command line argparse accepts but the model refuses: a ``--shape`` for an input
-    the model does not have, a shape an artifact cannot take, a missing ``--shape``.
-
-    Not an :class:`~mxc.errors.MxcError` family: it is reported as argparse reports
-    its own errors (the verb's usage line, then the message) with
-    :data:`~mxc.errors.USAGE_EXIT_CODE`, since what is wrong is the command line.
-    """
 
 
 def _load_commands() -> None:

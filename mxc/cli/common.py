@@ -85,7 +85,7 @@ def check_shape_names(args: argparse.Namespace, inputs: list[str], data_inputs: 
     """A ``--shape`` naming no input of the model is a mistyped command line
     (:class:`~mxc.cli.UsageError`), said before any work instead of being ignored or
     failing deep in a compile."""
-    from . import UsageError
+    from .usage import UsageError
     for name in shapes_of(args):
         if name not in inputs:
             raise UsageError(f"--shape {name}=...: the model has no input {name!r}"
@@ -98,7 +98,7 @@ def require_shapes(args: argparse.Namespace, sym, params: dict) -> None:
     ``--shape`` nor the weights determine is a missing ``--shape`` (a usage error
     naming it), not a compile failure."""
     from ..errors import MxcError
-    from . import UsageError
+    from .usage import UsageError
     given = {n: tuple(v.shape) for n, v in params.items()}
     given.update(shapes_of(args))
     try:

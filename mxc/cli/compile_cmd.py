@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_model(args)
     require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})
     if args.dump_code is not None and args.dump_code[1] is None and to_stdout:
-        from . import UsageError
+        from .usage import UsageError
         raise UsageError("--dump-code FORMATS writes beside the artifact, which goes to "
                          "standard output here: give --dump-code DIR")
     if args.dump_code is None:

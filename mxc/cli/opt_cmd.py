@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         print(describe_passes())
         return 0
     if args.model is None:
-        from . import UsageError
+        from .usage import UsageError
         raise UsageError("missing MODEL (a file, or '-' for standard input)")
     from ..utils import check_output_path, is_stdout
     check_output_path(args.output)  # fail fast: before loading and running anything

@@ -157,7 +157,7 @@ def _generate(args, specs: list[tuple[str, tuple, str]], feeds: dict) -> dict:
     out = dict(feeds)
     for name, shape, dtype in missing:
         if shape is None:
-            from . import UsageError
+            from .usage import UsageError
             raise UsageError(f"--fill-mode needs the shape of {name!r}: give --shape "
                              f"{name}=D1,D2,...")
         dt = np.dtype(dtype)
@@ -192,7 +192,7 @@ def _artifact_shapes(args, session) -> dict[str, tuple[int, ...]]:
     """The ``--shape``s given for an artifact, each one its input can take (else a usage
     error naming what it takes: an artifact is not recompiled by a ``--shape``)."""
     from ..runtime.shapes import accepts, shape_text
-    from . import UsageError
+    from .usage import UsageError
     from .common import check_shape_names
     names = [i.name for i in session.inputs]
     check_shape_names(args, names, names)

@@ -29,10 +29,10 @@ import enum
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import ArtifactError, MxcError
+from .metadata import ModelMetadata, model_metadata  # noqa: F401 - ORT's names, re-exported
 from .session import Session, load
 
 #: ORT execution provider names -> the artifact target kind that runs on it
@@ -127,35 +127,6 @@ class SessionOptions:
                            f"(0: every core), not {threads!r}")
         return {"threads": threads or None,
                 "libraries": list(self._values["custom_ops_libraries"]) or None}
-
-
-@dataclass(frozen=True)
-class ModelMetadata:
-    """ORT's ``ModelMetadata``, from an artifact's manifest (``sess.get_modelmeta()``)."""
-
-    producer_name: str
-    graph_name: str
-    domain: str
-    description: str
-    graph_description: str
-    version: int
-    custom_metadata_map: dict[str, str] = field(default_factory=dict)
-
-
-def model_metadata(manifest: dict) -> ModelMetadata:
-    """producer: ``mxc VERSION``; graph name: the model's name; version: the artifact
-    format version; custom metadata: the manifest's scalar facts (TVM version, target,
-    creation time, pass pipeline ...) as strings."""
-    target = manifest.get("target") or {}
-    custom = {k: str(v) for k, v in manifest.items()
-              if isinstance(v, (str, int, float, bool)) and k not in ("name", "format")}
-    custom["target"] = str(target.get("string") or target.get("kind", ""))
-    return ModelMetadata(
-        producer_name=f"mxc {manifest.get('mxc_version', '')}".strip(),
-        graph_name=str(manifest.get("name") or ""), domain="mxc",
-        description=f"{manifest.get('format', 'mxc-artifact')} compiled by mxc",
-        graph_description="", version=int(manifest.get("format_version", 0)),
-        custom_metadata_map=custom)
 
 
 def _provider_name(entry: Any) -> str:

@@ -380,8 +380,8 @@ class Session:
         return out
 
     def get_modelmeta(self):
-        """ONNX Runtime's model metadata, from the manifest (:func:`mxc.runtime.ort.model_metadata`)."""
-        from .ort import model_metadata
+        """ONNX Runtime's model metadata, from the manifest (:mod:`mxc.runtime.metadata`)."""
+        from .metadata import model_metadata
         return model_metadata(self.manifest)
 
     def get_providers(self) -> list[str]:
