@@ -88,11 +88,6 @@ def test_options_mxc_cannot_honour_are_refused(mlp_path):
         mxc.runtime.InferenceSession(str(mlp_path), disabled_optimizers=["x"])
 
 
-GEMM = {"nodes": [{"op": "null", "name": "a", "inputs": []},
-                  {"op": "null", "name": "b", "inputs": []},
-                  {"op": "my_gemm", "name": "g", "inputs": [[0, 0, 0], [1, 0, 0]]},
-                  {"op": "relu", "name": "r", "inputs": [[2, 0, 0]]}],
-        "arg_nodes": [0, 1], "heads": [[3, 0, 0]]}
 MY_OPS = str(REPO / "examples" / "extensions" / "my_ops.py")
 
 
@@ -117,11 +112,12 @@ print(json.dumps({"refused": refused, "out": out.tolist()}))
 
 def test_register_custom_ops_library_loads_the_artifacts_library(tmp_path):
     """In a fresh process (this one has the operator registered already)."""
-    (tmp_path / "gemm-symbol.json").write_text(json.dumps(GEMM))
     art = tmp_path / "gemm.mxc"
-    r = subprocess.run([sys.executable, "-m", "mxc.cli", "compile",
-                        str(tmp_path / "gemm-symbol.json"), "--shape", "a=2,3", "--shape",
-                        "b=3,4", "--load", MY_OPS, "-q", "-o", str(art)], cwd=REPO,
+    build = ("import sys, mxc, mxc.library, mxc.symbol as S\n"
+             "mxc.library.load(sys.argv[1], verbose=False)\n"
+             "y = S.create('relu', S.create('my_gemm', S.var('a'), S.var('b')))\n"
+             "mxc.compile(y, {}, {'a': (2, 3), 'b': (3, 4)}).save(sys.argv[2])\n")
+    r = subprocess.run([sys.executable, "-c", build, MY_OPS, str(art)], cwd=REPO,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([sys.executable, "-c", _CUSTOM_PROBE, str(art), MY_OPS], cwd=REPO,
