@@ -107,7 +107,7 @@ def require_shapes(args: argparse.Namespace, sym, params: dict) -> None:
         return   # inconsistent shapes: the compile names the operator
     unknown = [n for n, s in zip(sym.list_arguments(), arg_shapes)
                if n not in params and (s is None or any(d is None or d < 0 for d in s))]
-    unknown = [n for n in unknown if not n.endswith("label")] or unknown  # labels follow data
+    unknown = [n for n in unknown if not n.endswith("label")]   # labels: the compile's call
     if unknown:
         first = unknown[0]
         raise UsageError(f"no shape for input(s) {', '.join(unknown)}: give --shape "
