@@ -29,6 +29,10 @@ class MxcError(Exception):
 #: exit code of a command line argparse refuses (EX_USAGE), distinct from every family
 USAGE_EXIT_CODE = 64
 
+#: exit code when the reader of standard output went away (``mxc inspect ... | head -1``):
+#: 128 + SIGPIPE, what the shell reports for coreutils killed by the signal in that case
+BROKEN_PIPE_EXIT_CODE = 141
+
 
 class FrontendError(MxcError):
     """A model file (symbol JSON, .params) could not be read."""
@@ -191,6 +195,7 @@ EXIT_CODES: dict[int, str] = {
     SigningError.exit_code: "signing key",
     USAGE_EXIT_CODE: "command-line usage",
     130: "interrupted",
+    BROKEN_PIPE_EXIT_CODE: "output pipe closed",
 }
 
 

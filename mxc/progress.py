@@ -1,6 +1,7 @@
 """Progress display shared by long commands (compile stages, tuning).
 
-On a terminal, :func:`bar` gives a tqdm progress bar (counts, rate, ETA);
+On a terminal, :func:`bar` gives a tqdm progress bar (counts, rate, ETA; a
+compile's unequal stages show their count and the elapsed time only);
 elsewhere (a log file, CI) it gives None and callers print plain lines.
 :class:`Heartbeat` keeps a non-terminal log from going silent: when nothing
 was printed for *every* seconds it prints one "still working" line, so a
@@ -29,13 +30,21 @@ def is_tty(stream) -> bool:
         return False
 
 
-def bar(total: int, desc: str, stream: TextIO, unit: str = "it"):
-    """A tqdm bar on *stream* when it is a terminal, else None."""
+#: a line without count, rate or ETA, for steps of very unequal length (a compile's
+#: stages, whose description already says "[2/5] build"): an estimate from the steps done
+#: says nothing about the ones to come; what is known is the step and the time spent
+ELAPSED_ONLY = "{desc}{elapsed} elapsed{postfix}"
+
+
+def bar(total: int, desc: str, stream: TextIO, unit: str = "it", eta: bool = True):
+    """A tqdm bar on *stream* when it is a terminal, else None; *eta* False shows the
+    count and the elapsed time only (:data:`ELAPSED_ONLY`)."""
     if not is_tty(stream):
         return None
     from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True,
-                leave=True)
+    return tqdm(total=total, desc=desc if eta else f"{desc}: ", unit=unit, file=stream,
+                dynamic_ncols=True, leave=True,   # (set_description() adds the ": " itself)
+                bar_format=None if eta else ELAPSED_ONLY)
 
 
 class Heartbeat:
@@ -71,8 +80,9 @@ class Heartbeat:
 class StageProgress:
     """The progress of a compile's stages on stderr.
 
-    On a terminal: a tqdm bar over the stages (count, elapsed, the TVM pass being
-    run as its postfix), each finished stage kept as a line above it.  Elsewhere:
+    On a terminal: a tqdm bar over the stages (count, elapsed time, the TVM pass
+    being run as its postfix; no rate or ETA: the build stage alone can take most
+    of the time), each finished stage kept as a line above it.  Elsewhere:
     one line per finished stage, and a "still running" line whenever a stage has
     printed nothing for :data:`HEARTBEAT_S` seconds.  Disabled, it only logs
     (``logging`` at INFO).
@@ -88,7 +98,8 @@ class StageProgress:
         self.detail = ""
         self.t0 = self.t_stage = time.perf_counter()
         self._lock = threading.Lock()
-        self._bar = bar(total, "compile", self.stream, unit="stage") if self.tty else None
+        self._bar = (bar(total, "compile", self.stream, unit="stage", eta=False) if self.tty
+                     else None)
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._heartbeat = (Heartbeat(self.stream, self._still) if enabled and not self.tty

@@ -15,8 +15,9 @@ import sys
 import traceback
 from typing import Callable, NamedTuple
 
-from ..errors import USAGE_EXIT_CODE, MxcError, describe_exit_codes
+from ..errors import BROKEN_PIPE_EXIT_CODE, USAGE_EXIT_CODE, MxcError, describe_exit_codes
 from ..registry import Registry
+from .usage import UsageError
 
 
 class Command(NamedTuple):
@@ -77,19 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
                        help=argparse.SUPPRESS)
         add_arguments(p)
         add_load_argument(p)
+        p.set_defaults(verb_parser=p)   # usage errors found later print this verb's usage
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:   # argparse would blame the top-level parser and print its usage
+        args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     verbose = args.verbose + getattr(args, "sub_verbose", 0)
     logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         from .common import load_extensions
         load_extensions(args)
-        return int(COMMANDS.lookup(args.command).run(args) or 0)
+        code = int(COMMANDS.lookup(args.command).run(args) or 0)
+        sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _output_closed()
+    except UsageError as exc:
+        args.verb_parser.print_usage(sys.stderr)
+        print(f"mxc {args.command}: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_CODE
     except MxcError as exc:
         if verbose:
             traceback.print_exc()
@@ -109,6 +121,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mxc {args.command}: internal error: {type(exc).__name__}: {exc} "
               f"(run with -v for the traceback)", file=sys.stderr)
         return 1
+
+
+def _output_closed() -> int:
+    """The reader of our output went away (``mxc inspect ... | head -1``): stop quietly, as
+    coreutils do (they die of SIGPIPE, which the shell reports as 141), without the
+    traceback Python prints when it flushes a broken stdout at exit."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # stdout is no file (captured, replaced)
+        pass
+    return BROKEN_PIPE_EXIT_CODE
 
 
 if __name__ == "__main__":  # pragma: no cover

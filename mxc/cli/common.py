@@ -24,6 +24,18 @@ def _dims(text: str, dims: str) -> tuple[int, ...]:
     return shape
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a count that must be at least 1 (``--threads 0``, ``--print-top 0``
+    are usage errors, as in tvmc, not silently "none" or a failure later)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     """``name=1,3,224,224`` (or ``name=1x3x224x224``) -> ``("name", (1, 3, 224, 224))``."""
     name, sep, dims = text.partition("=")
@@ -59,6 +71,46 @@ def shapes_of(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
     for group in getattr(args, "input_shapes", None) or []:
         shapes.update(group)
     return shapes
+
+
+def _close_match(name: str, names: list[str]) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_shape_names(args: argparse.Namespace, inputs: list[str], data_inputs: list[str]
+                      ) -> None:
+    """A ``--shape`` naming no input of the model is a mistyped command line
+    (:class:`~mxc.cli.UsageError`), said before any work instead of being ignored or
+    failing deep in a compile."""
+    from .usage import UsageError
+    for name in shapes_of(args):
+        if name not in inputs:
+            raise UsageError(f"--shape {name}=...: the model has no input {name!r}"
+                             f"{_close_match(name, inputs)}; its data inputs are "
+                             f"{', '.join(data_inputs) or 'none'}")
+
+
+def require_shapes(args: argparse.Namespace, sym, params: dict) -> None:
+    """``mxc compile``/``tune`` build for static shapes: an input whose shape neither
+    ``--shape`` nor the weights determine is a missing ``--shape`` (a usage error
+    naming it), not a compile failure."""
+    from ..errors import MxcError
+    from .usage import UsageError
+    given = {n: tuple(v.shape) for n, v in params.items()}
+    given.update(shapes_of(args))
+    try:
+        arg_shapes = sym.infer_shape_partial(**given)[0]
+    except MxcError:
+        return   # inconsistent shapes: the compile names the operator
+    unknown = [n for n, s in zip(sym.list_arguments(), arg_shapes)
+               if n not in params and (s is None or any(d is None or d < 0 for d in s))]
+    unknown = [n for n in unknown if not n.endswith("label")]   # labels: the compile's call
+    if unknown:
+        first = unknown[0]
+        raise UsageError(f"no shape for input(s) {', '.join(unknown)}: give --shape "
+                         f"{first}=D1,D2,... (or --input-shapes \"{first}:[D1,D2,...]\")")
 
 
 def add_load_argument(p: argparse.ArgumentParser) -> None:
@@ -109,14 +161,15 @@ def model_name(path: str) -> str:
     return stem
 
 
-def load_model(args):
-    """(symbol, arg_params, aux_params) from the common model arguments."""
+def load_model(args, sym=None):
+    """(symbol, arg_params, aux_params) from the common model arguments (*sym*: the
+    model already read, e.g. from standard input)."""
     from ..compiler.symbol import load
     from ..frontend.params import load_params, split_arg_aux
     from ..compiler.ops.registry import check_supported
     from ..draw import register_backend_ops
     register_backend_ops()       # a partitioned JSON may hold _tvm_subgraph nodes
-    sym = load(args.model)
+    sym = load(args.model) if sym is None else sym
     check_supported(sym.graph)   # every verb: all unknown ops at once, nodes, did-you-mean
     arg, aux = {}, {}
     if args.params:
@@ -125,6 +178,8 @@ def load_model(args):
             raise MxcError(f"{args.params}: expected named arrays (arg:/aux: keys), "
                            f"found an unnamed list")
         arg, aux = split_arg_aux(params)
+    inputs = sym.list_inputs()
+    check_shape_names(args, inputs, [n for n in inputs if n not in arg and n not in aux])
     return sym, arg, aux
 
 

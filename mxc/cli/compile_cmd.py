@@ -7,7 +7,7 @@ from pathlib import Path
 
 from . import register_command
 from .common import (add_load_argument, add_model_arguments, load_model, model_name,
-                     parse_key_value, shapes_of)
+                     parse_key_value, require_shapes, shapes_of)
 
 
 def parse_dtype_arg(text: str) -> tuple[str, str]:
@@ -67,10 +67,11 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
                         "off (direct convolutions: smallest artifact); mxc inspect shows the "
                         "sizes")
     if tuning_db:
-        p.add_argument("--db", metavar="DIR", default=None,
+        p.add_argument("--db", "--tuning-records", dest="db", metavar="DIR", default=None,
                        help="tuning database made by `mxc tune --db DIR`: kernels it holds "
                             "use their tuned schedules, the others the default ones "
-                            "(default: $MXC_TUNING_DB if set, else none)")
+                            "(default: $MXC_TUNING_DB if set, else none); --tuning-records "
+                            "is tvmc's name")
 
 
 @register_command("compile", help="compile a model ahead of time into a .mxc artifact")
@@ -83,7 +84,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sign", metavar="KEY", default=None,
                    help="sign the artifact with this Ed25519 private key (PEM; make one with "
                         "`mxc keygen -o KEY`), so `mxc run --verify-key KEY.pub` can check it")
+    p.add_argument("--dump-code", metavar="FORMATS|DIR", type=parse_dump_code, default=None,
+                   help="also write the generated code, as tvmc: FORMATS (a comma list of "
+                        "tir, ll, asm) beside the artifact as OUT.tir, OUT.ll, OUT.asm; or a "
+                        "DIR getting every format, one KERNEL.tir per kernel")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def parse_dump_code(text: str) -> tuple[list[str], Path | None]:
+    """``tir,ll`` -> ``(["tir", "ll"], None)`` (beside the artifact); anything else names
+    a directory that gets every format: ``code/`` -> ``(["tir", "ll", "asm"], Path("code"))``."""
+    from ..backends.tvm.dump_code import FORMATS
+    items = [t.strip() for t in text.split(",")]
+    if text and all(t in FORMATS for t in items):
+        return list(dict.fromkeys(items)), None
+    if "," in text:
+        raise argparse.ArgumentTypeError(f"unknown format(s) in {text!r}: the formats are "
+                                         f"{', '.join(FORMATS)} (or give a directory)")
+    return list(FORMATS), Path(text)
 
 
 def default_output(model: str) -> Path:
@@ -129,7 +147,18 @@ def run(args: argparse.Namespace) -> int:
         key = load_private_key(args.sign)
     to_stdout = is_stdout(args.output)
     report = sys.stderr if to_stdout else sys.stdout  # stdout carries the artifact
-    model = compile_from_args(args, progress=not args.quiet)
+    loaded = load_model(args)
+    require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})
+    if args.dump_code is not None and args.dump_code[1] is None and to_stdout:
+        from .usage import UsageError
+        raise UsageError("--dump-code FORMATS writes beside the artifact, which goes to "
+                         "standard output here: give --dump-code DIR")
+    if args.dump_code is None:
+        model = compile_from_args(args, progress=not args.quiet, loaded=loaded)
+    else:
+        from ..backends.tvm.dump_code import capture_tir
+        with capture_tir() as captured:
+            model = compile_from_args(args, progress=not args.quiet, loaded=loaded)
     model.save(args.output if to_stdout else out, sign=key)
     regions, host = len(model.regions), len(model.host_nodes)
     size = "" if to_stdout or not out.is_file() else f" ({out.stat().st_size:,} bytes)"
@@ -146,4 +175,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"  warning: {tuning['warning']}", file=report)
     for name, why in model.host_nodes.items():
         print(f"  host node {name}: {why}", file=report)
+    if args.dump_code is not None:
+        from ..backends.tvm.dump_code import write_code
+        formats, directory = args.dump_code
+        base = default_output(args.model) if to_stdout else out   # names DIR's .ll and .s
+        written = write_code(formats, base, directory, kernels=captured.kernels,
+                             executable=model.executable)
+        print(f"  code: {len(written)} file(s) "
+              f"({directory if directory is not None else ', '.join(map(str, written))})",
+              file=report)
     return 0

@@ -6,8 +6,11 @@
         --passes "remove-dropout,fold-batchnorm,dce" \\
         -o opt-symbol.json --params-out opt-0000.params
 
-The symbol JSON goes to ``-o`` (standard output when ``-o`` is absent or
-``-`` , as mlir-opt does; the summary then goes to standard error).  The JSON
+As with mlir-opt: MODEL ``-`` is standard input; without ``--passes`` the model
+is read and written back (``mxc opt x.json --emit ir > x.mxir`` converts it);
+the output goes to ``-o`` (standard output when ``-o`` is absent or ``-``),
+and everything else -- the summary, ``print-ir`` and the ``--print-ir-*``
+dumps -- to standard error, so that standard output holds the model alone.  The JSON
 and the parameters (only when the pipeline changed them or ``--params-out`` is
 given) are written as a set: both to temporaries, then renamed together, so an
 interrupt leaves either both old files or both new ones.  Output directories
@@ -29,11 +32,12 @@ from .common import add_shape_arguments, shapes_of
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", nargs="?",
                    help="MXNet symbol JSON, or a graph in the textual IR (.mxir, or any file "
-                        "starting with 'graph @')")
+                        "starting with 'graph @'); '-': standard input")
     p.add_argument("--params", metavar="P", help="MXNet .params file (arg:/aux: names)")
     p.add_argument("--passes", "--pass-pipeline", dest="passes", metavar="PIPELINE",
                    help='passes to run, e.g. "remove-dropout,fold-batchnorm,dce" or '
-                        '"partition{backend=default op_names=exp;log}"')
+                        '"partition{backend=default op_names=exp;log}" (default: none, the '
+                        'model is written back, e.g. converted with --emit)')
     p.add_argument("--output", "-o", metavar="OUT_JSON", default="-",
                    help="where to write the symbol JSON (default and '-': standard output)")
     p.add_argument("--params-out", metavar="P2", help="where to write the parameters")
@@ -61,10 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if args.list_passes:
         print(describe_passes())
         return 0
-    missing = [flag for flag, value in (("MODEL", args.model), ("--passes", args.passes))
-               if value is None]
-    if missing:
-        raise MxcError(f"missing {', '.join(missing)} (see mxc opt --help)")
+    if args.model is None:
+        from .usage import UsageError
+        raise UsageError("missing MODEL (a file, or '-' for standard input)")
     from ..utils import check_output_path, is_stdout
     check_output_path(args.output)  # fail fast: before loading and running anything
     if args.params_out:
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         if is_stdout(args.params_out) and is_stdout(args.output):
             raise MxcError("-o and --params-out cannot both be standard output")
     report = sys.stderr if is_stdout(args.output) or is_stdout(args.params_out) else sys.stdout
-    manager = PassManager(args.passes, verify_each=not args.no_verify_each)  # fail fast
+    manager = PassManager(args.passes or "", verify_each=not args.no_verify_each)  # fail fast
     sym, arg, aux, input_is_ir = _load(args)
     args.emit = args.emit or ("ir" if input_is_ir else "json")
     timing = PassTiming()
@@ -84,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
                        f"give --params-out to write them")
     _write(result, args)
     before, after = len(sym.graph.topo_order()), len(result.graph.topo_order())
-    print(f"{manager.pipeline}: {before} -> {after} nodes; {_param_summary(result)}",
-          file=report)
+    print(f"{manager.pipeline or 'no passes'}: {before} -> {after} nodes; "
+          f"{_param_summary(result)}", file=report)
     for name, stats in result.statistics:
         if stats:
             print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in stats.items()), file=report)
@@ -104,6 +107,11 @@ def is_ir_file(path: str) -> bool:
             head = fh.read(4096)
     except OSError:
         return False
+    return is_ir_text(head)
+
+
+def is_ir_text(head: str) -> bool:
+    """Text that starts with ``graph @`` after ``//`` comment lines: the textual IR."""
     lines = [ln.strip() for ln in head.splitlines()]
     first = next((ln for ln in lines if ln and not ln.startswith("//")), "")
     return first.startswith("graph @")
@@ -112,17 +120,25 @@ def is_ir_file(path: str) -> bool:
 def _load(args):
     """(symbol, arg params, aux params, whether the input was textual IR)."""
     from .common import load_model
-    if not is_ir_file(args.model):
-        return (*load_model(args), False)
     from ..compiler.ir.text import parse_graph
     from ..compiler.ops.registry import check_supported
     from ..compiler.symbol import Symbol
     from ..errors import FrontendError
+    source, data = args.model, None
+    if args.model == "-":
+        source, data = "<stdin>", sys.stdin.buffer.read()
+        if not is_ir_text(data[:4096].decode("utf-8", errors="replace")):
+            from ..frontend.symbol_json import load_json_bytes
+            return (*load_model(args, Symbol.from_graph(load_json_bytes(data, source=source))),
+                    False)
+    elif not is_ir_file(args.model):
+        return (*load_model(args), False)
     try:
-        text = open(args.model, encoding="utf-8").read()
+        text = (open(args.model, encoding="utf-8").read() if data is None
+                else data.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise FrontendError(f"{args.model}: cannot read the textual IR: {exc}") from None
-    graph = parse_graph(text, source=args.model)
+        raise FrontendError(f"{source}: cannot read the textual IR: {exc}") from None
+    graph = parse_graph(text, source=source)
     check_supported(graph)
     arg, aux = {}, {}
     if args.params:

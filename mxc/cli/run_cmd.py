@@ -27,7 +27,8 @@ import numpy as np
 from ..errors import ExecutionError, MxcError
 from ..runtime.bfloat16 import numpy_dtype
 from . import register_command
-from .common import add_shape_arguments, load_inputs, load_model, save_outputs, shapes_of
+from .common import (add_shape_arguments, load_inputs, load_model, positive_int, save_outputs,
+                     shapes_of)
 
 BACKENDS = ("reference", "tvm")
 FILL_MODES = ("zeros", "ones", "random")
@@ -52,16 +53,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for a symbol JSON: reference (numpy, default) or tvm (compile in "
                         "memory, then run)")
     add_shape_arguments(p, "input shape for generated inputs and --backend tvm (default: "
-                           "from --inputs)")
+                           "from --inputs); an artifact takes only the shapes it was "
+                           "compiled for")
     add_compile_arguments(p)
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--repeat", type=positive_int, default=1,
                    help="measurements for --print-time / runs for --profile (default 1; "
                         "--profile: 10 when not given)")
-    p.add_argument("--number", type=int, default=1,
+    p.add_argument("--number", type=positive_int, default=1,
                    help="runs per measurement for --print-time (default 1)")
     p.add_argument("--print-time", action="store_true",
                    help="print mean/median/min/max/std of the measured runs (ms)")
-    p.add_argument("--print-top", type=int, metavar="K", default=None,
+    p.add_argument("--print-top", type=positive_int, metavar="K", default=None,
                    help="print the K largest values of the first output, per batch row")
     p.add_argument("--profile", action="store_true",
                    help="warm up, run --repeat times and print every compiled kernel and host "
@@ -70,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="refuse an artifact not signed with the private half of this Ed25519 "
                         "public key (PEM, from `mxc keygen`); checked before its library is "
                         "written to disk or loaded")
-    p.add_argument("--threads", type=int, metavar="N", default=None,
+    p.add_argument("--threads", type=positive_int, metavar="N", default=None,
                    help="CPU threads for compiled code (default: every core this process may "
                         "use, from its CPU affinity and cgroup quota)")
 
@@ -93,9 +95,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.output)  # a missing directory is reported before any work
     if args.verify_key and not _is_artifact(args.model):
         raise MxcError("--verify-key applies to .mxc artifacts only")
-    for flag in ("repeat", "number"):
-        if getattr(args, flag) < 1:
-            raise MxcError(f"--{flag} must be >= 1, not {getattr(args, flag)}")
     if _is_artifact(args.model):
         runner, feeds = _artifact(args)
     else:
@@ -159,8 +158,9 @@ def _generate(args, specs: list[tuple[str, tuple, str]], feeds: dict) -> dict:
     out = dict(feeds)
     for name, shape, dtype in missing:
         if shape is None:
-            raise ExecutionError(f"--fill-mode needs the shape of {name!r}: give --shape "
-                                 f"{name}=D1,D2,...")
+            from .usage import UsageError
+            raise UsageError(f"--fill-mode needs the shape of {name!r}: give --shape "
+                             f"{name}=D1,D2,...")
         dt = numpy_dtype(dtype)
         if args.fill_mode == "zeros":
             out[name] = np.zeros(shape, dt)
@@ -181,9 +181,30 @@ def _artifact(args):
     session = load(args.model, libraries=args.load, verify_key=args.verify_key,
                    threads=args.threads)
     names = [i.name for i in session.inputs]
+    shapes = _artifact_shapes(args, session)
     feeds = load_inputs(args.inputs, names)
-    feeds = _generate(args, [(i.name, i.shape, i.dtype) for i in session.inputs], feeds)
+    _check_feeds(args, feeds, session.input_names, names)
+    feeds = _generate(args, [(i.name, shapes.get(i.name, i.shape), i.dtype)
+                             for i in session.inputs], feeds)
     return _Runner(session.run, [o.name for o in session.outputs], session), feeds
+
+
+def _artifact_shapes(args, session) -> dict[str, tuple[int, ...]]:
+    """The ``--shape``s given for an artifact, each one its input can take (else a usage
+    error naming what it takes: an artifact is not recompiled by a ``--shape``)."""
+    from ..runtime.shapes import accepts, shape_text
+    from .usage import UsageError
+    from .common import check_shape_names
+    names = [i.name for i in session.inputs]
+    check_shape_names(args, names, names)
+    info = {i.name: i for i in session.inputs}
+    shapes = shapes_of(args)
+    for name, shape in shapes.items():
+        if not accepts(info[name], shape):
+            raise UsageError(f"--shape {name}={','.join(map(str, shape))}: {args.model} takes "
+                             f"{shape_text(info[name])} (compiled for that shape; compile "
+                             f"again with --shape {name}=... for another)")
+    return shapes
 
 
 def _data_names(sym, params) -> list[str]:
@@ -202,7 +223,7 @@ def _tvm(args):
     loaded = load_model(args)
     sym, arg, aux = loaded
     feeds = load_inputs(args.inputs, _data_names(sym, {**arg, **aux}))
-    _check_feeds(args, feeds, sym.list_inputs())
+    _check_feeds(args, feeds, sym.list_inputs(), _data_names(sym, {**arg, **aux}))
     if not args.weights_as_inputs:   # the compile checks it too; say it before generating
         from ..backends.tvm.compile import params_hint
         from ..compiler.weights import check_params
@@ -218,18 +239,20 @@ def _tvm(args):
     return _Runner(session.run, [o["name"] for o in model.outputs], session), feeds
 
 
-def _check_feeds(args, feeds, inputs) -> None:
-    unknown = sorted(set(feeds) - set(inputs))
+def _check_feeds(args, feeds, accepted, listed) -> None:
+    """Arrays of ``--inputs`` named after no input: said first, as the runtime says it (not
+    as a missing input, which is what the misnamed array leaves behind)."""
+    unknown = sorted(set(feeds) - set(accepted))
     if unknown:
-        raise MxcError(f"{args.inputs}: {', '.join(unknown)} not an input of the model; inputs "
-                       f"are {', '.join(inputs)}")
+        raise ExecutionError(f"{args.inputs}: unknown input(s) {', '.join(map(repr, unknown))}; "
+                             f"the model's inputs are {', '.join(listed)}")
 
 
 def _reference(args):
     sym, arg, aux = load_model(args)
     values = {**arg, **aux}
     feeds = load_inputs(args.inputs, _data_names(sym, values))
-    _check_feeds(args, feeds, sym.list_inputs())
+    _check_feeds(args, feeds, sym.list_inputs(), _data_names(sym, values))
     from ..compiler.weights import check_params
     check_params(sym.list_inputs(), values, set(feeds) | set(shapes_of(args)), source=args.params,
                  hint="Give the model's .params file with --params, or feed the weights in "

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..errors import BackendError, DependencyError, MxcError
 from . import register_command
-from .common import add_model_arguments, load_model, model_name, shapes_of
+from .common import (add_model_arguments, load_model, model_name, positive_int, require_shapes,
+                     shapes_of)
 
 
 def parse_rpc(text: str) -> tuple[str, int, str]:
@@ -35,12 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .compile_cmd import add_compile_arguments
     add_model_arguments(p)
     add_compile_arguments(p, tuning_db=False)
-    p.add_argument("--trials", type=int, default=64,
+    p.add_argument("--trials", type=positive_int, default=64,
                    help="measured trials per kernel (default 64); kernels with as many "
                         "records in the database are skipped")
-    p.add_argument("--db", metavar="DIR", required=True,
+    p.add_argument("--db", "--tuning-records", dest="db", metavar="DIR", required=True,
                    help="tuning database directory (created if missing; share it between "
-                        "models and runs)")
+                        "models and runs); --tuning-records is tvmc's name")
     p.add_argument("--rpc", metavar="HOST:PORT:KEY", type=parse_rpc, default=None,
                    help="measure on the devices of a TVM RPC tracker registered under KEY "
                         "(default: measure locally)")
@@ -120,9 +121,8 @@ def run(args: argparse.Namespace) -> int:
     from ..backends.tvm.options import TuneOptions
     from ..backends.tvm.tune import tune_model
     check_tuning_dependencies(args.search)
-    if args.trials < 1:
-        raise MxcError(f"--trials must be >= 1, not {args.trials}")
     loaded = load_model(args)
+    require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})
     mod, target, compile_options = lower_args_model(args, loaded)
     margin = {} if args.keep_margin is None else {"keep_margin": args.keep_margin}
     report = tune_model(mod, TuneOptions(

@@ -75,6 +75,7 @@ def check_params(inputs: Iterable[str], params: Collection[str], data: Collectio
             head = f"{found} of {len(expected)} parameters found{where}"
             if found == 0:
                 head += " — is it this model's file?"
-        raise MissingParamsError(f"{head}. Missing: {_listing(missing)}. {hint}", missing,
+        head += "" if head.endswith("?") else "."   # not "file?." after a question
+        raise MissingParamsError(f"{head} Missing: {_listing(missing)}. {hint}", missing,
                                  len(expected))
     return unused

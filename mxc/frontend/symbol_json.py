@@ -87,11 +87,21 @@ def load_json_file(path) -> Graph:
     except OSError as exc:
         raise FrontendError(f"{source}: cannot read symbol file: "
                             f"{exc.strerror or exc}") from None
+    return load_json_bytes(data, source=source)
+
+
+def load_json_bytes(data: bytes, *, source: str = "<bytes>") -> Graph:
+    """Parse a symbol JSON given as bytes (a file's, or standard input's): UTF-8, an
+    optional BOM skipped; a .params or other binary file is named for what it is."""
     from .params import LIST_MAGIC
     if data[:8] == LIST_MAGIC.to_bytes(8, "little"):
         raise FrontendError(f"{source} is a .params file (MXNet NDArray list), not a symbol "
                             f"JSON: give the model's prefix-symbol.json and this file with "
                             f"--params (mxc inspect {source} lists its arrays)")
+    kind = binary_kind(data)
+    if kind is not None:
+        raise FrontendError(f"{source}: this is {kind}, not a symbol JSON: give the model's "
+                            f"prefix-symbol.json")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -101,6 +111,34 @@ def load_json_file(path) -> Graph:
         raise ParseError(f"invalid UTF-8 byte 0x{data[exc.start]:02x}", source=source,
                          line=line, column=col) from None
     return load_json(text, source=source)
+
+
+def binary_kind(data: bytes) -> str | None:
+    """What a file given as a symbol JSON is when it is plainly not text: ``"an .npz
+    file (numpy arrays)"``, ``"an .mxc artifact"`` ...; None for anything that may be
+    text (a JSON with one bad byte still gets the line and column of that byte)."""
+    if data[:4] == b"PK\x03\x04":   # a zip: which kind, from the names of its members
+        import io
+        import zipfile
+        try:
+            names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+        except (zipfile.BadZipFile, ValueError, OSError):
+            names = []
+        if "manifest.json" in names:
+            return "an .mxc artifact (run it with mxc run, look inside with mxc inspect)"
+        if names and all(n.endswith(".npy") for n in names):
+            return "an .npz file (numpy arrays; inputs go to mxc run --inputs)"
+        return "a zip archive"
+    for magic, kind in ((b"\x93NUMPY", "an .npy file (a numpy array)"),
+                        (b"\x7fELF", "a compiled library (ELF)"),
+                        (b"\x1f\x8b", "a gzip-compressed file"),
+                        (b"\x89HDF", "an HDF5 file")):
+        if data.startswith(magic):
+            return kind
+    head = data[:4096]
+    if b"\0" in head:
+        return "a binary file (or text not in UTF-8)"
+    return None
 
 
 def graph_from_dict(doc: Any, *, source: str = "<dict>") -> Graph:

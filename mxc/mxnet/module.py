@@ -2,7 +2,9 @@
 
 Training (``bind(for_training=True)``, ``fit``, optimizers) is not provided
 and raises :class:`~mxc.mxnet.base.NotSupportedError`; inference scripts that
-bind with ``for_training=False`` run unchanged.  Labels a symbol declares
+bind with ``for_training=False`` run unchanged.  As in MXNet 1.x, ``forward``
+with a batch of another shape rebinds the module for it (:meth:`Module.reshape`,
+parameters kept) where the graph takes that shape, else says why and what to do.  Labels a symbol declares
 (``softmax_label``) are bound to zeros of their inferred shape: inference
 never reads them, as in MXNet.
 """
@@ -145,8 +147,41 @@ class Module:
     def get_params(self) -> tuple[dict, dict]:
         return dict(self._arg_params), dict(self._aux_params)
 
+    def reshape(self, data_shapes, label_shapes=None) -> None:
+        """Bind again for new input shapes, keeping the parameters (MXNet's
+        ``Module.reshape``; ``forward`` calls it when a batch's shape changes).
+
+        The parameters' shapes are part of the new binding, so a shape the graph
+        cannot take with these weights (another feature size, a batch size a
+        ``Reshape`` fixes) is an :class:`~mxc.mxnet.base.MXNetError` saying so."""
+        self._need_bind()
+        descs = _descs(data_shapes)
+        shapes = {n: v.shape for n, v in {**self._arg_params, **self._aux_params}.items()}
+        shapes.update({d.name: d.shape for d in descs + _descs(label_shapes)})
+        try:
+            exe = self._symbol.simple_bind(grad_req="null", **shapes)
+        except (RuntimeError, MXNetError) as exc:
+            old = ", ".join(f"{d.name} {d.shape}" for d in self._data_shapes)
+            new = ", ".join(f"{d.name} {d.shape}" for d in descs)
+            reason = str(exc).splitlines()[-1]
+            raise MXNetError(
+                f"Module.reshape: the graph cannot take {new} with its parameters (bound for "
+                f"{old}): {reason}. Feed batches of the bound shape (pad the last one: "
+                f"NDArrayIter(..., last_batch_handle='pad'); predict() drops the padding)"
+            ) from None
+        self._exec, self._data_shapes = exe, descs
+        if self.params_initialized:
+            self._copy_params()
+
+    def fit(self, train_data, eval_data=None, eval_metric="acc", *args, **kwargs):
+        """Training: not provided (:class:`~mxc.mxnet.base.NotSupportedError`)."""
+        raise not_supported("Module.fit (training; mxc.mxnet runs inference: bind with "
+                            "for_training=False and use forward/predict)")
+
     # -- running ---------------------------------------------------------------------------
     def forward(self, data_batch: DataBatch, is_train=None) -> None:
+        """Run one batch; a batch of another shape than the bound one rebinds the module
+        first (:meth:`reshape`), as MXNet 1.x does."""
         self._need_bind()
         if not self.params_initialized:
             raise MXNetError("call set_params (or init_params) before forward")
@@ -156,14 +191,13 @@ class Module:
         if len(data) != len(self._data_names):
             raise MXNetError(f"forward: {len(data)} data arrays for data names "
                              f"{self._data_names}")
+        data = [v if isinstance(v, NDArray) else NDArray(np.asarray(v)) for v in data]
+        if any(v.shape != self._exec.arg_dict[n].shape for n, v in zip(self._data_names, data)):
+            provided = getattr(data_batch, "provide_data", None)
+            self.reshape(provided or [(n, v.shape) for n, v in zip(self._data_names, data)],
+                         getattr(data_batch, "provide_label", None) or None)
         for name, value in zip(self._data_names, data):
-            target = self._exec.arg_dict[name]
-            value = value if isinstance(value, NDArray) else NDArray(np.asarray(value))
-            if value.shape != target.shape:
-                raise not_supported(f"forward with data shape {value.shape} on a module bound "
-                                    f"for {target.shape} (reshape by binding again with "
-                                    f"force_rebind=True)")
-            target[:] = value
+            self._exec.arg_dict[name][:] = value
         self._exec.forward(is_train=False)
 
     def get_outputs(self, merge_multi_context: bool = True) -> list[NDArray]:
@@ -182,7 +216,7 @@ class Module:
         for i, batch in enumerate(eval_data):
             if num_batch is not None and i == num_batch:
                 break
-            self.forward(batch)
+            self.forward(batch)                  # may reshape: the batch size after it
             keep = self._data_shapes[0].shape[0] - getattr(batch, "pad", 0)
             outputs.append([NDArray(o.asnumpy()[:keep]) for o in self.get_outputs()])
         if not outputs:

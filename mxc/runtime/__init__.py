@@ -22,8 +22,10 @@ their reference kernels when it is loaded (see :mod:`mxc.runtime.host`).
   artifacts signed with a trusted key, see :mod:`mxc.runtime.signing`);
 * :class:`Session` -- ``run(feeds)``, ``inputs``/``outputs`` metadata,
   thread-safe, ``profile=True`` for per-step times;
-* :func:`InferenceSession` -- ONNX Runtime's constructor (``providers=[...]``);
-  sessions also take ORT's ``run(None, feeds)``, ``get_inputs()``, ``.type``;
+* :func:`InferenceSession` -- ONNX Runtime's constructor (a path or an artifact's
+  bytes, ``providers=[...]``, a :class:`SessionOptions`), with
+  :func:`get_available_providers`; sessions also take ORT's ``run(None, feeds)``,
+  ``get_inputs()``, ``.type``, ``get_modelmeta()`` (see :mod:`mxc.runtime.ort`);
 * :func:`has_cuda` -- whether this machine can run CUDA artifacts (never raises);
 * :func:`read_manifest`, :func:`is_artifact` -- look at a file without loading it.
 """
@@ -35,12 +37,17 @@ from .artifact import FORMAT_VERSION, is_artifact, read_manifest
 from .session import Profile, Session, StepTime, TensorInfo, load
 
 
+#: ONNX Runtime's names, imported from :mod:`mxc.runtime.ort` when first used
+_ORT_NAMES = ("InferenceSession", "SessionOptions", "get_available_providers",
+              "GraphOptimizationLevel", "ExecutionMode", "ModelMetadata")
+
+
 def __getattr__(name: str):
-    """``InferenceSession`` (ONNX Runtime's constructor) is imported when first used."""
-    if name == "InferenceSession":
-        from .ort import InferenceSession
-        return InferenceSession
+    """ONNX Runtime's names (``InferenceSession`` ...) are imported when first used."""
+    if name in _ORT_NAMES:
+        from . import ort
+        return getattr(ort, name)
     raise AttributeError(f"module 'mxc.runtime' has no attribute {name!r}")
 
-__all__ = ["load", "InferenceSession", "Session", "TensorInfo", "Profile", "StepTime", "has_cuda", "is_artifact",
-           "read_manifest", "FORMAT_VERSION"]
+__all__ = ["load", "Session", "TensorInfo", "Profile", "StepTime", "has_cuda", "is_artifact",
+           "read_manifest", "FORMAT_VERSION", *_ORT_NAMES]

@@ -113,6 +113,11 @@ class _ThreadState:
 _MISSING = object()
 
 
+def _positions(n: int) -> str:
+    """How outputs are named by position: ``out0``, ``out0, out1``, ``out0..out9``."""
+    return ", ".join(f"out{i}" for i in range(n)) if n <= 2 else f"out0..out{n - 1}"
+
+
 class Session:
     """A loaded model, ready to run (normally from :func:`mxc.runtime.load`).
 
@@ -201,6 +206,12 @@ class Session:
     def host_nodes(self) -> list[str]:
         """Names of the nodes run by reference kernels on the host."""
         return [s.name for s in self._graph.host_steps]
+
+    @property
+    def input_names(self) -> frozenset[str]:
+        """Every name :meth:`run` accepts in its feeds: the inputs, and the optional or
+        ignored ones (labels) that :attr:`inputs` does not list."""
+        return self._known
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self._inputs)
@@ -364,9 +375,14 @@ class Session:
                     f"{name!r} is not an output of the model"
                     + (f" (did you mean {close[0]!r}?)" if close else "")
                     + f"; outputs are {', '.join(o.name for o in self._outputs)} "
-                      f"(or out0..out{len(self._outputs) - 1})")
+                      f"(or {_positions(len(self._outputs))})")
             out.append(by_name[name])
         return out
+
+    def get_modelmeta(self):
+        """ONNX Runtime's model metadata, from the manifest (:mod:`mxc.runtime.metadata`)."""
+        from .metadata import model_metadata
+        return model_metadata(self.manifest)
 
     def get_providers(self) -> list[str]:
         """ONNX Runtime's name of the device this session runs on."""

@@ -86,7 +86,7 @@ def test_run_rejects_unknown_input_names(tmp_path):
     np.savez(inputs, dta=np.zeros((4, 784), np.float32))
     r = run_cli("run", str(MLP / "mlp-symbol.json"), "--params", str(MLP / "mlp-0000.params"),
                 "--inputs", str(inputs), "--output", str(tmp_path / "o.npz"))
-    assert r.returncode != 0 and "dta not an input of the model" in r.stderr
+    assert r.returncode == 4 and "unknown input(s) 'dta'; the model's inputs are data" in r.stderr
     assert not (tmp_path / "o.npz").exists()
 
 

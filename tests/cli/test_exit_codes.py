@@ -17,8 +17,8 @@ from pathlib import Path
 from mxc import errors
 
 REPO = Path(__file__).resolve().parents[2]
-#: codes that belong to no error family: success, argparse's usage error, Ctrl-C
-NOT_FAMILIES = {0, errors.USAGE_EXIT_CODE, 130}
+#: codes that belong to no error family: success, argparse's usage error, Ctrl-C, a closed pipe
+NOT_FAMILIES = {0, errors.USAGE_EXIT_CODE, 130, errors.BROKEN_PIPE_EXIT_CODE}
 
 
 def _declared_exit_codes() -> list[tuple[str, int]]:

@@ -316,7 +316,11 @@ def test_cli_errors_are_one_line_with_the_artifact_exit_code(good, tmp_path):
     assert not (tmp_path / "o.npz").exists()
     r = run_cli("compile", str(MLP / "mlp-symbol.json"), "--params", str(MLP / "mlp-0000.params"),
                 "-q", "-o", str(tmp_path / "x.mxc"))
-    assert r.returncode == 7 and "shape" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    # a missing --shape is a usage error (issue 22): the verb's usage, then one error line
+    assert r.returncode == 64 and r.stderr.startswith("usage: mxc compile ")
+    assert [ln for ln in r.stderr.splitlines() if "error:" in ln] == [
+        'mxc compile: error: no shape for input(s) data: give --shape data=D1,D2,... (or '
+        '--input-shapes "data:[D1,D2,...]")']
 
 
 def test_cli_artifact_rejects_model_options(mlp, tmp_path):

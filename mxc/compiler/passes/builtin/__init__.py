@@ -9,7 +9,7 @@
 ``inline-fused``   replace float ``_sg_mkldnn_*`` nodes by their nested pattern
 ``cse``            merge common subexpressions (same op, attributes and inputs)
 ``partition``      partition for a subgraph backend (``Symbol.optimize_for``)
-``print-ir``       print the graph in the textual IR
+``print-ir``       print the graph in the textual IR (to stderr)
 =================  ==============================================================
 """
 

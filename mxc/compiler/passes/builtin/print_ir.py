@@ -12,7 +12,8 @@ from ..registry import Option, register_pass
     "label": Option(str, "", "a comment line printed before the graph"),
 })
 def print_ir(graph, ctx):
-    """Print the graph in the textual IR to stdout; the graph is unchanged."""
+    """Print the graph in the textual IR to stderr (as mlir-opt prints its IR dumps: stdout
+    may be the pipeline's output, ``mxc opt ... -o -``); the graph is unchanged."""
     if ctx["label"]:
-        print(f"// {ctx['label']}", file=sys.stdout)
-    print(print_graph(graph), file=sys.stdout)
+        print(f"// {ctx['label']}", file=sys.stderr)
+    print(print_graph(graph), file=sys.stderr)
