@@ -8,8 +8,12 @@ the step list is turned into an execution plan, parameters are put on the
 device, slot lifetimes are computed.  A call then only validates the feeds,
 moves them to the device, calls the VM functions and copies the outputs out.
 
-``run`` is thread-safe: each thread gets its own VM (and staging buffers) on
-its first call, so calls from different threads run concurrently.  Outputs
+``run`` is thread-safe.  On the CPU, compiled code never runs on the caller's
+thread: calls are handed to the process's few long-lived executor threads
+(:mod:`mxc.runtime.executors`), which bounds TVM's per-thread pools and the
+cores in use whatever the number of calling threads, and keeps a forked child
+working.  Each executor gets its own VM (and staging buffers) on its first
+call, so calls run concurrently as far as the process's cores allow.  Outputs
 are always fresh numpy arrays owned by the caller.
 """
 
@@ -29,6 +33,7 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
+from .executors import EXECUTORS
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -156,9 +161,11 @@ class Session:
         global _from_dlpack
         if _from_dlpack is None and self._has_regions:
             _from_dlpack = _tvm.ffi().from_dlpack
+        # CPU compiled code runs on the process's executors (see executors.py)
+        self._on_executor = self._has_regions and self._threads is not None
         self._build_plan(graph, params)
         if self._has_regions:
-            self._state()  # create this thread's VM now: errors surface at load time
+            self._call(self._state)  # create a VM now: errors surface at load time
 
     # ------------------------------------------------------------------------------
     # metadata
@@ -281,11 +288,12 @@ class Session:
         if not g.load_steps:
             return {}
         from .load_steps import load_only_slots, run_load_steps
-        st = self._state()
-        if self._threads is not None:
-            _tvm.use_threads(self._threads)
-        values = run_load_steps(g, lambda name: st.vm[name],
-                                lambda s: _tvm.from_numpy(template[s], self._dev), self.source)
+
+        def run_steps():
+            st = self._state()
+            return run_load_steps(g, lambda name: st.vm[name],
+                                  lambda s: _tvm.from_numpy(template[s], self._dev), self.source)
+        values = self._call(run_steps)
         for s in load_only_slots(g):
             template[s] = None
         return values
@@ -304,6 +312,12 @@ class Session:
                                      f"{type(exc).__name__}: {exc}") from exc
             return [_tvm.to_numpy(result[i]) for i in range(len(result))]
         return call
+
+    def _call(self, fn, *args):
+        """``fn(*args)`` where this session's compiled code may run: an executor on the CPU."""
+        if self._on_executor:
+            return EXECUTORS.call(self._threads, fn, *args)
+        return fn(*args)
 
     def _state(self) -> _ThreadState:
         st = getattr(self._tls, "state", None)
@@ -345,7 +359,7 @@ class Session:
             outs, prof = result if profile else (result, None)
             picked = [outs[i] for i in wanted]
             return (picked, prof) if profile else picked
-        return self._run(feeds, profile)
+        return self._call(self._run, feeds, profile)
 
     def _output_indices(self, names) -> list[int]:
         """Positions of the outputs *names* asks for (None: all); ``outN`` is output N."""
@@ -375,8 +389,6 @@ class Session:
     def _run(self, feeds: Mapping[str, Any], profile: bool):
         t0 = time.perf_counter() if profile else 0.0
         st = self._state()
-        if self._threads is not None and self._has_regions:
-            _tvm.use_threads(self._threads)
         vals = self._feed(feeds)
         times = [] if profile else None
         cpu = self._cpu
