@@ -62,7 +62,6 @@ def profile_kernels(session, feeds: Mapping[str, Any], *, repeat: int = 10,
                     warmup: int = 1, min_ms: float = 1.0) -> KernelProfile:
     """Warm up, record one run's kernel calls, then time each *repeat* times (the
     median of figures of at least *min_ms* each) and the whole run *repeat* times."""
-    from .session import _ThreadState
     repeat = max(1, int(repeat))
     for _ in range(max(0, warmup)):
         session.run(feeds)

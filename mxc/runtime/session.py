@@ -25,7 +25,6 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -34,6 +33,7 @@ from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
 from .executors import EXECUTORS
+from .info import ORT_ELEMENT_TYPES, Profile, StepTime, TensorInfo  # noqa: F401 - re-exported
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -42,68 +42,6 @@ _REGION, _HOST = 0, 1
 _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 # how a region argument is obtained
 _ARG_CONST, _ARG_VALUE = 0, 1
-
-
-#: numpy dtype name -> ONNX Runtime's element type name (``NodeArg.type`` is ``tensor(T)``)
-ORT_ELEMENT_TYPES = {"float32": "float", "float64": "double", "float16": "float16",
-                     "bfloat16": "bfloat16", "int8": "int8", "int16": "int16", "int32": "int32",
-                     "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
-                     "uint64": "uint64", "bool": "bool"}
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """Name, shape and dtype of a model input or output (ONNX Runtime's ``NodeArg``)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def type(self) -> str:
-        """ONNX Runtime's spelling: ``tensor(float)`` for float32, ``tensor(int64)`` ..."""
-        return f"tensor({ORT_ELEMENT_TYPES.get(self.dtype, self.dtype)})"
-
-
-@dataclass(frozen=True)
-class StepTime:
-    """Time of one step of a profiled run."""
-
-    name: str
-    kind: str          # "region" or "host"
-    what: str          # the VM function or the host op
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Profile:
-    """Per-step times of one :meth:`Session.run` (``str()`` gives a table)."""
-
-    steps: tuple[StepTime, ...]
-    total: float       # wall time of the whole call, input checks and copies included
-    threads: int | None = None  # CPU threads the compiled regions ran on
-
-    @property
-    def overhead(self) -> float:
-        """Time not spent inside a step: feed checks, transfers, output copies."""
-        return max(self.total - sum(s.seconds for s in self.steps), 0.0)
-
-    def as_dict(self) -> dict:
-        return {"total_ms": self.total * 1e3, "overhead_ms": self.overhead * 1e3,
-                "threads": self.threads,
-                "steps": [{"name": s.name, "kind": s.kind, "what": s.what,
-                           "ms": s.seconds * 1e3} for s in self.steps]}
-
-    def __str__(self) -> str:
-        width = max([len(s.name) for s in self.steps] + [4])
-        lines = [f"{'step':<{width}}  {'kind':<6}  {'what':<24}  {'ms':>10}"]
-        for s in self.steps:
-            lines.append(f"{s.name:<{width}}  {s.kind:<6}  {s.what:<24}  {s.seconds * 1e3:>10.3f}")
-        lines.append(f"{'overhead':<{width}}  {'':<6}  {'':<24}  {self.overhead * 1e3:>10.3f}")
-        lines.append(f"{'total':<{width}}  {'':<6}  {'':<24}  {self.total * 1e3:>10.3f}")
-        if self.threads is not None:
-            lines.append(f"threads: {self.threads}")
-        return "\n".join(lines)
 
 
 class _ThreadState:
@@ -208,6 +146,20 @@ class Session:
     def host_nodes(self) -> list[str]:
         """Names of the nodes run by reference kernels on the host."""
         return [s.name for s in self._graph.host_steps]
+
+    def __reduce__(self):
+        """A session pickles as its artifact's path and load options; the receiving
+        process loads (and, when a key was given, verifies) the file again."""
+        origin = getattr(self, "_origin", None)
+        if origin is None:
+            raise ArtifactError(f"{self.source}: a session not loaded from an artifact file "
+                                f"cannot be pickled; save the model (model.save(PATH)) and "
+                                f"pickle mxc.runtime.load(PATH)")
+        path, libraries, key, threads = origin
+        if key is not None:
+            from .signing import public_key_bytes
+            key = public_key_bytes(key)  # key objects do not pickle; raw bytes do
+        return _reload, (path, libraries, key, threads)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self._inputs)
@@ -530,8 +482,17 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     if art.manifest.get("libraries") or libraries:  # imported only when there is one
         from .libraries import attach_libraries
         attach_libraries(art.manifest, libraries, str(path))
-    return session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
+    sess = session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
                               source=str(path), threads=threads)
+    sess._origin = (os.path.abspath(path), [os.path.abspath(p) for p in libraries or ()],
+                    verify_key, threads)
+    return sess
+
+
+def _reload(path: str, libraries: list[str], verify_key: bytes | None,
+            threads: int | None) -> Session:
+    """Unpickle a session: load its artifact again (verified with the key it was loaded with)."""
+    return load(path, libraries or None, verify_key=verify_key, threads=threads)
 
 
 #: libraries loaded by this process, by sha256: a library cannot be unloaded safely
