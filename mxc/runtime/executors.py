@@ -18,8 +18,9 @@ threads, and the caller waits for the result:
   (:func:`mxc.runtime.threads.pool_size`) as its session's ``threads=``
   while it runs; calls whose cores do not fit wait.  At most ``budget``
   calls run at once, so at most ``budget`` executors exist, each with one TVM
-  pool: the process never runs more compute threads than the cores it may
-  use, whatever the number of sessions and calling threads;
+  pool sized to the ``threads=`` it serves (:func:`mxc.runtime._tvm.use_threads`):
+  the process never runs more compute threads than the cores it may use,
+  whatever the number of sessions and calling threads;
 * **long-lived**: an executor (and its TVM pool, VM and staging buffers) is
   reused by every later call; idle ones block on a queue and their pool's
   workers sleep on TVM's condition variable;
@@ -61,7 +62,8 @@ class _Job:
 class _Executor:
     """One long-lived thread that runs jobs one after another."""
 
-    def __init__(self, index: int, configure: Callable[[int], None]):
+    def __init__(self, index: int, configure: Callable[[int], None], size: int):
+        self.size = size  # the threads of its TVM pool, fixed by its first job
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._configure = configure
         self.thread = threading.Thread(target=self._loop, name=f"mxc-executor-{index}",
@@ -81,6 +83,10 @@ class _Executor:
                 job.error = exc
             finally:
                 job.done.release()
+
+    def stop(self) -> None:
+        """End the thread after its current job (its TVM pool is destroyed with it)."""
+        self._jobs.put(None)
 
     def submit(self, job: _Job) -> Any:
         self._jobs.put(job)
@@ -104,11 +110,12 @@ class Executors:
         self._budget: int | None = None
         self._free = 0
         self._idle: list[_Executor] = []
-        self._count = 0
+        self._count = 0     # executors alive
+        self._started = 0   # executors started (names them)
 
     @property
     def count(self) -> int:
-        """Executors started so far in this process (at most the budget)."""
+        """Executors alive in this process (at most one per core of the budget)."""
         return self._count
 
     def call(self, threads: int, fn: Callable, *args: Any) -> Any:
@@ -122,12 +129,7 @@ class Executors:
             while self._free < threads:
                 self._cond.wait()
             self._free -= threads
-            if self._idle:
-                ex = self._idle.pop()  # the most recently used: its caches are warm
-            else:
-                self._count += 1
-                log.debug("starting executor %d (budget %d cores)", self._count, self._budget)
-                ex = _Executor(self._count, self._configure)
+            ex = self._take(threads)
         try:
             return ex.submit(_Job(fn, args, threads))
         finally:
@@ -135,6 +137,24 @@ class Executors:
                 self._free += threads
                 self._idle.append(ex)
                 self._cond.notify_all()
+
+    def _take(self, threads: int) -> _Executor:
+        """An idle executor whose pool has *threads* threads (the most recently used:
+        its caches are warm), else a new one; at the cap of one executor per core
+        the least recently used idle one of another size is replaced.  (Under the
+        lock; an admitted call always finds an idle executor at the cap, since
+        every busy one holds at least one core.)"""
+        for i in range(len(self._idle) - 1, -1, -1):
+            if self._idle[i].size == threads:
+                return self._idle.pop(i)
+        if self._count >= self._budget:
+            self._idle.pop(0).stop()
+        else:
+            self._count += 1
+        self._started += 1
+        log.debug("starting executor %d for %d thread(s) (budget %d cores)", self._started,
+                  threads, self._budget)
+        return _Executor(self._started, self._configure, threads)
 
     # fork: hold the lock across fork so the child copies a consistent state, then
     # forget in the child the executors whose threads did not survive.

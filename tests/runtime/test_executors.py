@@ -97,7 +97,7 @@ def test_sessions_never_hold_more_cores_than_the_budget():
     for t in callers:
         t.join(timeout=60)
     assert state["peak"] <= 3 and state["held"] == 0
-    assert ex.count <= 3 and len(names) == ex.count
+    assert ex.count <= 3 and names
 
 
 def test_a_request_above_the_budget_gets_the_budget():
@@ -123,3 +123,28 @@ def test_a_call_from_an_executor_runs_in_place():
     outer = ex.call(1, lambda: (threading.current_thread().name,
                                 ex.call(1, lambda: threading.current_thread().name)))
     assert outer[0] == outer[1] and outer[0].startswith("mxc-executor")
+
+
+def test_executors_are_sized_per_thread_count_and_capped():
+    first: dict = {}   # executor thread -> the size its pool was made with
+
+    def configure(threads):
+        first.setdefault(threading.current_thread(), threads)
+
+    ex = Executors(lambda: 2, configure)
+    here = threading.current_thread
+    gate = threading.Barrier(2)
+    both = [threading.Thread(target=ex.call, args=(1, lambda: gate.wait(10)))
+            for _ in range(2)]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join(30)
+    assert ex.count == 2 and sorted(first.values()) == [1, 1]
+    # at the cap, a 2-thread call replaces an idle 1-thread executor
+    thread = ex.call(2, here)
+    assert first[thread] == 2 and ex.count == 2
+    assert ex.call(2, here) is thread                        # reused, same size
+    retired = [t for t, size in first.items() if t is not thread and size == 1]
+    retired_one = [t for t in retired if not t.is_alive() or t.join(10) or not t.is_alive()]
+    assert len(retired_one) == 1 and sum(t.is_alive() for t in first) == 2
