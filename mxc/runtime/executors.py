@@ -90,7 +90,11 @@ class _Executor:
 
     def submit(self, job: _Job) -> Any:
         self._jobs.put(job)
-        job.done.acquire()
+        try:
+            job.done.acquire()
+        except BaseException:  # KeyboardInterrupt: the job still holds its cores; wait
+            job.done.acquire()
+            raise
         if job.error is not None:
             error, job.error = job.error, None
             raise error
