@@ -13,6 +13,13 @@ from ..utils import atomic_write_bytes
 
 def _dims(text: str, dims: str) -> tuple[int, ...]:
     parts = dims.split(",") if "," in dims or "x" not in dims else dims.split("x")
+    ranges = [(axis, d) for axis, d in enumerate(parts) if ".." in d]
+    if ranges:  # a dynamic dimension, data=1..64,3,224,224: refused with the reason
+        from ..backends.tvm.lower import SHAPE_RANGE_REFUSAL
+        axis, d = ranges[0]
+        raise argparse.ArgumentTypeError(f"dimension {axis} of {text!r} is the range {d}; "
+                                         f"dynamic dimensions are not supported: "
+                                         f"{SHAPE_RANGE_REFUSAL}")
     try:
         shape = tuple(int(d) for d in parts) if dims.strip() else ()
     except ValueError:

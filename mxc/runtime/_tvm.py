@@ -245,18 +245,30 @@ def sync(dev) -> None:
         _func("runtime.Device_StreamSync")(dev, 0)
 
 
-#: TVM's affinity mode "big cores" (``runtime.config_threadpool``'s first argument)
-_MODE_BIG = 1
+#: TVM's affinity modes (``runtime.config_threadpool``'s first argument): "big cores",
+#: and "the workers share the CPUs listed" (whose list also sizes a new pool)
+_MODE_BIG, _MODE_SHARE_LISTED = 1, -3
 _current = threading.local()
 
 
 def use_threads(threads: int) -> None:
-    """Make compiled code called from *this* thread use *threads* of the pool's threads.
+    """Make compiled code called from *this* thread use *threads* of its pool's threads.
 
-    TVM keeps one pool per calling thread; reconfiguring it re-binds workers,
-    so this is a no-op when the thread already uses *threads*.
+    TVM keeps one pool per calling thread.  The first call on a thread creates
+    that pool with exactly *threads* workers: ``config_threadpool`` with a CPU
+    list sets the thread-local ``MaxConcurrency`` to the list's length before
+    the pool is built, and with ``TVM_BIND_THREADS=0`` (see :mod:`.threads`)
+    the list binds nothing.  Otherwise the pool would hold ``TVM_NUM_THREADS``
+    workers however few a session uses.  Later calls only change how many of the
+    pool's workers run (reconfiguring re-binds workers, so an unchanged count is
+    a no-op).
     """
-    if getattr(_current, "threads", None) == threads:
+    previous = getattr(_current, "threads", None)
+    if previous == threads:
         return
-    _func("runtime.config_threadpool")(_MODE_BIG, int(threads))
+    configure = _func("runtime.config_threadpool")
+    if previous is None and os.environ.get("TVM_BIND_THREADS") == "0":
+        configure(_MODE_SHARE_LISTED, int(threads), [str(i) for i in range(int(threads))])
+    else:
+        configure(_MODE_BIG, int(threads))
     _current.threads = threads

@@ -62,12 +62,18 @@ def profile_kernels(session, feeds: Mapping[str, Any], *, repeat: int = 10,
                     warmup: int = 1, min_ms: float = 1.0) -> KernelProfile:
     """Warm up, record one run's kernel calls, then time each *repeat* times (the
     median of figures of at least *min_ms* each) and the whole run *repeat* times."""
-    from .session import _ThreadState
     repeat = max(1, int(repeat))
     for _ in range(max(0, warmup)):
         session.run(feeds)
     if not session._has_regions:  # noqa: SLF001 - host nodes only
         return _rows({}, 0, session, feeds, repeat)
+    # on the thread (an executor) and thread pool where the session's calls run
+    return session._call(_profile_regions, session, feeds, repeat, min_ms)  # noqa: SLF001
+
+
+def _profile_regions(session, feeds: Mapping[str, Any], repeat: int,
+                     min_ms: float) -> KernelProfile:
+    from .session import _ThreadState
     vm = _tvm.create_vm(session._module, session._kind, 0)  # noqa: SLF001
     calls: list[tuple[str, list]] = []
     builtins = [0]

@@ -8,8 +8,12 @@ the step list is turned into an execution plan, parameters are put on the
 device, slot lifetimes are computed.  A call then only validates the feeds,
 moves them to the device, calls the VM functions and copies the outputs out.
 
-``run`` is thread-safe: each thread gets its own VM (and staging buffers) on
-its first call, so calls from different threads run concurrently.  Outputs
+``run`` is thread-safe.  On the CPU, compiled code never runs on the caller's
+thread: calls are handed to the process's few long-lived executor threads
+(:mod:`mxc.runtime.executors`), which bounds TVM's per-thread pools and the
+cores in use whatever the number of calling threads, and keeps a forked child
+working.  Each executor gets its own VM (and staging buffers) on its first
+call, so calls run concurrently as far as the process's cores allow.  Outputs
 are always fresh numpy arrays owned by the caller.
 """
 
@@ -21,7 +25,6 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -29,6 +32,8 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
+from .executors import EXECUTORS
+from .info import ORT_ELEMENT_TYPES, Profile, StepTime, TensorInfo  # noqa: F401 - re-exported
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -37,68 +42,6 @@ _REGION, _HOST = 0, 1
 _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 # how a region argument is obtained
 _ARG_CONST, _ARG_VALUE = 0, 1
-
-
-#: numpy dtype name -> ONNX Runtime's element type name (``NodeArg.type`` is ``tensor(T)``)
-ORT_ELEMENT_TYPES = {"float32": "float", "float64": "double", "float16": "float16",
-                     "bfloat16": "bfloat16", "int8": "int8", "int16": "int16", "int32": "int32",
-                     "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
-                     "uint64": "uint64", "bool": "bool"}
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """Name, shape and dtype of a model input or output (ONNX Runtime's ``NodeArg``)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def type(self) -> str:
-        """ONNX Runtime's spelling: ``tensor(float)`` for float32, ``tensor(int64)`` ..."""
-        return f"tensor({ORT_ELEMENT_TYPES.get(self.dtype, self.dtype)})"
-
-
-@dataclass(frozen=True)
-class StepTime:
-    """Time of one step of a profiled run."""
-
-    name: str
-    kind: str          # "region" or "host"
-    what: str          # the VM function or the host op
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Profile:
-    """Per-step times of one :meth:`Session.run` (``str()`` gives a table)."""
-
-    steps: tuple[StepTime, ...]
-    total: float       # wall time of the whole call, input checks and copies included
-    threads: int | None = None  # CPU threads the compiled regions ran on
-
-    @property
-    def overhead(self) -> float:
-        """Time not spent inside a step: feed checks, transfers, output copies."""
-        return max(self.total - sum(s.seconds for s in self.steps), 0.0)
-
-    def as_dict(self) -> dict:
-        return {"total_ms": self.total * 1e3, "overhead_ms": self.overhead * 1e3,
-                "threads": self.threads,
-                "steps": [{"name": s.name, "kind": s.kind, "what": s.what,
-                           "ms": s.seconds * 1e3} for s in self.steps]}
-
-    def __str__(self) -> str:
-        width = max([len(s.name) for s in self.steps] + [4])
-        lines = [f"{'step':<{width}}  {'kind':<6}  {'what':<24}  {'ms':>10}"]
-        for s in self.steps:
-            lines.append(f"{s.name:<{width}}  {s.kind:<6}  {s.what:<24}  {s.seconds * 1e3:>10.3f}")
-        lines.append(f"{'overhead':<{width}}  {'':<6}  {'':<24}  {self.overhead * 1e3:>10.3f}")
-        lines.append(f"{'total':<{width}}  {'':<6}  {'':<24}  {self.total * 1e3:>10.3f}")
-        if self.threads is not None:
-            lines.append(f"threads: {self.threads}")
-        return "\n".join(lines)
 
 
 class _ThreadState:
@@ -161,9 +104,11 @@ class Session:
         global _from_dlpack
         if _from_dlpack is None and self._has_regions:
             _from_dlpack = _tvm.ffi().from_dlpack
+        # CPU compiled code runs on the process's executors (see executors.py)
+        self._on_executor = self._has_regions and self._threads is not None
         self._build_plan(graph, params)
         if self._has_regions:
-            self._state()  # create this thread's VM now: errors surface at load time
+            self._call(self._state)  # create a VM now: errors surface at load time
 
     # ------------------------------------------------------------------------------
     # metadata
@@ -212,6 +157,20 @@ class Session:
         """Every name :meth:`run` accepts in its feeds: the inputs, and the optional or
         ignored ones (labels) that :attr:`inputs` does not list."""
         return self._known
+
+    def __reduce__(self):
+        """A session pickles as its artifact's path and load options; the receiving
+        process loads (and, when a key was given, verifies) the file again."""
+        origin = getattr(self, "_origin", None)
+        if origin is None:
+            raise ArtifactError(f"{self.source}: a session not loaded from an artifact file "
+                                f"cannot be pickled; save the model (model.save(PATH)) and "
+                                f"pickle mxc.runtime.load(PATH)")
+        path, libraries, key, threads = origin
+        if key is not None:
+            from .signing import public_key_bytes
+            key = public_key_bytes(key)  # key objects do not pickle; raw bytes do
+        return _reload, (path, libraries, key, threads)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self._inputs)
@@ -292,11 +251,12 @@ class Session:
         if not g.load_steps:
             return {}
         from .load_steps import load_only_slots, run_load_steps
-        st = self._state()
-        if self._threads is not None:
-            _tvm.use_threads(self._threads)
-        values = run_load_steps(g, lambda name: st.vm[name],
-                                lambda s: _tvm.from_numpy(template[s], self._dev), self.source)
+
+        def run_steps():
+            st = self._state()
+            return run_load_steps(g, lambda name: st.vm[name],
+                                  lambda s: _tvm.from_numpy(template[s], self._dev), self.source)
+        values = self._call(run_steps)
         for s in load_only_slots(g):
             template[s] = None
         return values
@@ -315,6 +275,12 @@ class Session:
                                      f"{type(exc).__name__}: {exc}") from exc
             return [_tvm.to_numpy(result[i]) for i in range(len(result))]
         return call
+
+    def _call(self, fn, *args):
+        """``fn(*args)`` where this session's compiled code may run: an executor on the CPU."""
+        if self._on_executor:
+            return EXECUTORS.call(self._threads, fn, *args)
+        return fn(*args)
 
     def _state(self) -> _ThreadState:
         st = getattr(self._tls, "state", None)
@@ -356,7 +322,7 @@ class Session:
             outs, prof = result if profile else (result, None)
             picked = [outs[i] for i in wanted]
             return (picked, prof) if profile else picked
-        return self._run(feeds, profile)
+        return self._call(self._run, feeds, profile)
 
     def _output_indices(self, names) -> list[int]:
         """Positions of the outputs *names* asks for (None: all); ``outN`` is output N."""
@@ -391,8 +357,6 @@ class Session:
     def _run(self, feeds: Mapping[str, Any], profile: bool):
         t0 = time.perf_counter() if profile else 0.0
         st = self._state()
-        if self._threads is not None and self._has_regions:
-            _tvm.use_threads(self._threads)
         vals = self._feed(feeds)
         times = [] if profile else None
         cpu = self._cpu
@@ -535,8 +499,17 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     if art.manifest.get("libraries") or libraries:  # imported only when there is one
         from .libraries import attach_libraries
         attach_libraries(art.manifest, libraries, str(path))
-    return session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
+    sess = session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
                               source=str(path), threads=threads)
+    sess._origin = (os.path.abspath(path), [os.path.abspath(p) for p in libraries or ()],
+                    verify_key, threads)
+    return sess
+
+
+def _reload(path: str, libraries: list[str], verify_key: bytes | None,
+            threads: int | None) -> Session:
+    """Unpickle a session: load its artifact again (verified with the key it was loaded with)."""
+    return load(path, libraries or None, verify_key=verify_key, threads=threads)
 
 
 #: libraries loaded by this process, by sha256: a library cannot be unloaded safely

@@ -105,6 +105,11 @@ def load_public_key(key: KeyLike):
     return pub
 
 
+def public_key_bytes(key: KeyLike) -> bytes:
+    """The raw 32 bytes of the public key *key* names (what a pickled session carries)."""
+    return _raw_public(load_public_key(key))
+
+
 def _raw_public(pub) -> bytes:
     serialization, _, _ = _crypto()
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)

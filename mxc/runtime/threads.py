@@ -13,8 +13,8 @@ affinity mask and its cgroup CPU quota (a container limited to 1.5 CPUs gets
 use fewer threads than the pool holds (``_tvm.use_threads``, ``Session(threads=)``,
 ``mxc run --threads``), never more.
 
-This is the one place mxc writes ``os.environ`` (``TVM_NUM_THREADS``, once, under a
-lock, before TVM's library is loaded).  TVM 0.27 keeps one pool per calling thread,
+This is the one place mxc writes ``os.environ`` (``TVM_NUM_THREADS`` and the two
+below, once, under a lock, before TVM's library is loaded).  TVM 0.27 keeps one pool per calling thread,
 created on first use with ``MaxConcurrency()`` workers: a thread-local override that
 only ``runtime.config_threadpool`` *with an explicit CPU list* sets (which also pins
 or re-binds every worker: an affinity policy mxc does not want to impose), else
@@ -22,6 +22,19 @@ or re-binds every worker: an affinity policy mxc does not want to impose), else
 the pools of threads mxc does not control (a user's thread pool calling
 ``Session.run``, TVM's constant folding at compile time, MetaSchedule's builder and
 runner processes, which inherit only the environment); the variable does.
+
+Two more of TVM's variables are set here when the user has not set them, for the
+same reason (TVM reads them with ``getenv`` when a pool first starts):
+
+* ``TVM_BIND_THREADS=0``: TVM otherwise pins worker *i* of *every* pool to core
+  *i* (counted over the whole machine, not the process's affinity mask), so the
+  pools of mxc's concurrent executors (:mod:`mxc.runtime.executors`) would all
+  crowd onto the same first cores while the others idle;
+* ``TVM_THREAD_POOL_SPIN_COUNT`` (:data:`SPIN_COUNT`): after every task a worker
+  busy-waits this many ``sched_yield`` calls before sleeping; TVM's default of
+  300,000 burns about 0.1-0.2 s of a core per worker after each call (far more on
+  a loaded machine), an idle server's CPU.  Gaps between the kernels of one call
+  are microseconds, well inside the shorter spin.
 """
 
 from __future__ import annotations
@@ -38,6 +51,10 @@ log = logging.getLogger(__name__)
 
 #: environment variables TVM reads for its pool size, in the order it reads them
 POOL_VARIABLES = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
+#: yields a TVM worker spins after a task before it sleeps (TVM's default: 300,000)
+SPIN_COUNT = 20000
+#: other pool settings mxc makes unless the environment already has them
+POOL_DEFAULTS = {"TVM_BIND_THREADS": "0", "TVM_THREAD_POOL_SPIN_COUNT": str(SPIN_COUNT)}
 
 _LOCK = threading.Lock()
 _pool_size: int | None = None
@@ -99,6 +116,8 @@ def configure_pool() -> int:
                 _pool_size = allowed_cores()
                 os.environ["TVM_NUM_THREADS"] = str(_pool_size)
                 log.debug("thread pool: %d threads (allowed cores)", _pool_size)
+            for var, value in POOL_DEFAULTS.items():
+                os.environ.setdefault(var, value)
         return _pool_size
 
 

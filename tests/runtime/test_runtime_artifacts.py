@@ -366,8 +366,9 @@ def test_runtime_package_imports_neither_compiler_nor_frontend_nor_tvm(mlp):
     assert res["imported"] == [], f"the runtime imported {res['imported']}"
     assert set(res["mxc"]) <= {"mxc", "mxc.errors", "mxc.utils", "mxc.runtime",
                                "mxc.runtime._tvm", "mxc.runtime.artifact",
-                               "mxc.runtime.session", "mxc.runtime.threads", "mxc.runtime.plan",
-                               "mxc.runtime.validate", "mxc.runtime.bfloat16",
+                               "mxc.runtime.session", "mxc.runtime.threads", "mxc.runtime.executors",
+                               "mxc.runtime.plan", "mxc.runtime.info", "mxc.runtime.validate",
+                               "mxc.runtime.bfloat16",
                                "mxc.runtime.signing"}, res["mxc"]
 
 

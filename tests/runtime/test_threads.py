@@ -27,11 +27,13 @@ import json, sys
 import numpy as np
 import tvm_ffi
 import mxc.runtime
+from mxc.runtime.executors import EXECUTORS
 kwargs = json.loads(sys.argv[2])
 s = mxc.runtime.load(sys.argv[1], **kwargs)
 s.run({"data": np.zeros((4, 784), "float32")})
-print(json.dumps({"session": s.threads,
-                  "tvm": tvm_ffi.get_global_func("runtime.NumThreads")()}))
+# compiled code runs on an executor thread: ask TVM there
+tvm = EXECUTORS.call(s.threads, tvm_ffi.get_global_func("runtime.NumThreads"))
+print(json.dumps({"session": s.threads, "tvm": tvm}))
 """
 
 
@@ -96,3 +98,27 @@ def test_cgroup_v1_quota(tmp_path):
 
 def test_allowed_cores_within_affinity():
     assert 1 <= threads.allowed_cores() <= len(os.sched_getaffinity(0))
+
+
+_COUNT = """
+import json, os, sys
+import numpy as np
+import mxc.runtime
+before = len(os.listdir("/proc/self/task"))
+s = mxc.runtime.load(sys.argv[1], **json.loads(sys.argv[2]))
+s.run({"data": np.zeros((4, 784), "float32")})
+print(json.dumps({"added": len(os.listdir("/proc/self/task")) - before}))
+"""
+
+
+@pytest.mark.parametrize("session_threads, added", [(1, 1), (2, 2)])
+def test_a_pool_holds_the_threads_its_session_uses(mlp_path, session_threads, added):
+    """An executor's TVM pool is sized to the session's threads (the executor is its
+    worker 0), not to the process's TVM_NUM_THREADS."""
+    env = {k: v for k, v in os.environ.items() if k not in threads.POOL_VARIABLES}
+    env.update(TVM_NUM_THREADS="2", PYTHONPATH=os.pathsep.join([str(REPO),
+                                                                env.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", _COUNT, str(mlp_path),
+                          json.dumps({"threads": session_threads})],
+                         env=env, capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"added": added}

@@ -100,6 +100,29 @@ class LoweredModel:
         return [self.functions[n.name][0].name for n in self.regions]
 
 
+#: why a dimension range (``data=1..64,3,224,224``, ``((1, 64), 3, 224, 224)``) is refused
+SHAPE_RANGE_REFUSAL = (
+    "mxc compiles static shapes only, one batch size per artifact: its converter, its CPU "
+    "schedules (Winograd, channel padding, packed weights, the reduction rules) and the "
+    "load-time weight transforms are generated for fixed extents, so a symbolic batch "
+    "(Relax symbolic shapes) would lose them; and running a smaller batch inside a larger "
+    "compiled one (padding or splitting into buckets) is exact only when no operator mixes "
+    "rows across the batch axis, which mxc does not prove yet. Compile one artifact per "
+    "batch size you serve (e.g. --shape data=1,... and --shape data=8,...)")
+
+
+def refuse_shape_ranges(shapes: Mapping[str, Any]) -> None:
+    """Raise :class:`BackendError` naming the input and range when a dimension of
+    *shapes* is a ``(LO, HI)`` pair or a ``"LO..HI"`` string (dynamic batch)."""
+    for name, shape in shapes.items():
+        for axis, dim in enumerate(shape if isinstance(shape, (tuple, list)) else ()):
+            if isinstance(dim, (tuple, list)) or (isinstance(dim, str) and ".." in dim):
+                text = "..".join(map(str, dim)) if not isinstance(dim, str) else dim
+                raise BackendError(f"input {name!r}: dimension {axis} is the range {text}; "
+                                   f"dynamic dimensions are not supported: "
+                                   f"{SHAPE_RANGE_REFUSAL}")
+
+
 def lower_model(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = None,
                 dtypes: Mapping[str, Any] | None = None,
                 options: CompileOptions | None = None,
@@ -120,6 +143,7 @@ def lower_model(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None =
     graph = _graph_of(sym)
     output_names = graph.list_outputs()
     params = _params_of(params)
+    refuse_shape_ranges(shapes or {})
     shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     dtypes = {k: np.dtype(v).name for k, v in (dtypes or {}).items()}
     empty = {k: v for k, v in shapes.items() if any(d <= 0 for d in v)}

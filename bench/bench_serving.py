@@ -1,0 +1,157 @@
+"""Serving throughput: K calling threads at batch 1 vs one thread at batch K, and thread churn.
+
+For each model, two static artifacts are compiled (batch 1 and batch K) and
+saved, and three ways of serving K images at a time are timed in one process,
+interleaved in ``--blocks`` blocks so a burst of load elsewhere hits them alike:
+
+* ``batch K, 1 thread``: one caller runs the batch-K artifact;
+* ``batch 1, K threads``: K long-lived threads each run the batch-1 artifact
+  (one session shared, as a threaded server does);
+* ``batch 1, churn``: every call on a *new* thread, started and joined per
+  call (a thread-per-request server), compared with ``batch 1, 1 long-lived
+  thread`` calling the same session one call at a time.
+
+Reported: images per second of each (median over blocks) and the churn cost
+ratio (seconds per call on a new thread / on a long-lived thread).  Dynamic
+batch vs static is not measured: a batch range is refused at compile time
+(see docs/compiling-and-deploying.md, "Batch size").
+
+    python bench/bench_serving.py [--models squeezenet1.1,mobilenetv2_0.25,resnet18_v1]
+        [--k 4] [--calls 8] [--blocks 5] [--json out.json]
+
+Models are corpus directories (``/work/shared/corpus/models/NAME`` or
+``$MXC_CORPUS/models/NAME``: ``symbol.json`` + ``model.params``) or ``mlp``
+(``examples/mlp``, the smoke test's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import machine  # noqa: E402
+
+
+def _model(name: str):
+    """(symbol, (arg, aux), input name, per-image input shape)."""
+    import mxc
+    from mxc.compiler.symbol import load
+    from mxc.frontend.params import load_params, split_arg_aux
+    if name == "mlp":
+        sym, arg, aux = mxc.load_checkpoint(str(REPO / "examples" / "mlp" / "mlp"), 0)
+        return sym, (arg, aux), "data", (784,)
+    corpus = Path(os.environ.get("MXC_CORPUS", REPO.parent.parent / "shared" / "corpus"))
+    for root in (corpus, Path("/work/shared/corpus")):
+        d = root / "models" / name
+        if (d / "symbol.json").is_file():
+            meta = json.loads((d / "meta.json").read_text())
+            (inp, spec), = meta["inputs"].items()
+            params = load_params(str(d / "model.params"))
+            return load(str(d / "symbol.json")), split_arg_aux(params), inp, \
+                tuple(spec["shape"][1:])
+    raise SystemExit(f"no model {name!r} (a corpus directory or 'mlp')")
+
+
+def _threads_rate(sess, feed, k: int, calls: int) -> float:
+    """Images/s of *k* long-lived threads, *calls* batch-1 calls each."""
+    start = threading.Barrier(k + 1)
+
+    def worker():
+        start.wait()
+        for _ in range(calls):
+            sess.run(feed)
+    ts = [threading.Thread(target=worker) for _ in range(k)]
+    for t in ts:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in ts:
+        t.join()
+    return k * calls / (time.perf_counter() - t0)
+
+
+def _per_call(sess, feed, calls: int, churn: bool) -> float:
+    """Seconds per batch-1 call, each on a new thread (*churn*) or on this one."""
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        if churn:
+            t = threading.Thread(target=sess.run, args=(feed,))
+            t.start()
+            t.join()
+        else:
+            sess.run(feed)
+    return (time.perf_counter() - t0) / calls
+
+
+def bench_model(name: str, k: int, calls: int, blocks: int) -> dict:
+    import numpy as np
+    import mxc
+    import mxc.runtime
+    sym, params, inp, per_image = _model(name)
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory(prefix="mxc-serving-") as tmp:
+        sessions = {}
+        for batch in (1, k):
+            t0 = time.perf_counter()
+            model = mxc.compile(sym, params, {inp: (batch, *per_image)})
+            path = model.save(Path(tmp) / f"{name}-b{batch}.mxc")
+            sessions[batch] = mxc.runtime.load(path)
+            print(f"  {name}: compiled batch {batch} in {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr)
+        feed1 = {inp: rng.standard_normal((1, *per_image), dtype=np.float32)}
+        feedk = {inp: rng.standard_normal((k, *per_image), dtype=np.float32)}
+        one, many = sessions[1], sessions[k]
+        one.run(feed1), many.run(feedk)           # warm-up
+        rows: dict[str, list[float]] = {"batch K, 1 thread": [], "batch 1, K threads": [],
+                                        "batch 1, 1 long-lived thread": [],
+                                        "batch 1, churn": []}
+        for _ in range(blocks):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                many.run(feedk)
+            rows["batch K, 1 thread"].append(k * calls / (time.perf_counter() - t0))
+            rows["batch 1, K threads"].append(_threads_rate(one, feed1, k, calls))
+            rows["batch 1, 1 long-lived thread"].append(1 / _per_call(one, feed1, calls, False))
+            rows["batch 1, churn"].append(1 / _per_call(one, feed1, calls, True))
+        rates = {key: statistics.median(v) for key, v in rows.items()}
+        return {"model": name, "k": k, "calls": calls, "blocks": blocks,
+                "images_per_s": rates, "threads_budget": one.threads,
+                "churn_cost": rates["batch 1, 1 long-lived thread"] / rates["batch 1, churn"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="squeezenet1.1,mobilenetv2_0.25,resnet18_v1")
+    p.add_argument("--k", type=int, default=4, help="threads / batch size (default 4)")
+    p.add_argument("--calls", type=int, default=8, help="calls per thread per block")
+    p.add_argument("--blocks", type=int, default=5)
+    p.add_argument("--json", help="write the report here")
+    args = p.parse_args(argv)
+    info = machine.machine_info()
+    print("\n".join(machine.format_machine(info)))
+    results = []
+    for name in args.models.split(","):
+        res = bench_model(name.strip(), args.k, args.calls, args.blocks)
+        results.append(res)
+        print(f"\n{res['model']} (K={res['k']}, {res['threads_budget']} thread(s) per call, "
+              f"median of {res['blocks']} blocks)")
+        for key, rate in res["images_per_s"].items():
+            print(f"  {key.replace('K', str(res['k'])):<32} {rate:10.1f} images/s")
+        print(f"  churn cost (new thread per call / long-lived): {res['churn_cost']:.3f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

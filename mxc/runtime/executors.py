@@ -1,0 +1,191 @@
+"""Where compiled code runs: a few long-lived executor threads per process.
+
+TVM 0.27 keeps one thread pool *per calling thread* (a C++ ``thread_local``
+``ThreadPool`` in ``src/runtime/thread_pool.cc``), created on the first
+parallel launch with ``MaxConcurrency()`` workers (``TVM_NUM_THREADS``), its
+workers spinning ``TVM_THREAD_POOL_SPIN_COUNT`` yields after every task before
+they sleep.  Called directly from a server's threads, every request thread
+would grow its own pool: a thread-per-request server (or a recycling
+``ThreadPoolExecutor``) piles up pools, and each pool's threads spin on cores
+the others need.  A pool also belongs to the thread that made it, so after
+``fork`` the child's copy has no workers and the next launch waits forever.
+
+So mxc never lets a caller's thread launch compiled code.  Every CPU call of
+:class:`~mxc.runtime.Session` is handed to one of this module's *executor*
+threads, and the caller waits for the result:
+
+* **bounded**: a call holds as many *cores* of the process's budget
+  (:func:`mxc.runtime.threads.pool_size`) as its session's ``threads=``
+  while it runs; calls whose cores do not fit wait.  At most ``budget``
+  calls run at once, so at most ``budget`` executors exist, each with one TVM
+  pool sized to the ``threads=`` it serves (:func:`mxc.runtime._tvm.use_threads`):
+  the process never runs more compute threads than the cores it may use,
+  whatever the number of sessions and calling threads;
+* **long-lived**: an executor (and its TVM pool, VM and staging buffers) is
+  reused by every later call; idle ones block on a queue and their pool's
+  workers sleep on TVM's condition variable;
+* **fork-safe**: ``os.register_at_fork`` forgets, in the child, the executors
+  that did not survive the fork; the child's first call starts a new executor
+  whose TVM pool is created fresh (the parent's pools, and the dead threads'
+  thread-locals, are simply never used again).
+
+A call made from an executor (a host step calling another session) runs in
+place: it is already admitted, and waiting for a second executor could
+deadlock.
+"""
+
+from __future__ import annotations
+
+import _thread
+import logging
+import os
+import queue
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+_local = threading.local()  # .executor: True on executor threads
+
+
+class _Job:
+    __slots__ = ("fn", "args", "threads", "result", "error", "done")
+
+    def __init__(self, fn: Callable, args: tuple, threads: int):
+        self.fn, self.args, self.threads = fn, args, threads
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = _thread.allocate_lock()
+        self.done.acquire()  # released by the executor when the job finished
+
+
+class _Executor:
+    """One long-lived thread that runs jobs one after another."""
+
+    def __init__(self, index: int, configure: Callable[[int], None], size: int):
+        self.size = size  # the threads of its TVM pool, fixed by its first job
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._configure = configure
+        self.thread = threading.Thread(target=self._loop, name=f"mxc-executor-{index}",
+                                       daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        _local.executor = True
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                self._configure(job.threads)
+                job.result = job.fn(*job.args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                job.error = exc
+            finally:
+                job.done.release()
+
+    def stop(self) -> None:
+        """End the thread after its current job (its TVM pool is destroyed with it)."""
+        self._jobs.put(None)
+
+    def submit(self, job: _Job) -> Any:
+        self._jobs.put(job)
+        try:
+            job.done.acquire()
+        except BaseException:  # KeyboardInterrupt: the job still holds its cores; wait
+            job.done.acquire()
+            raise
+        if job.error is not None:
+            error, job.error = job.error, None
+            raise error
+        return job.result
+
+
+class Executors:
+    """The process's executors and its budget of cores (see the module docstring)."""
+
+    def __init__(self, budget: Callable[[], int], configure: Callable[[int], None]):
+        self._budget_of = budget
+        self._configure = configure
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._budget: int | None = None
+        self._free = 0
+        self._idle: list[_Executor] = []
+        self._count = 0     # executors alive
+        self._started = 0   # executors started (names them)
+
+    @property
+    def count(self) -> int:
+        """Executors alive in this process (at most one per core of the budget)."""
+        return self._count
+
+    def call(self, threads: int, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)`` on an executor whose compiled code uses *threads* threads."""
+        if getattr(_local, "executor", False):
+            return fn(*args)
+        with self._cond:
+            if self._budget is None:
+                self._budget = self._free = max(1, int(self._budget_of()))
+            threads = min(threads, self._budget)
+            while self._free < threads:
+                self._cond.wait()
+            self._free -= threads
+            ex = self._take(threads)
+        try:
+            return ex.submit(_Job(fn, args, threads))
+        finally:
+            with self._cond:
+                self._free += threads
+                self._idle.append(ex)
+                self._cond.notify_all()
+
+    def _take(self, threads: int) -> _Executor:
+        """An idle executor whose pool has *threads* threads (the most recently used:
+        its caches are warm), else a new one; at the cap of one executor per core
+        the least recently used idle one of another size is replaced.  (Under the
+        lock; an admitted call always finds an idle executor at the cap, since
+        every busy one holds at least one core.)"""
+        for i in range(len(self._idle) - 1, -1, -1):
+            if self._idle[i].size == threads:
+                return self._idle.pop(i)
+        if self._count >= self._budget:
+            self._idle.pop(0).stop()
+        else:
+            self._count += 1
+        self._started += 1
+        log.debug("starting executor %d for %d thread(s) (budget %d cores)", self._started,
+                  threads, self._budget)
+        return _Executor(self._started, self._configure, threads)
+
+    # fork: hold the lock across fork so the child copies a consistent state, then
+    # forget in the child the executors whose threads did not survive.
+    def _before_fork(self) -> None:
+        self._cond.acquire()
+
+    def _after_fork_parent(self) -> None:
+        self._cond.release()
+
+    def _after_fork_child(self) -> None:
+        self._reset()
+
+
+def _configure_tvm(threads: int) -> None:
+    from . import _tvm
+    _tvm.use_threads(threads)
+
+
+def _budget() -> int:
+    from .threads import pool_size
+    return pool_size()
+
+
+#: the process's executors (one per process; reset in a forked child)
+EXECUTORS = Executors(_budget, _configure_tvm)
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=EXECUTORS._before_fork,
+                        after_in_parent=EXECUTORS._after_fork_parent,
+                        after_in_child=EXECUTORS._after_fork_child)
