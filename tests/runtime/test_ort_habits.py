@@ -48,12 +48,14 @@ import json, sys
 import numpy as np
 import tvm_ffi
 import mxc.runtime
+from mxc.runtime.executors import EXECUTORS
 so = mxc.runtime.SessionOptions()
 so.intra_op_num_threads = int(sys.argv[2])
 s = mxc.runtime.InferenceSession(sys.argv[1], so)
 s.run(None, {"data": np.zeros((4, 784), "float32")})
-print(json.dumps({"session": s.threads,
-                  "tvm": tvm_ffi.get_global_func("runtime.NumThreads")()}))
+# compiled code runs on mxc's executor threads: ask TVM's pool of the one that serves the session
+pool = EXECUTORS.call(s.threads, tvm_ffi.get_global_func("runtime.NumThreads"))
+print(json.dumps({"session": s.threads, "tvm": pool}))
 """
 
 
