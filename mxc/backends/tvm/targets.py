@@ -20,6 +20,7 @@ builder (which imports them).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,7 @@ def parse_target_text(text: str) -> Any:
         if not isinstance(spec, dict) or "kind" not in spec:
             raise BackendError(f"JSON target {text!r} needs a \"kind\" key")
         check_kind(spec["kind"])
+        _check_spec_cpu(spec)
         return spec
     words = text.split()
     kind = SHORTHANDS.get(words[0], words[0])
@@ -94,6 +96,7 @@ def parse_target_text(text: str) -> Any:
                                f"got {word!r}")
         key, sep, value = word.lstrip("-").partition("=")
         spec[key] = _value(key, value) if sep else True
+    _check_spec_cpu(spec)
     return spec
 
 
@@ -102,11 +105,7 @@ def with_cpu(target: Any, cpu: str | None) -> Any:
     the architecture's baseline, runs on any CPU of it; else an LLVM CPU name)."""
     if cpu in (None, "host", "native"):
         return target
-    from tvm.target import codegen
-    if cpu not in GENERIC_CPUS and not codegen.llvm_is_valid_cpu(
-            cpu, str(codegen.llvm_get_system_triple())):
-        raise BackendError(f"--cpu {cpu!r} is not a CPU LLVM knows (try generic, host, "
-                           f"haswell, skylake-avx512, znver3, ...)")
+    check_cpu(cpu, "--cpu")
     spec = dict(target) if isinstance(target, dict) else {"kind": SHORTHANDS.get(target, target)}
     cpu_spec = {"kind": "llvm"} if cpu in GENERIC_CPUS else {"kind": "llvm", "mcpu": cpu}
     if spec["kind"] == "cuda":
@@ -115,6 +114,40 @@ def with_cpu(target: Any, cpu: str | None) -> Any:
     spec.pop("mcpu", None)
     spec.update(cpu_spec)
     return spec
+
+
+def known_cpus(triple: str | None = None) -> list[str]:
+    """The CPU names LLVM knows for *triple* (None: this machine's), one spelling each."""
+    tvm = _tvm()
+    from tvm.target import codegen
+    spec = {"kind": "llvm", **({"mtriple": triple} if triple else {})}
+    names = {str(n) for n in codegen.llvm_get_cpu_archlist(tvm.target.Target(spec))}
+    # the underscored names ("skylake_avx512", "core_4th_gen_avx") are aliases
+    return sorted(n for n in names if "_" not in n)
+
+
+def check_cpu(cpu: str, option: str = "-mcpu", triple: str | None = None) -> None:
+    """Refuse a CPU name LLVM does not know (LLVM itself would only warn and build
+    generic code), naming the closest known ones and listing them all."""
+    _tvm()
+    from tvm.target import codegen
+    triple = triple or str(codegen.llvm_get_system_triple())
+    if cpu in GENERIC_CPUS or codegen.llvm_is_valid_cpu(cpu, triple):
+        return
+    known = known_cpus(triple)
+    close = difflib.get_close_matches(cpu, known, n=3, cutoff=0.5)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    raise BackendError(f"{option} {cpu!r} is not a CPU LLVM knows for {triple.split('-')[0]}"
+                       f"{hint}; known CPUs: "
+                       f"{', '.join(dict.fromkeys([*GENERIC_CPUS, 'host', *known]))}")
+
+
+def _check_spec_cpu(spec: dict) -> None:
+    """A dict target's ``mcpu`` (and its CUDA host's) must be a CPU LLVM knows."""
+    for cpu_spec in (spec, spec.get("host")):
+        if isinstance(cpu_spec, dict) and cpu_spec.get("kind", "llvm") == "llvm" \
+                and cpu_spec.get("mcpu"):
+            check_cpu(str(cpu_spec["mcpu"]), "target -mcpu", cpu_spec.get("mtriple"))
 
 
 def _is_isa(feature: str) -> bool:
@@ -235,6 +268,7 @@ def resolve_target(target: Any = "llvm", *, cuda_arch: str | None = None) -> "tv
                                  host=host_target())
     if isinstance(target, dict):
         spec = dict(target)
+        _check_spec_cpu(spec)
         if spec.get("kind") == "cuda":
             spec.setdefault("arch", _cuda_arch(cuda_arch))
             host = spec.pop("host", None) or host_target()
