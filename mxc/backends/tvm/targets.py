@@ -10,7 +10,12 @@ anything is compiled.
 code may use (LLVM's feature list without its tuning hints): ``mxc
 inspect`` shows them for an artifact, and :func:`missing_on_host` tells
 whether this machine can execute code built for a target (``mxc tune``
-measures by running candidates, so it needs to know).
+measures by running candidates, so it needs to know).  "This machine" is
+the kernel's report (:mod:`mxc.runtime.cpu_features`, which the artifact
+loader asks too), not the features LLVM implies from the CPU's name:
+:func:`host_target` names the CPU as LLVM does and adds (or removes) with
+``-mattr`` what the kernel says differs.  :func:`check_cpu` refuses a CPU
+name LLVM does not know, which LLVM would only warn about.
 
 :func:`resolve_target` turns what the user gave (shorthand, dict or
 ``tvm.target.Target``) into the Target to build for; it lives here, not in
@@ -26,6 +31,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError
+from ...runtime.cpu_features import HostCpu, host_cpu
 
 if TYPE_CHECKING:  # annotations only: tvm is imported once the thread pool is sized
     import tvm
@@ -160,17 +166,39 @@ def isa_features(target) -> list[str]:
     return sorted(f for f in codegen.llvm_get_cpu_features(target) if _is_isa(str(f)))
 
 
-@functools.lru_cache(maxsize=1)
-def _host_features() -> frozenset[str]:
-    import tvm
-    from tvm.target import codegen
-    host = tvm.target.Target({"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())})
-    return frozenset(str(f) for f in codegen.llvm_get_cpu_features(host))
+def _cpu_name_features(cpu: str | None) -> frozenset[str]:
+    """The ISA features LLVM implies from CPU name *cpu* (None: the baseline)."""
+    tvm = _tvm()
+    spec = {"kind": "llvm", **({"mcpu": cpu} if cpu else {})}
+    return frozenset(isa_features(tvm.target.Target(spec)))
 
 
 def missing_on_host(target) -> list[str]:
-    """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here)."""
-    return sorted(set(isa_features(target)) - _host_features())
+    """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here).
+
+    "Lacks" is the kernel's word (:func:`mxc.runtime.cpu_features.host_cpu`, which the
+    artifact loader asks too); where the kernel reports nothing, LLVM's view of the host."""
+    host = host_cpu()
+    needed = isa_features(target)
+    if host.features() is None:
+        return sorted(set(needed) - _cpu_name_features(_host_cpu()))
+    return sorted(host.missing(needed))
+
+
+def host_mattr(cpu: str | None = None, host: HostCpu | None = None) -> list[str]:
+    """``-mattr`` entries that make LLVM CPU *cpu*'s features those the kernel reports.
+
+    ``+f`` for a feature the kernel reports that the CPU name does not imply (AMX,
+    AVX512-BF16/FP16 on a VM whose CPU LLVM names ``rocketlake``), ``-f`` for one the
+    name implies that the kernel does not report (AVX-512 a hypervisor hides).  Features
+    the kernel's table does not cover keep what the name implies.  []: no report."""
+    host = host or host_cpu()
+    have = host.features()
+    if have is None:
+        return []
+    implied = _cpu_name_features(cpu)
+    return ([f"+{f}" for f in sorted(have - implied)]
+            + [f"-{f}" for f in sorted(implied) if host.knows(f) and f not in have])
 
 
 def host_cpu_name() -> str:
@@ -226,11 +254,15 @@ def _host_cpu() -> str | None:
 
 
 def host_target() -> dict[str, Any]:
-    """The host CPU as a TVM target dict, features detected by LLVM."""
+    """The host CPU as a TVM target dict: LLVM's name for it, with the features the
+    kernel reports (:func:`host_mattr`) where the name implies others."""
     target: dict[str, Any] = {"kind": "llvm"}
     cpu = _host_cpu()
     if cpu:
         target["mcpu"] = cpu
+    mattr = host_mattr(cpu)
+    if mattr:
+        target["mattr"] = mattr
     return target
 
 
