@@ -46,6 +46,7 @@ from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # 
 from .options import TuneOptions
 from .tune_logs import metaschedule_logs, task_logger, tune_context
 from .tune_progress import TuneProgress, progress_callback
+from .tune_rpc import check_tracker
 from .targets import host_cpu_name, missing_on_host
 from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict
 from .tune_workers import tensor_intrinsics_for
@@ -199,6 +200,8 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     stream = sys.stderr if progress is True else (progress or None)
     start = time.time()
     tgt = _tuning_target(resolve_target(target))
+    if rpc is not None:   # before any work: TVM's client would wait for it forever
+        check_tracker(*rpc)
     proxy = measures_on_host_proxy(tgt, rpc)
     tensor_intrinsics_for(tgt)
     from .schedules.winograd import choose
