@@ -16,6 +16,7 @@ import traceback
 from typing import Callable, NamedTuple
 
 from ..errors import USAGE_EXIT_CODE, MxcError, describe_exit_codes
+from ..interrupts import watch_interrupts
 from ..registry import Registry
 
 
@@ -89,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from .common import load_extensions
         load_extensions(args)
-        return int(COMMANDS.lookup(args.command).run(args) or 0)
+        with watch_interrupts():   # a Ctrl-C inside TVM's C++ code is still "interrupted"
+            return int(COMMANDS.lookup(args.command).run(args) or 0)
     except MxcError as exc:
         if verbose:
             traceback.print_exc()
@@ -101,14 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mxc {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"mxc {args.command}: interrupted", file=sys.stderr)
-        return 130
+        pass
     except Exception as exc:  # noqa: BLE001 - a bug: still one line without -v
         if verbose:
             traceback.print_exc()
         print(f"mxc {args.command}: internal error: {type(exc).__name__}: {exc} "
               f"(run with -v for the traceback)", file=sys.stderr)
         return 1
+    print(f"mxc {args.command}: interrupted", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

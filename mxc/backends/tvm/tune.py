@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ...errors import BackendError
+from ...interrupts import check as check_interrupt
+from ...interrupts import watch_interrupts
 from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # noqa: F401
                       best_latency_ms, check_database, foreign_records_message, open_database,
                       read_tune_log, record_cpus, trials_done)
@@ -49,7 +51,7 @@ from .tune_progress import TuneProgress, progress_callback
 from .tune_rpc import check_tracker
 from .targets import host_cpu_name, missing_on_host
 from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict
-from .tune_workers import tensor_intrinsics_for
+from .tune_workers import tensor_intrinsics_for, workers_deaf_to_ctrl_c
 
 # ---------------------------------------------------------------------------
 # results
@@ -206,7 +208,7 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     tensor_intrinsics_for(tgt)
     from .schedules.winograd import choose
     try:
-        with choose(winograd):
+        with watch_interrupts(), choose(winograd):
             tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
     except Exception as exc:
         raise BackendError(f"extracting tuning tasks failed: {type(exc).__name__}: {exc}") \
@@ -244,7 +246,11 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     workers = max_workers or _cpu_count()
     status = "failed"
     try:
-        with metaschedule_logs(db_dir, console=verbose):
+        # Ctrl-C: the task in flight ends after its batch (progress_callback) and the run
+        # with KeyboardInterrupt (a second Ctrl-C: at once); the worker processes leave it
+        # to this one
+        with watch_interrupts(defer=True), metaschedule_logs(db_dir, console=verbose), \
+                workers_deaf_to_ctrl_c():
             _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
                          timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy),
                          verify=judged if verify and tgt.kind.name == "llvm" else None,
@@ -309,6 +315,7 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
     try:
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
+                check_interrupt()
                 prog.begin(rep.name)
                 if task.mod.attrs.get("tirx.is_scheduled", False):
                     continue   # scheduled already: nothing to search (as TVM skips it)
@@ -334,9 +341,11 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
                                        f"{exc}") from exc
                 rep.trials_run = prog.run_counts.get(rep.name, 0)
+                check_interrupt()
                 if verify is not None:
                     _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
         for rep, task in verify or ():
+            check_interrupt()
             _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
     finally:
         for obj in (builder, runner):
