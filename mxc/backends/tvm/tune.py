@@ -323,6 +323,7 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     rep.default_ms = _measure_default(task, tgt, database, builder, runner)
                     if rep.default_ms is not None:   # a record too: progress shows it as best
                         prog.best[rep.name] = rep.default_ms / 1e3
+                    check_interrupt()
                 callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
                 callbacks.append(progress_callback(prog, [rep.name]))
                 try:
