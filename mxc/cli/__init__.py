@@ -16,6 +16,7 @@ import traceback
 from typing import Callable, NamedTuple
 
 from ..errors import BROKEN_PIPE_EXIT_CODE, USAGE_EXIT_CODE, MxcError, describe_exit_codes
+from ..interrupts import watch_interrupts
 from ..registry import Registry
 from .usage import UsageError
 
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from .common import load_extensions
         load_extensions(args)
-        code = int(COMMANDS.lookup(args.command).run(args) or 0)
+        with watch_interrupts():   # a Ctrl-C inside TVM's C++ code is still "interrupted"
+            code = int(COMMANDS.lookup(args.command).run(args) or 0)
         sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's exit
         return code
     except BrokenPipeError:
@@ -113,14 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mxc {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"mxc {args.command}: interrupted", file=sys.stderr)
-        return 130
+        pass
     except Exception as exc:  # noqa: BLE001 - a bug: still one line without -v
         if verbose:
             traceback.print_exc()
         print(f"mxc {args.command}: internal error: {type(exc).__name__}: {exc} "
               f"(run with -v for the traceback)", file=sys.stderr)
         return 1
+    print(f"mxc {args.command}: interrupted", file=sys.stderr)
+    return 130
 
 
 def _output_closed() -> int:

@@ -36,6 +36,7 @@ import tvm  # noqa: E402
 from tvm import relax
 
 from ...errors import BackendError
+from ...interrupts import watch_interrupts
 # the database block lives with the options (no TVM needed); importable from here as before
 from .options import ENV_TUNING_DB as DB_ENV  # noqa: E402,F401 - read by the options layer
 from .options import current_database, use_database  # noqa: E402,F401
@@ -169,6 +170,14 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
         tir = tir_pipeline()
     ctx = (device_compiler(str(tgt.attrs.get("arch", DEFAULT_CUDA_ARCH)))
            if tgt.kind.name == "cuda" else contextlib.nullcontext())
+    # a Ctrl-C reaching TVM's C++ code comes back as whatever TVM makes of it (often an
+    # empty RuntimeError): the watch turns the failure it causes into KeyboardInterrupt
+    with watch_interrupts():
+        return _compile(mod, tgt, pipeline, tir, ctx, db, optimize, stats)
+
+
+def _compile(mod, tgt, pipeline, tir, ctx, db, optimize, stats):
+    """``tvm.compile``, once more without vectorisation if an intrinsic has no vector form."""
     try:
         with ctx:
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline, tir_pipeline=tir)

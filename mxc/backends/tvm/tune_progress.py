@@ -91,6 +91,8 @@ def progress_callback(progress: TuneProgress, names: list[str]):
     from tvm.s_tir import meta_schedule as ms
     from tvm.ir.utils import derived_object
 
+    from ...interrupts import interrupted
+
     @derived_object
     class _Callback(ms.measure_callback.PyMeasureCallback):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
@@ -103,5 +105,7 @@ def progress_callback(progress: TuneProgress, names: list[str]):
                     secs = [float(s) for s in rr.run_secs]
                     lat.append(sum(secs) / len(secs))
             progress.batch(names[int(task_id)], lat)
+            if interrupted():    # Ctrl-C: end the task after this (committed) batch; raising
+                task_scheduler.terminate_task(int(task_id))   # here crashes TVM's C++
 
     return _Callback()

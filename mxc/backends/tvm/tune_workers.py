@@ -11,7 +11,10 @@ without the GPU tables.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 
 
 def _build(mod, target, _params):
@@ -91,3 +94,57 @@ def tensor_intrinsics_for(target) -> None:
     if getattr(sys.modules.get(name), "_mxc_cpu_only", False):
         del sys.modules[name]          # let the real package __init__ run
     importlib.import_module(name)
+
+
+@contextlib.contextmanager
+def workers_deaf_to_ctrl_c() -> Iterator[None]:
+    """MetaSchedule's builder and runner worker processes started in the block never see
+    SIGINT, and the worker pools the block leaves behind are shut down as it ends.
+
+    A terminal sends Ctrl-C to the whole foreground process group: the workers
+    (``python -m tvm.exec.popen_worker``) died with a ``KeyboardInterrupt``
+    traceback each, mid-import or mid-measurement, and the tuning process saw
+    failed candidates instead of an interruption.  Only the tuning process should
+    answer Ctrl-C.  A worker starts from one of its pool's threads, not the main
+    thread, so it cannot be started with SIGINT ignored; it is started with SIGINT
+    *blocked* in the starting thread instead, a mask the child inherits through
+    fork and exec (Python never unblocks it).
+
+    An interruption also abandons the pool ``LocalBuilder.build`` makes per batch
+    with its work in flight; the last reference then dies in one of the pool's own
+    threads, whose ``__del__`` cannot join itself ("Exception ignored ... cannot join
+    current thread").  Every pool made in the block is shut down here, in this
+    thread, its workers killed.
+    """
+    try:
+        from tvm.support.popen_pool import PopenPoolExecutor, PopenWorker
+    except ImportError:  # pragma: no cover - another TVM layout: workers as they are
+        yield
+        return
+    start, init = PopenWorker._start, PopenPoolExecutor.__init__
+    pools: list = []
+
+    def start_blocked(self):
+        if not hasattr(signal, "pthread_sigmask"):   # pragma: no cover - Windows
+            return start(self)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return start(self)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    def init_tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        pools.append(self)
+
+    PopenWorker._start, PopenPoolExecutor.__init__ = start_blocked, init_tracked
+    try:
+        yield
+    finally:
+        PopenWorker._start, PopenPoolExecutor.__init__ = start, init
+        for pool in pools:
+            if not getattr(pool, "_shutdown", True):
+                try:
+                    pool.shutdown(wait=True)
+                except Exception:  # noqa: BLE001 - cleaning up after the run
+                    pass
