@@ -13,9 +13,10 @@ Each version is served as ``name@version`` (reached over REST as
 ``/v2/models/name/versions/version/...`` and over gRPC with ``model_version``),
 and ``name`` alone is its highest version.  :class:`RepositoryWatcher` polls
 the directory and loads a model added or replaced (new size or modification
-time) and unloads one removed, without restarting the server; a file that fails
+time) and unloads one removed, without restarting the server.  A file that fails
 to load (unsigned with a key given, damaged, half-copied) is logged and not
-served, and is tried again when it changes.
+served -- where it replaced a version that loaded, that one keeps serving -- and
+is tried again when it changes.  Replace files atomically (write, then rename).
 """
 
 from __future__ import annotations

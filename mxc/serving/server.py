@@ -70,14 +70,25 @@ def import_kserve():
         sys.argv = saved
 
 
-def _version_rewrite(app):
-    """ASGI middleware: ``/v2/models/N/versions/V/rest`` -> ``/v2/models/N@V/rest``."""
+def _v2_compat(app):
+    """ASGI middleware for what KServe's routes do not take as clients send it:
+
+    * ``/v2/models/N/versions/V/rest`` -> ``/v2/models/N@V/rest`` (KServe has no versions);
+    * a body with neither a content type nor the binary extension's
+      ``Inference-Header-Content-Length`` is JSON (tritonclient's JSON requests send no
+      ``Content-Type``; KServe would read them as binary and refuse them).
+    """
     async def middleware(scope, receive, send):
         if scope["type"] == "http":
             parts = scope["path"].split("/")
             if len(parts) >= 6 and parts[1:3] == ["v2", "models"] and parts[4] == "versions":
                 path = "/".join(parts[:3] + [f"{parts[3]}@{parts[5]}"] + parts[6:])
                 scope = dict(scope, path=path, raw_path=path.encode())
+            names = {k.lower() for k, _ in scope.get("headers") or []}
+            if (scope.get("method") == "POST" and b"content-type" not in names
+                    and b"inference-header-content-length" not in names):
+                scope = dict(scope, headers=list(scope.get("headers") or [])
+                             + [(b"content-type", b"application/json")])
         await app(scope, receive, send)
     return middleware
 
@@ -211,7 +222,7 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     rest.create_application()
     from kserve.model_server import app
     app.add_exception_handler(RequestError, request_error_handler)
-    asgi = _size_limit(_version_rewrite(app), opts.max_request_bytes)
+    asgi = _size_limit(_v2_compat(app), opts.max_request_bytes)
     config = uvicorn.Config(asgi, host=opts.host, port=opts.http_port, log_config=None,
                             timeout_graceful_shutdown=int(opts.grace_seconds), lifespan="off")
 
