@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-queue-delay-us", type=int, default=5000,
                    help="dynamic_batching's max_queue_delay_microseconds (default 5000)")
     p.add_argument("--instances", type=int, default=1, help="CPU instances of the model (default 1)")
+    p.add_argument("--python-path", metavar="DIRS",
+                   help="where mxc and numpy are for Triton's Python backend (os.pathsep-separated; "
+                        "its stub ignores PYTHONPATH)")
     p.add_argument("--force", action="store_true", help="replace an existing model directory")
 
 
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     model_dir = export_triton(args.artifact, args.output, name=args.name, version=args.version,
                               max_batch_size=args.max_batch_size,
                               max_queue_delay_us=args.max_queue_delay_us,
-                              instances=args.instances, force=args.force)
+                              instances=args.instances, python_path=args.python_path,
+                              force=args.force)
     print(f"wrote Triton model {model_dir} (config.pbtxt, {args.version}/model.py, "
           f"{args.version}/model.mxc)")
     return 0

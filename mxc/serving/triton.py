@@ -52,6 +52,10 @@ def _tensors(kind: str, entries, batched: bool, source) -> str:
     return f"{kind} [\n" + ",\n".join(blocks) + "\n]\n"
 
 
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def dynamic_batch(manifest: Mapping[str, Any]) -> bool:
     """Whether every input's leading dimension is open (a dynamic-batch artifact)."""
     inputs = manifest.get("inputs") or []
@@ -72,7 +76,8 @@ def _declared_max(manifest: Mapping[str, Any]) -> int | None:
 
 
 def triton_config(manifest: Mapping[str, Any], name: str, *, max_batch_size: int = 32,
-                  max_queue_delay_us: int = 5000, instances: int = 1, source: Any = "artifact") -> str:
+                  max_queue_delay_us: int = 5000, instances: int = 1, source: Any = "artifact",
+                  python_path: str | None = None) -> str:
     """The ``config.pbtxt`` text of an artifact's manifest."""
     batched = dynamic_batch(manifest)
     declared = _declared_max(manifest)
@@ -83,6 +88,9 @@ def triton_config(manifest: Mapping[str, Any], name: str, *, max_batch_size: int
             _tensors("input", manifest.get("inputs") or [], batched, source),
             _tensors("output", manifest.get("outputs") or [], batched, source),
             f"instance_group [\n  {{\n    kind: KIND_CPU\n    count: {instances}\n  }}\n]\n"]
+    if python_path:
+        text.append(f'parameters {{\n  key: "MXC_PYTHONPATH"\n  value: {{ string_value: '
+                    f'"{_escape(python_path)}" }}\n}}\n')
     if batched:
         text.append(f"dynamic_batching {{\n  max_queue_delay_microseconds: {max_queue_delay_us}\n}}\n")
     return "".join(text)
@@ -90,7 +98,7 @@ def triton_config(manifest: Mapping[str, Any], name: str, *, max_batch_size: int
 
 def export_triton(artifact: str | os.PathLike, out_dir: str | os.PathLike, *, name: str | None = None,
                   version: int = 1, max_batch_size: int = 32, max_queue_delay_us: int = 5000,
-                  instances: int = 1, force: bool = False) -> Path:
+                  instances: int = 1, python_path: str | None = None, force: bool = False) -> Path:
     """Write *artifact* as model *name* (default: its stem) under *out_dir*; returns
     the model's directory.  The manifest is read, not loaded: no native code runs."""
     artifact = Path(artifact)
@@ -101,7 +109,7 @@ def export_triton(artifact: str | os.PathLike, out_dir: str | os.PathLike, *, na
         raise OutputError(f"{model_dir}: already exists; give --force to replace it")
     config = triton_config(manifest, name, max_batch_size=max_batch_size,
                            max_queue_delay_us=max_queue_delay_us, instances=instances,
-                           source=artifact)
+                           source=artifact, python_path=python_path)
     version_dir = model_dir / str(version)
     version_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.pbtxt").write_text(config)

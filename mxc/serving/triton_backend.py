@@ -13,14 +13,25 @@ environment).  With dynamic batching Triton hands several requests to one
 ``execute``: they are concatenated along the batch dimension, run once, and
 the outputs are split back per request, as ``mxc serve`` does.  Set
 ``MXC_VERIFY_KEY`` to a public key file to load only signed artifacts.
+
+Triton's Python-backend stub does not pass ``PYTHONPATH`` on to the model, so
+where mxc and numpy live is read from the model config's ``MXC_PYTHONPATH``
+parameter (``mxc export triton --python-path``) and added to ``sys.path``
+before either is imported.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
-import numpy as np
+
+def _extend_path(config: dict) -> None:
+    entry = (config.get("parameters") or {}).get("MXC_PYTHONPATH") or {}
+    for path in reversed(str(entry.get("string_value", "")).split(os.pathsep)):
+        if path and path not in sys.path:
+            sys.path.insert(0, path)
 
 
 def _utils():
@@ -32,8 +43,9 @@ class TritonPythonModel:
     """Triton's entry points: ``initialize``, ``execute``, ``finalize``."""
 
     def initialize(self, args):
-        import mxc.runtime
         config = json.loads(args["model_config"])
+        _extend_path(config)
+        import mxc.runtime
         here = os.path.join(args["model_repository"], args["model_version"])
         self.session = mxc.runtime.load(os.path.join(here, "model.mxc"),
                                         verify_key=os.environ.get("MXC_VERIFY_KEY") or None)
@@ -42,6 +54,7 @@ class TritonPythonModel:
         self.batching = int(config.get("max_batch_size", 0)) > 0
 
     def execute(self, requests):
+        import numpy as np
         pb_utils = _utils()
         feeds = [{n: pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self.inputs}
                  for r in requests]

@@ -132,3 +132,12 @@ def test_exported_model_py_batches_requests_and_splits_outputs(tmp_path, tmp_pat
     assert calls == [6]
     for x, a in zip(xs, answers):
         np.testing.assert_array_equal(a["out"], x * 2)
+
+
+def test_python_path_parameter_reaches_the_backend_sys_path(tmp_path, monkeypatch):
+    extra = str(tmp_path / "site")
+    cfg = _parse(triton_config(_manifest(4), "m", python_path=extra))
+    assert cfg.parameters["MXC_PYTHONPATH"].string_value == extra
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    triton_backend._extend_path({"parameters": {"MXC_PYTHONPATH": {"string_value": extra}}})
+    assert sys.path[0] == extra
