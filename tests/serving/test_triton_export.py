@@ -85,7 +85,9 @@ class _Tensor:
         self.name, self.array = name, array
 
     def as_numpy(self):
-        return self.array
+        view = self.array.view()  # Triton's inputs are read-only views of its shared memory
+        view.setflags(write=False)
+        return view
 
 
 def _fake_utils():
