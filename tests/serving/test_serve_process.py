@@ -79,3 +79,46 @@ def test_two_workers_serve_the_same_ports_and_stop_on_sigterm(tmp_path_factory):
     finally:
         assert s.stop() == 0, s.output()
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+
+
+def test_sigterm_lets_an_in_flight_request_finish(tmp_path_factory):
+    """A request whose body is half sent when SIGTERM arrives is still answered, new
+    connections are refused from then on, and the server exits 0."""
+    import json
+    import signal
+    import socket
+    import time
+    path = compiled_mlp(tmp_path_factory)
+    s = Server(path, "--poll-seconds", "0").wait_ready()
+    try:
+        body = json.dumps({"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784],
+                                       "data": X.ravel().tolist()}]}).encode()
+        conn = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        conn.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\n"
+                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:1000])
+        time.sleep(0.5)  # let the server start the request (headers are in)
+        s.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while True:  # draining: the listening socket is closed
+            try:
+                socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+            except OSError:
+                break
+            assert time.monotonic() < deadline, "still accepting connections after SIGTERM"
+            time.sleep(0.1)
+        conn.sendall(body[1000:])
+        response = b""
+        while b"\r\n\r\n" not in response or not response.rstrip().endswith(b"}"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            response += chunk
+        conn.close()
+        head, _, payload = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), response[:300]
+        got = np.array(json.loads(payload)["outputs"][0]["data"], "float32")
+        np.testing.assert_array_equal(got, rt.load(path).run({"data": X})[0].ravel())
+        assert s.proc.wait(60) == 0
+    finally:
+        s.stop()
