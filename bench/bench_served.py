@@ -11,7 +11,7 @@ also gives the batches it ran (from ``/metrics``).
 
 Bounded on purpose (small request counts; one server): the machine is shared.
 
-    python bench/bench_serving.py [--model M.mxc] [--requests 400] [--concurrency 1,8,32]
+    python bench/bench_served.py [--model M.mxc] [--requests 400] [--concurrency 1,8,32]
         [--max-batch-size 32 --max-latency-ms 2] [--json out.json]
 """
 
