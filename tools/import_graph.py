@@ -7,7 +7,9 @@ kinds.  It answers two questions:
 * **upward imports** -- imports that break the layer rules
   (:data:`NEVER`): nothing under ``mxc.compiler`` imports the frontend,
   the backends, the runtime, the CLI or ``mxc.library``; the runtime imports
-  the compiler only from ``runtime/host.py``;
+  the compiler only from ``runtime/host.py``; ``mxc.serving`` sits above the
+  runtime (nothing in the runtime, backends, frontend or compiler imports it,
+  and it imports neither the CLI, the compiler nor the backends);
 * **import cycles** -- strongly connected groups of modules.
 
 ``if TYPE_CHECKING:`` blocks are skipped (they never run).  The test
@@ -27,9 +29,14 @@ __all__ = ["Import", "NEVER", "collect_imports", "upward_imports", "import_cycle
 
 #: (importer prefix, imported prefixes it must never reach, importer modules exempt)
 NEVER: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("mxc.compiler", ("mxc.frontend", "mxc.backends", "mxc.runtime", "mxc.cli", "mxc.library"),
-     ()),
+    ("mxc.compiler", ("mxc.frontend", "mxc.backends", "mxc.runtime", "mxc.cli", "mxc.library",
+                      "mxc.serving"), ()),
     ("mxc.runtime", ("mxc.compiler",), ("mxc.runtime.host",)),
+    # serving sits above the runtime: nothing below it may depend on a web framework
+    ("mxc.runtime", ("mxc.serving", "mxc.cli"), ()),
+    ("mxc.backends", ("mxc.serving",), ()),
+    ("mxc.frontend", ("mxc.serving",), ()),
+    ("mxc.serving", ("mxc.cli", "mxc.compiler", "mxc.backends"), ()),
 )
 
 

@@ -33,7 +33,8 @@ class Command(NamedTuple):
 COMMANDS: Registry[Command] = Registry(
     "commands", noun="command", error=ValueError,
     builtins=[f"{__name__}.{verb}_cmd" for verb in
-              ("compile", "draw", "inspect", "keygen", "opt", "partition", "run", "tune")])
+              ("compile", "draw", "export", "inspect", "keygen", "opt", "partition", "run", "serve",
+               "tune")])
 _COMMANDS = COMMANDS  # the former private dict's name
 
 

@@ -34,8 +34,16 @@ def _corpus_found() -> bool:
     return Path(os.environ.get("MXC_CORPUS", REPO.parent / "shared" / "corpus")).is_dir()
 
 
+def _serve_extra_found() -> bool:
+    """The ``[serve]`` extra's server and client (looked up, not imported: kserve's and
+    tritonclient's gRPC protos cannot share one process)."""
+    from importlib.util import find_spec
+    return find_spec("kserve") is not None and find_spec("tritonclient") is not None
+
+
 #: what a block may require, and how to tell it is here
-NEEDS = {"corpus": _corpus_found, "g++": lambda: shutil.which("g++") is not None}
+NEEDS = {"corpus": _corpus_found, "g++": lambda: shutil.which("g++") is not None,
+         "serve": _serve_extra_found}
 
 
 def _missing(block: str) -> list[str]:

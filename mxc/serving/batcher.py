@@ -1,0 +1,216 @@
+"""Adaptive batching: concurrent requests run as one batched ``Session.run``.
+
+A session declares which batch sizes it runs through the leading dimension of
+its inputs (:func:`batch_range`):
+
+* a fixed size ``B`` (a static artifact): every request must have batch ``B``
+  and runs on its own -- nothing can be grouped;
+* an open dimension (``-1``, ``None`` or a name such as ``'batch'``, the way a
+  dynamic-batch artifact shows it in ``sess.inputs``/``get_inputs()``), with the
+  range from ``sess.batch_range`` / ``TensorInfo.batch_range`` where the session
+  has one: requests are queued and grouped until the batch would pass
+  ``min(range max, max_batch_size)`` or the oldest request has waited
+  ``max_latency_ms``; the outputs are split back per request.
+
+Requests are grouped only with requests of the same trailing shapes and
+dtypes (they are concatenated along axis 0).  The batcher knows nothing of
+HTTP: ``submit(feeds)`` returns the request's own outputs, and a failed run
+fails every request of its batch with the same exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+Feeds = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class BatchRange:
+    """The batch sizes a session runs: ``lo == hi`` for a static artifact; ``hi``
+    None when a dynamic one declares no upper bound."""
+
+    lo: int
+    hi: int | None
+
+    @property
+    def dynamic(self) -> bool:
+        return self.hi != self.lo
+
+
+def _declared_range(owner: Any) -> tuple[int, int | None] | None:
+    rng = getattr(owner, "batch_range", None)
+    if rng is None:
+        return None
+    lo, hi = rng
+    return int(lo or 1), (int(hi) if hi is not None else None)
+
+
+def batch_range(session: Any) -> BatchRange | None:
+    """The batch sizes *session* runs, read from its inputs; None when its inputs do
+    not share a leading batch dimension (then nothing is batched)."""
+    fixed: set[int] = set()
+    dynamic = False
+    declared = _declared_range(session)
+    for info in session.inputs:
+        if not info.shape:
+            return None
+        lead = info.shape[0]
+        if isinstance(lead, (int, np.integer)) and lead >= 0:
+            fixed.add(int(lead))
+        else:
+            dynamic = True
+            declared = declared or _declared_range(info)
+    if dynamic and not fixed:
+        lo, hi = declared or (1, None)
+        return BatchRange(lo, hi)
+    if len(fixed) == 1 and not dynamic:
+        (b,) = fixed
+        return BatchRange(b, b)
+    return None
+
+
+def request_batch(feeds: Feeds) -> int | None:
+    """The leading dimension all of a request's inputs share (None when they differ)."""
+    sizes = {np.shape(v)[0] if np.ndim(v) else None for v in feeds.values()}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+@dataclass
+class _Pending:
+    feeds: Feeds
+    size: int
+    key: tuple
+    future: asyncio.Future
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+class AdaptiveBatcher:
+    """Groups concurrent requests into batched runs of *run* (a ``Session.run``).
+
+    *run* is called in *executor* (the event loop's default when None) so the
+    loop keeps accepting requests while a batch runs; at most *max_inflight*
+    batches run at once.  *observe(batch_size, queue_seconds_list)* is called
+    for every run (metrics).
+    """
+
+    def __init__(self, run: Callable[[Feeds], Sequence[np.ndarray]], batch: BatchRange | None, *,
+                 max_batch_size: int = 1, max_latency_ms: float = 5.0, max_inflight: int = 1,
+                 executor: Any = None, observe: Callable[[int, list[float]], None] | None = None):
+        self._run, self.batch = run, batch
+        cap = max(1, int(max_batch_size))
+        if batch is not None and batch.hi is not None:
+            cap = min(cap, batch.hi)
+        self.cap = cap
+        self.max_latency = max(0.0, float(max_latency_ms)) / 1000.0
+        self._executor, self._observe = executor, observe
+        self._slots = asyncio.Semaphore(max(1, max_inflight))
+        self._queue: deque[_Pending] = deque()
+        self._wakeup: asyncio.Event | None = None
+        self._worker: asyncio.Task | None = None
+
+    @property
+    def batching(self) -> bool:
+        """Whether requests are grouped at all (a dynamic batch and a cap above 1)."""
+        return self.batch is not None and self.batch.dynamic and self.cap > 1
+
+    async def submit(self, feeds: Feeds) -> list[np.ndarray]:
+        """Run one request (possibly inside a larger batch) and return its outputs."""
+        size = request_batch(feeds)
+        if not self.batching or size is None or size >= self.cap:
+            return await self._run_alone(feeds, size)
+        loop = asyncio.get_running_loop()
+        key = tuple((k, np.shape(v)[1:], np.asarray(v).dtype.str) for k, v in sorted(feeds.items()))
+        item = _Pending(feeds, size, key, loop.create_future())
+        self._queue.append(item)
+        self._ensure_worker()
+        self._wakeup.set()
+        return await item.future
+
+    async def _run_alone(self, feeds: Feeds, size: int | None) -> list[np.ndarray]:
+        async with self._slots:
+            outs = await asyncio.get_running_loop().run_in_executor(self._executor, self._run, feeds)
+        if self._observe:
+            self._observe(size or 0, [0.0])
+        return list(outs)
+
+    def _ensure_worker(self) -> None:
+        if self._worker is None or self._worker.done():
+            self._wakeup = asyncio.Event()
+            self._worker = asyncio.get_running_loop().create_task(self._collect())
+
+    async def _collect(self) -> None:
+        while True:
+            while not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            await self._slots.acquire()
+            group = await self._gather()
+            asyncio.get_running_loop().create_task(self._run_group(group))
+
+    async def _gather(self) -> list[_Pending]:
+        """Take the oldest request and those that fit with it, waiting at most until
+        the oldest has been queued for ``max_latency_ms``."""
+        first = self._queue.popleft()
+        group, total = [first], first.size
+        deadline = first.queued_at + self.max_latency
+        while total < self.cap:
+            total = self._take_fitting(group, total, first.key)
+            if total >= self.cap:
+                break
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                break
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except asyncio.TimeoutError:
+                self._take_fitting(group, total, first.key)
+                break
+        return group
+
+    def _take_fitting(self, group: list[_Pending], total: int, key: tuple) -> int:
+        kept: deque[_Pending] = deque()
+        while self._queue:
+            item = self._queue.popleft()
+            if item.key == key and total + item.size <= self.cap:
+                group.append(item)
+                total += item.size
+            else:
+                kept.append(item)
+        self._queue.extendleft(reversed(kept))
+        return total
+
+    async def _run_group(self, group: list[_Pending]) -> None:
+        try:
+            started = time.perf_counter()
+            names = list(group[0].feeds)
+            feeds = ({n: group[0].feeds[n] for n in names} if len(group) == 1 else
+                     {n: np.concatenate([np.asarray(g.feeds[n]) for g in group]) for n in names})
+            try:
+                outs = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._run, feeds)
+            except Exception as exc:  # noqa: BLE001 - every request of the batch gets it
+                for g in group:
+                    if not g.future.done():
+                        g.future.set_exception(exc)
+                return
+            if self._observe:
+                self._observe(sum(g.size for g in group), [started - g.queued_at for g in group])
+            start = 0
+            for g in group:
+                stop = start + g.size
+                if not g.future.done():
+                    g.future.set_result([np.asarray(o)[start:stop] for o in outs])
+                start = stop
+        finally:
+            self._slots.release()
