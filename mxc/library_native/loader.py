@@ -35,7 +35,7 @@ from .abi import MXNET_VERSION, SUPPORTED_VERSIONS, Abi, read_messages
 from .calls import OpEntry
 from .elf import check_elf_extent
 from .guard import guarded
-from .handle import NativeLibrary, sha256_of
+from .handle import NativeLibrary, library_text, sha256_of
 from .ops import make_custom_op
 from .partitioners import read_partitioners, register_partitioners
 from .passes import read_passes, register_passes
@@ -134,9 +134,11 @@ def _read_ops(lib: NativeLibrary) -> list[OpEntry]:
                       byref(ctx[1]), byref(fps[1]), byref(counts[1]),
                       byref(ctx[2]), byref(fps[2]), byref(counts[2]),
                       *[byref(h) for h in hooks])
-        entry = OpEntry(lib, name.value.decode("utf-8"), bool(is_sg.value))
+        op_name = library_text(name.value, lib.name, f"the name of operator {i}")
+        entry = OpEntry(lib, op_name, bool(is_sg.value))
         for kind, c, f, n in zip(("forward", "backward", "create_op"), ctx, fps, counts):
-            devices = [c[j].decode("utf-8") for j in range(n.value)]
+            devices = [library_text(c[j], lib.name, f"operator {op_name!r} {kind} device {j}")
+                       for j in range(n.value)]
             entry.contexts[kind] = devices
             for j, dev in enumerate(devices):
                 if dev == "cpu":
