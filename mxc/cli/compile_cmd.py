@@ -83,6 +83,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sign", metavar="KEY", default=None,
                    help="sign the artifact with this Ed25519 private key (PEM; make one with "
                         "`mxc keygen -o KEY`), so `mxc run --verify-key KEY.pub` can check it")
+    p.add_argument("--sign-name", metavar="NAME", default=None,
+                   help="bind this model name and version (e.g. resnet50@3) into the "
+                        "signature, so `mxc run --verify-name NAME` refuses an artifact signed "
+                        "for another name (an older version signed with the same key)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
@@ -124,9 +128,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else default_output(args.model)
     check_output_path(args.output or out)  # before minutes of compiling, not after
     key = None
+    if args.sign_name is not None and not args.sign:
+        raise MxcError("--sign-name needs --sign KEY (the name is bound by the signature)")
     if args.sign:
-        from ..runtime.signing import load_private_key
+        from ..runtime.signing import NamedKey, load_private_key
         key = load_private_key(args.sign)
+        if args.sign_name is not None:
+            key = NamedKey(key, args.sign_name)
     to_stdout = is_stdout(args.output)
     report = sys.stderr if to_stdout else sys.stdout  # stdout carries the artifact
     model = compile_from_args(args, progress=not args.quiet)
