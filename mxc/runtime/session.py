@@ -157,8 +157,9 @@ class Session:
         if _from_dlpack is None and self._has_regions:
             _from_dlpack = _tvm.ffi().from_dlpack
         self._build_plan(graph, params)
-        if self._has_regions:
-            self._state()  # create this thread's VM now: errors surface at load time
+        if self._has_regions:  # create this thread's VM now: errors surface at load time
+            from .signatures import check_session_functions
+            check_session_functions(graph, module, self._state().vm, source)
 
     # ------------------------------------------------------------------------------
     # metadata
