@@ -136,7 +136,13 @@ class Module:
             _log.warning("Already bound, ignoring bind()")
             return
         descs = _descs(data_shapes)
-        shapes = {d.name: d.shape for d in descs + _descs(label_shapes, "bind label_shapes")}
+        labels = _descs(label_shapes, "bind label_shapes")
+        inputs = self._symbol.list_inputs()
+        unknown = [d.name for d in descs + labels if d.name not in inputs]
+        if unknown:
+            raise MXNetError(f"bind: {unknown[0]!r} is not an input of the symbol; inputs are "
+                             f"{', '.join(inputs)}")
+        shapes = {d.name: d.shape for d in descs + labels}
         try:
             self._exec = self._symbol.simple_bind(grad_req="null", **shapes)
         except MemoryError:

@@ -75,3 +75,17 @@ def test_well_formed_binds_still_run(mlp):
     mod.forward(mx.io.DataBatch([mx.nd.array(x)]), is_train=False)
     probs = mod.get_outputs()[0].asnumpy()
     assert probs.shape == (4, 10) and np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+
+
+def test_a_shape_for_a_name_the_symbol_lacks_is_an_mxnet_error(mlp):
+    with pytest.raises(MXNetError, match="'so_ftmax_label' is not an input of the symbol"):
+        _module(mlp[0]).bind(data_shapes=[("data", (4, 784))],
+                             label_shapes=[("so_ftmax_label", (4,))], for_training=False)
+
+
+@pytest.mark.parametrize("key", [([[0, 1], [0]],), 2 ** 63, (0, [0, [1]])])
+def test_odd_ndarray_indices_raise_indexerror_as_mxnet(key):
+    """Ragged or huge keys gave numpy's ValueError/OverflowError (found by bench/fuzz.py)."""
+    a = mx.nd.array(np.arange(6, dtype="float32").reshape(2, 3))
+    with pytest.raises(IndexError):
+        a[key]
