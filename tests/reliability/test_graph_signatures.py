@@ -11,17 +11,8 @@ pytest.importorskip("tvm")
 import mxc.runtime as rt
 from mxc.errors import ArtifactError
 from mxc.runtime.signatures import result_counts
-from reliability_helpers import forge, members, mlp_artifact, mlp_input, run_cli
-
-
-@pytest.fixture(scope="module")
-def good(tmp_path_factory):
-    return mlp_artifact(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def unbound(tmp_path_factory):
-    return mlp_artifact(tmp_path_factory, bind_params=False)
+from reliability_helpers import forge, members, mlp_input, run_cli
+from test_artifact_validation import good, unbound  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize("value,field", [
