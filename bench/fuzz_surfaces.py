@@ -120,6 +120,7 @@ class NativeLibraryTarget:
     def _exercise(self) -> None:
         import logging
         import mxc
+        from mxc.compiler.symbol import builder
         logging.getLogger("mxc.library").disabled = True   # "no CPU forward" warnings
         from mxc.library_native import calls, op_entry
         record = None
@@ -134,7 +135,8 @@ class NativeLibraryTarget:
                 calls.infer_type(entry, {}, ["float32"] * nin, nout)
                 calls.infer_shape(entry, {}, [(2, 3)] * nin, nout)
                 calls.mutate_inputs(entry, {})
-                sym = getattr(mxc.sym, name)(*[mxc.sym.var(f"x{i}") for i in range(nin)])
+                # the builder itself: mxc.sym.<name> leaves dunder names to Python
+                sym = builder(name)(*[mxc.sym.var(f"x{i}") for i in range(nin)])
                 sym.infer_shape(**{f"x{i}": (2, 3) for i in range(nin)})
         finally:
             if record is not None:
