@@ -159,7 +159,7 @@ class Session:
         self._build_plan(graph, params)
         if self._has_regions:  # create this thread's VM now: errors surface at load time
             from .signatures import check_session_functions
-            check_session_functions(graph, module, self._state().vm, source)
+            check_session_functions(graph, module, self._state().vm, source, params)
 
     # ------------------------------------------------------------------------------
     # metadata

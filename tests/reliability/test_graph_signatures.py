@@ -77,3 +77,34 @@ def test_result_counts_reads_the_tuple_each_function_returns():
                "@g:\n  call  vm.builtin.make_tuple in:              dst: %0\n  ret   %0\n\n"
                "@h:\n  ret   %1\n\n@vm.builtin.make_tuple packed_func;\n")
     assert result_counts(listing) == {"f": 3, "g": 0}
+
+
+def test_a_declared_input_shape_the_function_does_not_take_is_refused_at_load(good, tmp_path):
+    bad = forge(tmp_path / "shape.mxc", members(good),
+                graph=lambda g: g["inputs"][0].update(shape=[8, 784]))
+    with pytest.raises(ArtifactError, match=r"passes slot 0 of shape \(8, 784\) as argument 0 "
+                                            r"of 'region0', which takes shape \(4, 784\)"):
+        rt.load(bad)
+
+
+def test_a_stored_parameter_of_another_shape_is_refused_at_load(unbound, tmp_path):
+    import io
+    data = members(unbound)
+    with np.load(io.BytesIO(data["params.npz"])) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["fc3_bias"] = np.zeros(11, "float32")
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    data["params.npz"] = buf.getvalue()
+    bad = forge(tmp_path / "param.mxc", data)
+    with pytest.raises(ArtifactError, match=r"shape \(11,\) as argument \d+ of 'region0', which "
+                                            r"takes shape \(10,\)"):
+        rt.load(bad)
+
+
+def test_param_shapes_reads_the_constant_dimensions():
+    from mxc.runtime.signatures import param_shapes
+    listing = ("@f:\n  call  vm.builtin.match_shape in: %0, %void, i2, i0, i4, i0, i784, c[1] "
+               "dst: %void\n  call  vm.builtin.match_shape in: %1, %void, i2, i1, i0, i0, i8, "
+               "c[2] dst: %void\n  ret   %1\n")
+    assert param_shapes(listing) == {"f": {0: (4, 784), 1: (None, 8)}}
