@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any, Union
 
 from ..errors import ArtifactError, SigningError
-from .signing_points import degenerate_reason
 
 log = logging.getLogger("mxc.signing")
 
@@ -172,6 +171,7 @@ def _warn_private(label: str) -> None:
 
 
 def _checked(found):
+    from .signing_points import degenerate_reason   # only when a key is used
     pub, label = found
     reason = degenerate_reason(_raw_public(pub))
     if reason is not None:

@@ -363,7 +363,7 @@ def test_runtime_package_imports_neither_compiler_nor_frontend_nor_tvm(mlp):
     assert set(res["mxc"]) <= {"mxc", "mxc.errors", "mxc.utils", "mxc.runtime",
                                "mxc.runtime._tvm", "mxc.runtime.artifact",
                                "mxc.runtime.session", "mxc.runtime.threads", "mxc.runtime.plan",
-                               "mxc.runtime.validate",
+                               "mxc.runtime.validate", "mxc.runtime.signatures",
                                "mxc.runtime.signing"}, res["mxc"]
 
 
