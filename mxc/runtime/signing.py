@@ -94,6 +94,13 @@ def _crypto():
     return serialization, ed25519, InvalidSignature
 
 
+def _unreadable():
+    """What ``cryptography`` raises for key bytes it cannot read: ValueError and TypeError,
+    and UnsupportedAlgorithm for a key of an algorithm it does not know (a bad OID)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    return ValueError, TypeError, UnsupportedAlgorithm
+
+
 def _key_bytes(key: KeyLike, what: str) -> tuple[bytes, str]:
     if isinstance(key, (bytes, bytearray)):
         return bytes(key), f"the given {what} key"
@@ -120,7 +127,7 @@ def load_private_key(key: KeyLike):
         loader = (serialization.load_pem_private_key if data.lstrip().startswith(b"-----")
                   else serialization.load_der_private_key)
         priv = loader(data, password=None)
-    except (ValueError, TypeError) as exc:
+    except _unreadable() as exc:
         raise SigningError(f"{label}: not an unencrypted Ed25519 private key ({exc}); make "
                            f"one with `mxc keygen -o KEY`") from None
     if not isinstance(priv, ed25519.Ed25519PrivateKey):
@@ -157,7 +164,7 @@ def _public_key(key: KeyLike):
             return pub, label
         loader = serialization.load_pem_public_key if pem else serialization.load_der_public_key
         pub = loader(data)
-    except (ValueError, TypeError) as exc:
+    except _unreadable() as exc:
         raise SigningError(f"{label}: not an Ed25519 public key ({exc})") from None
     if not isinstance(pub, ed25519.Ed25519PublicKey):
         raise SigningError(f"{label}: a {type(pub).__name__}, not an Ed25519 public key")

@@ -138,3 +138,21 @@ def test_cli_sign_name_verify_name_and_private_key_warning(tmp_path, keys):
                     *inputs, "-o", str(tmp_path / "o2.npz"))
     assert older.returncode == 8 and b"not for 'mlp@3'" in older.stderr
     assert b"Traceback" not in older.stderr
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_a_key_of_an_unknown_algorithm_is_a_signing_error(tmp_path_factory, keys, private):
+    """An unknown algorithm OID raised cryptography's UnsupportedAlgorithm (found by
+    bench/fuzz.py's signing target)."""
+    from cryptography.hazmat.primitives import serialization
+    from mxc.runtime.signing import load_private_key, load_public_key
+    key = (load_private_key(keys[0]).private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()) if private else load_public_key(keys[1]).public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
+    oid = b"\x06\x03\x2b\x65\x70"                 # 1.3.101.112, Ed25519
+    assert oid in key
+    bad = key.replace(oid, b"\x06\x03\x2b\x65\x7b")  # 1.3.101.123: no such algorithm
+    loader = load_private_key if private else load_public_key
+    with pytest.raises(SigningError, match="not an (unencrypted )?Ed25519"):
+        loader(bad)
