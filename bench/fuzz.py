@@ -1,4 +1,4 @@
-"""Mutation fuzzing of mxc's five input readers, with a bounded, reproducible campaign.
+"""Mutation fuzzing of mxc's input readers and surfaces, with a bounded, reproducible campaign.
 
 Targets (each takes the raw bytes of one input):
 
@@ -10,7 +10,10 @@ Targets (each takes the raw bytes of one input):
   form must parse back to itself;
 * ``artifact`` -- :func:`mxc.runtime.load` of a mutated ``.mxc``: raw byte mutations and
   *forged* ones (a member's content mutated and the manifest's checksums recomputed, as
-  an attacker could), so validation past the checksums is exercised.
+  an attacker could), so validation past the checksums is exercised;
+* ``native_library``, ``signing``, ``mxnet`` -- what a compiled extension library
+  answers, signature verification, and ``mxc.mxnet``'s Module/NDArray calls
+  (:mod:`bench.fuzz_surfaces`).
 
 An *expected* outcome is success or an :class:`mxc.errors.MxcError`; anything else
 (a bare exception, ``RecursionError``, ``MemoryError``), an input that runs longer than
@@ -49,7 +52,10 @@ from typing import Callable, Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("MXC_CORPUS", ROOT.parent / "shared" / "corpus"))
-TARGETS = ("symbol_json", "params", "text_ir", "pipeline", "artifact")
+READERS = ("symbol_json", "params", "text_ir", "pipeline", "artifact")
+#: the surfaces of issue 28 (bench/fuzz_surfaces.py): native libraries, signing, mxc.mxnet
+SURFACES = ("native_library", "signing", "mxnet")
+TARGETS = READERS + SURFACES
 
 # ---------------------------------------------------------------------------------------
 # mutation
@@ -295,6 +301,12 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
     if target == "artifact":
         art = ArtifactTarget(artifact_seeds(workdir), workdir / "input.mxc", rng)
         make, run = art.make, art
+    elif target in SURFACES:
+        from bench.fuzz_surfaces import make_target
+        surface = make_target(target, workdir, rng)
+        make, run = surface.make, surface
+        for s in surface.seeds:  # the seeds themselves must be read without surprises
+            _one(run, s, MxcError, per_input_s)
     else:
         seeds = {"symbol_json": symbol_seeds, "params": params_seeds, "text_ir": text_seeds,
                  "pipeline": pipeline_seeds}[target]()
@@ -375,6 +387,10 @@ def atheris_main(target: str, args: list[str], workdir: Path) -> None:
         art = ArtifactTarget(artifact_seeds(workdir), workdir / "input.mxc", random.Random(0))
         run: Callable[[bytes], None] = art
         seeds = [p.read_bytes() for p in artifact_seeds(workdir)]
+    elif target in SURFACES:
+        from bench.fuzz_surfaces import make_target
+        surface = make_target(target, workdir, random.Random(0))
+        run, seeds = surface, surface.seeds
     else:
         run = {"symbol_json": run_symbol_json, "params": run_params, "text_ir": run_text_ir,
                "pipeline": run_pipeline}[target]

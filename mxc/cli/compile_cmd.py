@@ -88,6 +88,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the generated code, as tvmc: FORMATS (a comma list of "
                         "tir, ll, asm) beside the artifact as OUT.tir, OUT.ll, OUT.asm; or a "
                         "DIR getting every format, one KERNEL.tir per kernel")
+    p.add_argument("--sign-name", metavar="NAME", default=None,
+                   help="bind this model name and version (e.g. resnet50@3) into the "
+                        "signature, so `mxc run --verify-name NAME` refuses an artifact signed "
+                        "for another name (an older version signed with the same key)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
@@ -142,9 +146,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else default_output(args.model)
     check_output_path(args.output or out)  # before minutes of compiling, not after
     key = None
+    if args.sign_name is not None and not args.sign:
+        raise MxcError("--sign-name needs --sign KEY (the name is bound by the signature)")
     if args.sign:
-        from ..runtime.signing import load_private_key
+        from ..runtime.signing import NamedKey, load_private_key
         key = load_private_key(args.sign)
+        if args.sign_name is not None:
+            key = NamedKey(key, args.sign_name)
     to_stdout = is_stdout(args.output)
     report = sys.stderr if to_stdout else sys.stdout  # stdout carries the artifact
     loaded = load_model(args)

@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="refuse an artifact not signed with the private half of this Ed25519 "
                         "public key (PEM, from `mxc keygen`); checked before its library is "
                         "written to disk or loaded")
+    p.add_argument("--verify-name", metavar="NAME", default=None,
+                   help="with --verify-key: refuse an artifact whose signature does not bind "
+                        "exactly this name (compile --sign-name), e.g. an older version")
     p.add_argument("--threads", type=positive_int, metavar="N", default=None,
                    help="CPU threads for compiled code (default: every core this process may "
                         "use, from its CPU affinity and cgroup quota)")
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.output)  # a missing directory is reported before any work
     if args.verify_key and not _is_artifact(args.model):
         raise MxcError("--verify-key applies to .mxc artifacts only")
+    if args.verify_name is not None and not args.verify_key:
+        raise MxcError("--verify-name needs --verify-key PUBKEY")
     if _is_artifact(args.model):
         runner, feeds = _artifact(args)
     else:
@@ -178,7 +183,11 @@ def _artifact(args):
         raise MxcError(f"{args.model} is a compiled artifact: its parameters, backend and "
                        f"schedules are fixed (drop --params/--backend/--db)")
     from ..runtime import load
-    session = load(args.model, libraries=args.load, verify_key=args.verify_key,
+    verify_key = args.verify_key
+    if args.verify_name is not None:
+        from ..runtime.signing import NamedKey
+        verify_key = NamedKey(verify_key, args.verify_name)
+    session = load(args.model, libraries=args.load, verify_key=verify_key,
                    threads=args.threads)
     names = [i.name for i in session.inputs]
     shapes = _artifact_shapes(args, session)

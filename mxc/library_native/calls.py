@@ -29,6 +29,9 @@ __all__ = ["OpEntry", "parse_attrs", "infer_shape", "infer_type", "infer_storage
            "random_states"]
 
 _NUM_CPU_RANDOM_STATES = 1024   # lib_api's MX_NUM_CPU_RANDOM_STATES
+#: most inputs or outputs a library operator may declare (MXNet has no cap; a graph node
+#: with millions of outputs is a broken library, not a model)
+MAX_OP_ARITY = 1 << 12
 
 
 @dataclass(eq=False)
@@ -79,11 +82,18 @@ def _boundary(entry: OpEntry, hook: str, node):
 
 
 def parse_attrs(entry: OpEntry, attrs: Mapping[str, str], node=None) -> tuple[int, int]:
+    """``(number of inputs, number of outputs)``, each within ``0..``:data:`MAX_OP_ARITY`
+    (a library answering 2**24 outputs would otherwise stall graph building)."""
     keys, vals, n = entry.kv(attrs)
     nin, nout = c_int(0), c_int(0)
     with _boundary(entry, "parse_attrs", node):
         ok = entry.lib.abi._opCallParseAttrs(entry.parse, keys, vals, n, byref(nin), byref(nout))
     _check(entry, ok, "parse_attrs", "ParseAttrs", node)
+    for what, count in (("inputs", nin.value), ("outputs", nout.value)):
+        if not 0 <= count <= MAX_OP_ARITY:
+            raise ExtensionError(f"extension library {entry.lib.name!r}: operator "
+                                 f"{entry.name!r} parse_attrs answered {count} {what}; "
+                                 f"expected 0 to {MAX_OP_ARITY}")
     return nin.value, nout.value
 
 
@@ -133,7 +143,22 @@ def infer_type(entry: OpEntry, attrs: Mapping[str, str], in_types: Sequence[str]
     ins, outs = _flags_call(entry, entry.lib.abi._opCallInferType, entry.infer_type, attrs,
                             [dtype_flag(t) for t in in_types], num_out, "infer_type",
                             "InferType", node)
-    return ([DTYPE_BY_FLAG.get(f) for f in ins], [DTYPE_BY_FLAG.get(f) for f in outs])
+    return (_dtype_names(entry, ins, "input", node), _dtype_names(entry, outs, "output", node))
+
+
+def _dtype_names(entry: OpEntry, flags: Sequence[int], role: str, node) -> list:
+    """MXNet dtype codes as names; -1 (left unset) and lib_api's ``kUNSET`` (100) are None,
+    any other code an error."""
+    names = []
+    for i, flag in enumerate(flags):
+        if flag not in (-1, 100) and flag not in DTYPE_BY_FLAG:
+            where = f" on node {getattr(node, 'name', node)!r}" if node is not None else ""
+            raise ExtensionError(f"extension library {entry.lib.name!r}: operator "
+                                 f"{entry.name!r} infer_type{where} answered dtype code {flag} "
+                                 f"for {role} {i}; expected one of MXNet's codes "
+                                 f"{sorted(DTYPE_BY_FLAG)}, -1 or 100 (unset)")
+        names.append(DTYPE_BY_FLAG.get(flag))
+    return names
 
 
 def infer_storage_type(entry: OpEntry, attrs: Mapping[str, str], in_stypes: Sequence[str],

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import ExtensionError
 from .abi import Abi, read_messages
 
-__all__ = ["NativeLibrary", "sha256_of"]
+__all__ = ["NativeLibrary", "sha256_of", "library_text"]
 
 
 def sha256_of(path: str | Path) -> str:
@@ -19,6 +19,23 @@ def sha256_of(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def library_text(raw: bytes | None, lib_name: str, what: str) -> str:
+    """A C string the library handed over (a name, a device, an attribute), as text.
+
+    MXNet keeps these as ``std::string``; Python needs them decoded, and a
+    NULL or a string that is not UTF-8 is the library's fault: an
+    :class:`ExtensionError` naming the library and the string's role, not a
+    ``UnicodeDecodeError`` from deep inside the loader.
+    """
+    if raw is None:
+        raise ExtensionError(f"extension library {lib_name!r}: {what} is a NULL string")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExtensionError(f"extension library {lib_name!r}: {what} is not UTF-8 text "
+                             f"({raw[:60]!r}: {exc.reason} at byte {exc.start})") from None
 
 
 class NativeLibrary:

@@ -2,8 +2,10 @@
 
 What MXNet's ``MXLoadLib`` does, driven from Python with :mod:`ctypes`:
 
-1. check the path (exists, a library file by name) and ``dlopen`` it;
-2. read ``_opVersion`` and pick the signature table of that lib_api version
+1. check the path (exists, a library file by name), refuse an ELF file
+   shorter than its headers say (:mod:`.elf`: ``dlopen`` would die of SIGBUS)
+   and ``dlopen`` it;
+2. read ``_opVersion`` (through the exception guard, like every call) and pick the signature table of that lib_api version
    (:mod:`.abi`; versions 7, 8, 10 and 11), failing if an entry point is
    missing;
 3. call ``initialize(10901)`` (MXNet 1.9.1's version number; libraries
@@ -31,7 +33,9 @@ from pathlib import Path
 from ..errors import ExtensionError
 from .abi import MXNET_VERSION, SUPPORTED_VERSIONS, Abi, read_messages
 from .calls import OpEntry
-from .handle import NativeLibrary, sha256_of
+from .elf import check_elf_extent
+from .guard import guarded
+from .handle import NativeLibrary, library_text, sha256_of
 from .ops import make_custom_op
 from .partitioners import read_partitioners, register_partitioners
 from .passes import read_passes, register_passes
@@ -61,6 +65,10 @@ def op_entry(name: str) -> OpEntry | None:
 def _opened(p: Path, lib_api_versions) -> NativeLibrary:
     where = f"extension library {p.name!r} ({p})"
     try:
+        check_elf_extent(p)
+    except OSError as exc:
+        raise ExtensionError(f"Error loading library: '{p}'\n{exc}") from None
+    try:
         cdll = ctypes.CDLL(str(p), mode=getattr(os, "RTLD_LOCAL", 0))
     except OSError as exc:
         raise ExtensionError(f"Error loading library: '{p}'\n{exc}") from None
@@ -70,7 +78,9 @@ def _opened(p: Path, lib_api_versions) -> NativeLibrary:
         raise ExtensionError(f"{where} is not an MXNet extension library: it does not export "
                              f"_opVersion (lib_api.h's entry points)") from None
     version_fn.restype, version_fn.argtypes = c_int, []
-    version = int(version_fn())
+    # the first call into the library already goes through the exception guard: a
+    # throwing _opVersion is an error, as in MXNet, not std::terminate
+    version = int(guarded("_opVersion", version_fn, c_int, (), where)())
     allowed = tuple(lib_api_versions) if lib_api_versions else SUPPORTED_VERSIONS
     if version not in allowed:
         if lib_api_versions and len(allowed) == 1:
@@ -124,9 +134,11 @@ def _read_ops(lib: NativeLibrary) -> list[OpEntry]:
                       byref(ctx[1]), byref(fps[1]), byref(counts[1]),
                       byref(ctx[2]), byref(fps[2]), byref(counts[2]),
                       *[byref(h) for h in hooks])
-        entry = OpEntry(lib, name.value.decode("utf-8"), bool(is_sg.value))
+        op_name = library_text(name.value, lib.name, f"the name of operator {i}")
+        entry = OpEntry(lib, op_name, bool(is_sg.value))
         for kind, c, f, n in zip(("forward", "backward", "create_op"), ctx, fps, counts):
-            devices = [c[j].decode("utf-8") for j in range(n.value)]
+            devices = [library_text(c[j], lib.name, f"operator {op_name!r} {kind} device {j}")
+                       for j in range(n.value)]
             entry.contexts[kind] = devices
             for j, dev in enumerate(devices):
                 if dev == "cpu":

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from .abi import strings
 from .graph_json import graph_to_json
-from .handle import NativeLibrary
+from .handle import NativeLibrary, library_text
 from .marshal import as_contiguous, tensor_block
 
 __all__ = ["register_partitioners", "read_partitioners"]
@@ -100,7 +100,9 @@ class _Strategy:
             raise self._fail("review_subgraph", "reviewSubgraph")
         attrs = {}
         for i in range(nattr.value):
-            attrs[akeys[i].decode("utf-8")] = avals[i].decode("utf-8")
+            key = library_text(akeys[i], self.lib.name, f"reviewSubgraph attribute {i}'s name")
+            attrs[key] = library_text(avals[i], self.lib.name,
+                                      f"reviewSubgraph attribute {key!r}'s value")
             self.lib.free(ctypes.cast(ctypes.cast(akeys, POINTER(c_void_p))[i], c_void_p))
             self.lib.free(ctypes.cast(ctypes.cast(avals, POINTER(c_void_p))[i], c_void_p))
         if nattr.value:
@@ -162,14 +164,16 @@ def read_partitioners(lib: NativeLibrary) -> list[tuple[str, list[tuple[str, str
     for i in range(abi._partRegSize()):
         name = c_char_p()
         count = abi._partRegGetCount(i, byref(name))
-        pname = name.value.decode("utf-8")
+        pname = library_text(name.value, lib.name, f"the name of partitioner {i}")
         strategies = []
         for j in range(count):
             sname, op = c_char_p(), c_char_p()
             sup, sel, rev = c_void_p(), c_void_p(), c_void_p()
             abi._partRegGet(i, j, byref(sname), byref(sup), byref(sel), byref(rev), byref(op))
-            sname_s = sname.value.decode("utf-8")
-            strategies.append((sname_s, op.value.decode("utf-8"),
+            sname_s = library_text(sname.value, lib.name,
+                                   f"partitioner {pname!r} strategy {j}'s name")
+            strategies.append((sname_s, library_text(op.value, lib.name,
+                                                     f"strategy {sname_s!r}'s subgraph op"),
                                _Strategy(lib, pname, sname_s, sup.value or 0, sel.value or 0,
                                          rev.value or 0)))
         out.append((pname, strategies))

@@ -18,7 +18,7 @@ import numpy as np
 
 from .abi import ND_MALLOC, strings
 from .graph_json import graph_from_json, graph_to_json
-from .handle import NativeLibrary
+from .handle import NativeLibrary, library_text
 from .marshal import as_contiguous, dtype_name, tensor_block
 
 __all__ = ["read_passes", "register_passes"]
@@ -32,7 +32,7 @@ def _nd_malloc(alloc, shape, ndim, dev, dev_id, dtype, name, is_arg, data):
         return
     dims = tuple(int(shape[i]) for i in range(ndim))
     array = np.empty(dims, dtype=dtype_name(dtype) or "float32")
-    out.append(((name or b"").decode("utf-8"), bool(is_arg), array))
+    out.append(((name or b"").decode("utf-8", "replace"), bool(is_arg), array))
     data[0] = array.ctypes.data
 
 
@@ -47,10 +47,10 @@ def _read_output(lib: NativeLibrary, ptr: int) -> str:
         text, _ = json.JSONDecoder().raw_decode(raw)
         lib.free(ptr)
         return json.dumps(text)
-    text = ctypes.string_at(ptr).decode("utf-8")
+    raw = ctypes.string_at(ptr)
     if lib.abi.pass_output == "malloc":
         lib.free(ptr)
-    return text
+    return library_text(raw, lib.name, "a graph pass's output JSON")
 
 
 class _LibraryPass:
@@ -115,7 +115,7 @@ def read_passes(lib: NativeLibrary) -> list[tuple[str, _LibraryPass]]:
     for i in range(abi._passRegSize()):
         fp, name = c_void_p(), c_char_p()
         abi._passRegGet(i, byref(fp), byref(name))
-        pname = name.value.decode("utf-8")
+        pname = library_text(name.value, lib.name, f"the name of graph pass {i}")
         out.append((pname, _LibraryPass(lib, pname, fp.value or 0)))
     return out
 

@@ -26,14 +26,50 @@ __all__ = ["Module", "BaseModule"]
 _log = logging.getLogger("mxc.mxnet")
 
 
-def _descs(shapes) -> list[DataDesc]:
+#: MXNet 1.x's pip builds index tensors with int32 (no USE_INT64_TENSOR_SIZE): a declared
+#: shape of 2**31 elements or more is refused there, and here, before any allocation
+MAX_TENSOR_ELEMENTS = (1 << 31) - 1
+
+
+def _shape(value, name: str, what: str) -> tuple:
+    if not isinstance(value, (list, tuple)):
+        raise MXNetError(f"{what}: the shape of {name!r} must be a tuple of integers, not "
+                         f"{type(value).__name__} {value!r:.60}")
+    dims = []
+    for d in value:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise MXNetError(f"{what}: the shape of {name!r} must be a tuple of non-negative "
+                             f"integers, got {tuple(value)!r:.80}")
+        dims.append(int(d))
+    size = 1
+    for d in dims:
+        size *= d
+    if size > MAX_TENSOR_ELEMENTS:
+        raise MXNetError(f"{what}: {name!r} of shape {tuple(dims)} has {size:,} elements; size "
+                         f"of tensor you are trying to allocate is larger than 2^31 elements "
+                         f"(MXNet without USE_INT64_TENSOR_SIZE)")
+    return tuple(dims)
+
+
+def _descs(shapes, what: str = "bind") -> list[DataDesc]:
+    """*shapes* (``[DataDesc]`` or ``[(name, shape)]``) checked, as :class:`DataDesc` s."""
+    if shapes is None:
+        return []
+    if not isinstance(shapes, (list, tuple)):
+        raise MXNetError(f"{what}: data_shapes must be a list of DataDesc or (name, shape) "
+                         f"pairs, not {type(shapes).__name__} {shapes!r:.60}")
     out = []
-    for item in shapes or []:
+    for item in shapes:
         if isinstance(item, DataDesc):
-            out.append(item)
+            name, shape, extra = item.name, item.shape, item[2:]
+        elif isinstance(item, (list, tuple)) and len(item) >= 2:
+            name, shape, extra = item[0], item[1], ()
         else:
-            name, shape = item[0], item[1]
-            out.append(DataDesc(name, tuple(shape)))
+            raise MXNetError(f"{what}: each data shape must be a DataDesc or a (name, shape) "
+                             f"pair, not {item!r:.60}")
+        if not isinstance(name, str):
+            raise MXNetError(f"{what}: a data name must be a string, not {name!r:.60}")
+        out.append(DataDesc(name, _shape(shape, name, what), *extra))
     return out
 
 
@@ -101,9 +137,20 @@ class Module:
         if self.binded and not force_rebind:
             _log.warning("Already bound, ignoring bind()")
             return
-        self._data_shapes = _descs(data_shapes)
-        shapes = {d.name: d.shape for d in self._data_shapes + _descs(label_shapes)}
-        self._exec = self._symbol.simple_bind(grad_req="null", **shapes)
+        descs = _descs(data_shapes)
+        labels = _descs(label_shapes, "bind label_shapes")
+        inputs = self._symbol.list_inputs()
+        unknown = [d.name for d in descs + labels if d.name not in inputs]
+        if unknown:
+            raise MXNetError(f"bind: {unknown[0]!r} is not an input of the symbol; inputs are "
+                             f"{', '.join(inputs)}")
+        shapes = {d.name: d.shape for d in descs + labels}
+        try:
+            self._exec = self._symbol.simple_bind(grad_req="null", **shapes)
+        except MemoryError:
+            raise MXNetError(f"bind: cannot allocate the arrays of shapes {shapes} in this "
+                             f"process") from None
+        self._data_shapes = descs
         self.binded = True
         if self.params_initialized:
             self._copy_params()
@@ -139,10 +186,18 @@ class Module:
         self.set_params(arg_params, aux_params, allow_missing, force_init, allow_extra)
 
     def _copy_params(self) -> None:
-        for name, value in self._arg_params.items():
-            self._exec.arg_dict[name][:] = value
-        for name, value in self._aux_params.items():
-            self._exec.aux_dict[name][:] = value
+        for kind, params, bound in (("argument", self._arg_params, self._exec.arg_dict),
+                                    ("auxiliary state", self._aux_params, self._exec.aux_dict)):
+            for name, value in params.items():
+                target = bound[name]
+                shape = tuple(value.shape if hasattr(value, "shape") else np.shape(value))
+                if shape != tuple(target.shape):
+                    data = ", ".join(f"{d.name}{d.shape}" for d in self._data_shapes)
+                    raise MXNetError(f"set_params: {kind} {name!r} has shape {shape}, but the "
+                                     f"module bound for {data} expects {tuple(target.shape)}; "
+                                     f"bind with the data shapes the parameters were trained "
+                                     f"for")
+                target[:] = value
 
     def get_params(self) -> tuple[dict, dict]:
         return dict(self._arg_params), dict(self._aux_params)

@@ -138,9 +138,16 @@ class NDArray:
 
     # -- indexing ------------------------------------------------------------------
     def __getitem__(self, key) -> "NDArray":
+        """MXNet 1.9 raises ``IndexError`` for every index it cannot use (out of range, too
+        many, an unsupported key); numpy's ValueError/OverflowError/TypeError for ragged or
+        huge keys become that too, as scripts catch it by that type."""
         if isinstance(key, NDArray):
             key = key._data.astype(np.int64)
-        return NDArray(self._data[key], self._ctx)
+        try:
+            return NDArray(self._data[key], self._ctx)
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise IndexError(f"NDArray does not support indexing with key {key!r:.80} "
+                             f"({exc})") from None
 
     def __setitem__(self, key, value) -> None:
         if isinstance(value, NDArray):

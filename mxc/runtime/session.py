@@ -107,8 +107,10 @@ class Session:
         # CPU compiled code runs on the process's executors (see executors.py)
         self._on_executor = self._has_regions and self._threads is not None
         self._build_plan(graph, params)
-        if self._has_regions:
-            self._call(self._state)  # create a VM now: errors surface at load time
+        if self._has_regions:  # create a VM now: errors surface at load time
+            from .signatures import check_session_functions
+            vm = self._call(self._state).vm
+            check_session_functions(graph, module, vm, source, params)
 
     # ------------------------------------------------------------------------------
     # metadata

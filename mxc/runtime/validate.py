@@ -150,8 +150,22 @@ def validate_manifest(man: Any, path: Any, *, max_member: int) -> None:
         for key in ("name", "op", "reason"):
             f.get(v, key, where, (str,))
 
+    def library(v: Any, where: str) -> None:
+        v = f.obj(v, where)
+        f.get(v, "name", where, (str,))
+        if not _SHA256.match(f.get(v, "sha256", where, (str,))):
+            raise f.fail(f"{where}.sha256", "expected 64 lowercase hex digits")
+        f.get(v, "lib_api_version", where, (int,), required=False)
+        f.items(v, "operators", where, text)
+
+    def text(v: Any, where: str) -> str:
+        if not isinstance(v, str):
+            raise f.fail(where, f"expected a string, got {type(v).__name__}")
+        return v
+
     f.items(man, "regions", "", region, required=False)
     f.items(man, "host_nodes", "", host_node, required=False)
+    f.items(man, "libraries", "", library, required=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -175,7 +189,8 @@ def validate_graph(g: Any, path: Any, *, check_bytes: Callable[[tuple, str, str]
     f.items(g, "ignored_inputs", "", lambda v, w: f.get({"name": v}, "name", w, (str,)),
             required=False)
     declared = len(inputs) + len(params) + sum(
-        len(s.get("outputs", ())) if isinstance(s, dict) else 0 for s in steps)
+        len(s["outputs"]) if isinstance(s, dict) and isinstance(s.get("outputs"), list) else 0
+        for s in steps)
     if not 0 <= n <= declared + 1:
         raise f.fail("num_slots", f"expected at most {declared + 1} (the slots the inputs, "
                                   f"parameters and steps produce), got {n}")

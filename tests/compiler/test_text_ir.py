@@ -595,3 +595,23 @@ def test_deep_nesting_and_wide_nodes():
     wide = Node("add_n", "sum", {f"k{i}": str(i) for i in range(500)}, [v.out] * 2000)
     text = round_trip(Graph([v, wide], [wide.out]))
     assert parse_graph(text).nodes[0].num_uses() == 2000
+
+
+@pytest.mark.parametrize("where", ["attribute", "index", "version", "duplicate"])
+def test_integers_longer_than_the_cap_are_a_parse_error_at_the_number(where):
+    """Python refuses int() of more than 4,300 digits with a bare ValueError."""
+    from mxc.compiler.ir.text import MAX_INT_DIGITS
+    from mxc.errors import ParseError
+    big = "7" * 5000
+    ref = {"index": f"%x#{big}", "version": f"%x@{big}", "duplicate": f"%x~{big}"}.get(where,
+                                                                                       "%x")
+    attr = f'mxnet_version = ["int", {big}]' if where == "attribute" else \
+        'mxnet_version = ["int", 10901]'
+    text = (f"graph @main attributes {{{attr}}} {{\n  %x = var\n"
+            f"  %y = Activation({ref}) {{act_type = \"relu\"}}\n  return %y\n}}\n")
+    with pytest.raises(ParseError, match=f"with 5000 digits; at most {MAX_INT_DIGITS}") as info:
+        parse_graph(text)
+    assert info.value.line == (1 if where == "attribute" else 3)
+    ok = text.replace(big, "7" * MAX_INT_DIGITS) if where == "attribute" else None
+    if ok is not None:                    # at the cap it parses (the value is kept)
+        assert parse_graph(ok).attrs["mxnet_version"] == ["int", int("7" * MAX_INT_DIGITS)]

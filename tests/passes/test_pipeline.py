@@ -106,3 +106,19 @@ def test_python_built_pipeline_errors_have_no_column():
     assert info.value.column is None and "max_elements=x is invalid" in str(info.value)
     with pytest.raises(PipelineError, match="must be a pass name"):
         Pipeline([42])
+
+
+def test_pipeline_length_is_capped():
+    """20,000 x dce (80 KB) used to parse and then run for 30 s."""
+    from mxc.compiler.passes.pipeline import MAX_PIPELINE_CHARS, MAX_PIPELINE_PASSES
+    at_cap = ",".join(["dce"] * MAX_PIPELINE_PASSES)
+    assert len(Pipeline.parse(at_cap)) == MAX_PIPELINE_PASSES
+    with pytest.raises(PipelineError, match=f"more than {MAX_PIPELINE_PASSES} passes"):
+        Pipeline.parse(at_cap + ",dce")
+    with pytest.raises(PipelineError, match=f"more than {MAX_PIPELINE_PASSES} passes"):
+        Pipeline(["dce"] * (MAX_PIPELINE_PASSES + 1))
+    huge = ",".join(["dce"] * 20_000)
+    assert len(huge) > MAX_PIPELINE_CHARS
+    with pytest.raises(PipelineError, match="characters long") as info:
+        Pipeline.parse(huge)
+    assert len(str(info.value)) < 300            # the message does not echo 80 KB of text

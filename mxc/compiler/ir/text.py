@@ -154,6 +154,19 @@ def _unescape(body: str, pos: int) -> str:
     return _ESCAPE_RE.sub(repl, body)
 
 
+#: longest integer literal or index accepted (int64 has 19 digits); longer ones are a
+#: ParseError at the number instead of Python's int-conversion limit (4,300 digits)
+MAX_INT_DIGITS = 32
+
+
+def _int(text: str, pos: int, what: str = "integer") -> int:
+    """*text* (decimal digits, maybe signed) as an int, refusing more than MAX_INT_DIGITS."""
+    digits = len(text.lstrip("+-"))
+    if digits > MAX_INT_DIGITS:
+        raise _Fail(f"{what} with {digits} digits; at most {MAX_INT_DIGITS} are accepted", pos)
+    return int(text)
+
+
 def _string(tok: _Tok) -> str:
     return _unescape(tok.value[1:-1], tok.start_pos + 1)
 
@@ -170,7 +183,8 @@ def _split_ref(tok: _Tok) -> tuple[tuple[str, int], str | None, str | None]:
     """
     plain, quoted, dup, index, version = _REF_RE.match(tok.value).groups()
     name = plain if plain is not None else _unescape(quoted, tok.start_pos + 2)
-    return (name, int(dup or 0)), index, version
+    pos = tok.start_pos
+    return (name, _int(dup or "0", pos, "duplicate number")), index, version
 
 
 def _split_attr(tok: _Tok) -> tuple[str, str]:
@@ -225,7 +239,9 @@ class _Build(lark.Transformer):
             out = []
             for tok in toks:
                 name, index, version = _split_ref(tok)
-                out.append(Entry(lookup(name, tok, k), int(index or 0), int(version or 0)))
+                out.append(Entry(lookup(name, tok, k),
+                                 _int(index or "0", tok.start_pos, "output index"),
+                                 _int(version or "0", tok.start_pos, "version")))
             return out
 
         for k, (_tok, key, op, args, attrs, deps, subgraphs) in enumerate(specs):
@@ -314,7 +330,7 @@ class _Build(lark.Transformer):
         text = items[0].value
         if any(c in text for c in ".eEn"):  # a fraction, an exponent, inf or nan
             return float(text)
-        return int(text)
+        return _int(text, items[0].start_pos)
 
     def lit_true(self, _):
         return True

@@ -31,6 +31,11 @@ __all__ = ["Pipeline", "PassSpec", "PipelineError", "parse_pipeline"]
 _GRAMMAR = Path(__file__).with_name("pipeline.lark").read_text()
 _PARSER = lark.Lark(_GRAMMAR, parser="lalr", lexer="contextual", maybe_placeholders=False)
 _BARE = re.compile(r'[^\s{}=;,"]+\Z')
+#: most passes a pipeline may hold (the built-in pipelines use about 20): a longer one is
+#: a mistake or an attack, and 20,000 passes run for minutes
+MAX_PIPELINE_PASSES = 1000
+#: longest pipeline text parsed (1,000 passes with generous options)
+MAX_PIPELINE_CHARS = 64 * 1024
 
 _TOKEN_WORDS = {
     "PASS_NAME": "a pass name", "KEY": "an option name", "WORD": "a value",
@@ -93,7 +98,14 @@ class Pipeline(Sequence):
     """An ordered list of :class:`PassSpec`; ``str()`` is the canonical text."""
 
     def __init__(self, passes: Iterable[PassSpec | str | tuple] = (), text: str | None = None):
-        self.passes: tuple[PassSpec, ...] = tuple(_spec(p) for p in passes)
+        specs = []
+        for p in passes:
+            if len(specs) == MAX_PIPELINE_PASSES:
+                raise PipelineError(f"the pipeline has more than {MAX_PIPELINE_PASSES} passes "
+                                    f"(pass {len(specs) + 1}: {_spec(p).name!r:.60}); at most "
+                                    f"{MAX_PIPELINE_PASSES} are accepted")
+            specs.append(_spec(p))
+        self.passes: tuple[PassSpec, ...] = tuple(specs)
         self.text = text
 
     @classmethod
@@ -173,6 +185,10 @@ def parse_pipeline(text: str) -> Pipeline:
     """Parse *text* into a :class:`Pipeline` (see the module docstring)."""
     if not isinstance(text, str):
         raise PipelineError(f"a pipeline must be a string, got {type(text).__name__}")
+    if len(text) > MAX_PIPELINE_CHARS:
+        raise PipelineError(f"the pipeline text is {len(text):,} characters long; at most "
+                            f"{MAX_PIPELINE_CHARS:,} are accepted ({MAX_PIPELINE_PASSES} "
+                            f"passes at most)")
     try:
         tree = _PARSER.parse(text)
     except lark.UnexpectedCharacters as exc:

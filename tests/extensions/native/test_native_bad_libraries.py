@@ -125,3 +125,47 @@ def test_a_cpp_exception_inside_the_library_is_an_error_not_an_abort():
     assert isinstance(info.value.original, guard.NativeException)
     c = mxc.sym.my_gemm(mxc.sym.var("a"), mxc.sym.var("b"))        # the process goes on
     np.testing.assert_array_equal(c.eval(a=a, b=b)[0], a @ b)
+
+
+def _in_fresh_process(code: str) -> subprocess.CompletedProcess:
+    """Run *code* in a new interpreter: a library that kills the process must not kill pytest."""
+    import os
+    import sys
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ})
+
+
+def test_a_throwing_opversion_is_an_error_not_an_abort(tmp_path):
+    """_opVersion is the first call into a library; it too goes through the guard."""
+    from mxc.library_native import guard
+    if shutil.which("g++") is None or not guard.available():
+        pytest.skip("no C++ compiler for the exception guard")
+    src = tmp_path / "throws.cc"
+    src.write_text('#include <stdexcept>\nextern "C" int _opVersion() '
+                   '{ throw std::runtime_error("version unknown"); }\n')
+    lib = tmp_path / "libthrows.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    r = _in_fresh_process(
+        "import mxc\nfrom mxc.errors import ExtensionError\n"
+        f"try:\n    mxc.library.load({str(lib)!r})\n"
+        "except ExtensionError as e:\n    print('TYPED', e)\n")
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "TYPED" in r.stdout and "_opVersion threw" in r.stdout
+    assert "version unknown" in r.stdout and "libthrows.so" in r.stdout
+
+
+@pytest.mark.parametrize("fraction", [3, 10, 100])
+def test_a_truncated_library_is_refused_before_dlopen(tmp_path, fraction):
+    """The first part of a valid library (an interrupted copy) dies of SIGBUS in dlopen."""
+    libs = build_extensions("v11")
+    whole = (libs / "libgemm_lib.so").read_bytes()
+    cut = tmp_path / "libgemm_lib.so"
+    cut.write_bytes(whole[:len(whole) // fraction])
+    r = _in_fresh_process(
+        "import mxc\nfrom mxc.errors import ExtensionError\n"
+        f"try:\n    mxc.library.load({str(cut)!r}, verbose=False)\n"
+        "except ExtensionError as e:\n    print('TYPED', e)\n")
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "TYPED" in r.stdout and str(cut) in r.stdout and "truncated" in r.stdout
+    from mxc.library_native.elf import check_elf_extent
+    check_elf_extent(libs / "libgemm_lib.so")      # the whole library passes
