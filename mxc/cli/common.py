@@ -89,8 +89,10 @@ def parse_key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def add_model_arguments(p: argparse.ArgumentParser, *, params_required: bool = False) -> None:
-    p.add_argument("model", metavar="MODEL_JSON", help="MXNet symbol JSON (prefix-symbol.json)")
+def add_model_arguments(p: argparse.ArgumentParser, *, params_required: bool = False,
+                        model_optional: bool = False) -> None:
+    p.add_argument("model", metavar="MODEL_JSON", nargs="?" if model_optional else None,
+                   help="MXNet symbol JSON (prefix-symbol.json)")
     p.add_argument("--params", metavar="P", required=params_required,
                    help="MXNet .params file (prefix-0000.params)")
     add_shape_arguments(p)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 import numpy as np
 
+from ..errors import USAGE_EXIT_CODE
 from . import register_command
 from .common import add_model_arguments, load_model, shapes_of
 
@@ -19,8 +21,48 @@ from .common import add_model_arguments, load_model, shapes_of
 @register_command("inspect", help="summarise a model (ops, inputs, outputs, shapes, params) "
                                   "or an .mxc artifact (its manifest)")
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p)
+    add_model_arguments(p, model_optional=True)
     p.add_argument("--json", action="store_true", help="print a JSON document")
+    p.add_argument("--host", action="store_true",
+                   help="this machine's CPU: the features its kernel reports (what compile, "
+                        "tune and load go by) and the target mxc builds for by default")
+
+
+def host_report() -> dict:
+    """This CPU as ``mxc inspect --host`` shows it: the kernel's report
+    (:func:`mxc.runtime.cpu_features.host_cpu`) and the default target built from it."""
+    from ..runtime.cpu_features import host_cpu
+    host = host_cpu()
+    features = host.features()
+    report = {"arch": host.arch, "model": host.model,
+              "features": None if features is None else sorted(features),
+              "llvm_cpu": None, "default_target": None}
+    try:
+        from ..backends.tvm.targets import host_cpu_name, host_target
+    except ImportError:   # no TVM: the kernel's report alone
+        return report
+    report["llvm_cpu"], report["default_target"] = host_cpu_name(), host_target()
+    return report
+
+
+def inspect_host(as_json: bool) -> int:
+    report = host_report()
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"this CPU: {report['model'] or '?'} ({report['arch']}"
+          + (f"; LLVM calls it {report['llvm_cpu']})" if report["llvm_cpu"] else ")"))
+    features = report["features"]
+    if features is None:
+        print("features: the kernel reports none here (no /proc/cpuinfo); LLVM's detection "
+              "decides")
+    else:
+        simd = [f for f in features if f.startswith(_SIMD_PREFIXES) or f in _SIMD_NAMES]
+        print(f"vector/matrix extensions (as the kernel reports them): {', '.join(simd)}")
+        print(f"all features mxc checks that this CPU has: {', '.join(features)}")
+    if report["default_target"] is not None:
+        print(f"default target (--cpu host): {json.dumps(report['default_target'])}")
+    return 0
 
 
 def inspect_model(sym, arg_params, aux_params, shapes: dict) -> dict:
@@ -170,6 +212,12 @@ def inspect_params(path: str, as_json: bool) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..frontend.params import is_params_file
     from ..runtime.artifact import is_artifact
+    if args.host or args.model is None:
+        if (args.model is None) == (not args.host):   # neither, or both
+            print("mxc inspect: error: give a model (symbol JSON, .params, .mxc) or --host",
+                  file=sys.stderr)
+            return USAGE_EXIT_CODE
+        return inspect_host(args.json)
     if args.model.endswith(".mxc") or is_artifact(args.model):
         return inspect_artifact(args.model, args.json)
     if is_params_file(args.model):

@@ -32,7 +32,6 @@ import hashlib
 import io
 import json
 import os
-import platform
 import re
 import stat
 import tempfile
@@ -46,6 +45,7 @@ import numpy as np
 from ..errors import ArtifactError, MxcError
 from ..utils import allocatable_bytes, atomic_open, checked_nbytes, clean_stale
 from .bfloat16 import npz_arrays, npz_bytes
+from .cpu_features import host_cpu, machine_arch  # noqa: F401 - machine_arch: API
 from .signing import SIGNATURE
 from .plan import Plan
 from .validate import validate_manifest
@@ -350,46 +350,12 @@ def extract_library(data: bytes) -> tuple[str, str]:
 # ---------------------------------------------------------------------------
 # can this machine run the target?
 # ---------------------------------------------------------------------------
-#: LLVM feature name -> /proc/cpuinfo flag (x86_64)
-_X86_FLAGS = {
-    "sse3": "pni", "ssse3": "ssse3", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "sse4a": "sse4a",
-    "popcnt": "popcnt", "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c",
-    "bmi": "bmi1", "bmi2": "bmi2", "movbe": "movbe", "aes": "aes", "pclmul": "pclmulqdq",
-    "sha": "sha_ni", "adx": "adx", "vaes": "vaes", "vpclmulqdq": "vpclmulqdq", "gfni": "gfni",
-    "avx512f": "avx512f", "avx512bw": "avx512bw", "avx512dq": "avx512dq",
-    "avx512vl": "avx512vl", "avx512cd": "avx512cd", "avx512vnni": "avx512_vnni",
-    "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16", "avx512vbmi": "avx512vbmi",
-    "avx512ifma": "avx512ifma", "avxvnni": "avx_vnni", "amx-tile": "amx_tile",
-    "amx-int8": "amx_int8", "amx-bf16": "amx_bf16",
-}
-#: LLVM feature name -> /proc/cpuinfo "Features" entry (aarch64)
-_ARM_FLAGS = {"neon": "asimd", "sve": "sve", "sve2": "sve2", "dotprod": "asimddp",
-              "fullfp16": "asimdhp", "i8mm": "i8mm", "bf16": "bf16"}
-_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
-
-
-def machine_arch() -> str:
-    m = platform.machine().lower()
-    return _ARCH_ALIASES.get(m, m)
-
-
-def _cpu_flags() -> set[str] | None:
-    """The CPU's feature flags from /proc/cpuinfo (None where unavailable)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    found = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
-    return set(found.group(1).split()) if found else None
-
-
 def missing_cpu_features(features: list[str], arch: str) -> list[str]:
-    """Features of *features* (LLVM names) this CPU is known to lack."""
-    table = _X86_FLAGS if arch == "x86_64" else _ARM_FLAGS if arch == "aarch64" else {}
-    flags = _cpu_flags()
-    if flags is None or not table:
-        return []
-    return [f for f in features if f in table and table[f] not in flags]
+    """Features of *features* (LLVM names) this CPU is known to lack, by the kernel's
+    report (:func:`~mxc.runtime.cpu_features.host_cpu`, which the compiler asks too);
+    [] for another architecture's features or where the kernel reports nothing."""
+    host = host_cpu()
+    return host.missing(features) if arch == host.arch else []
 
 
 def check_target_runnable(target: Mapping[str, Any], path: Any = "artifact") -> None:

@@ -170,10 +170,12 @@ def test_wrong_format_version_is_refused(good, tmp_path, version, hint, no_libra
 
 
 def _missing_feature() -> str | None:
-    if art.machine_arch() != "x86_64" or art._cpu_flags() is None:
+    from mxc.runtime.cpu_features import KERNEL_FLAGS, host_cpu
+    host = host_cpu()
+    if host.arch != "x86_64" or host.flags is None:
         return None
-    flags = art._cpu_flags()
-    return next((f for f, flag in art._X86_FLAGS.items() if flag not in flags), None)
+    return next((f for f, flag in KERNEL_FLAGS["x86_64"].items() if flag not in host.flags),
+                None)
 
 
 def test_cpu_features_this_machine_lacks_are_refused(good, tmp_path, no_library_load):
@@ -363,7 +365,7 @@ def test_runtime_package_imports_neither_compiler_nor_frontend_nor_tvm(mlp):
     assert set(res["mxc"]) <= {"mxc", "mxc.errors", "mxc.utils", "mxc.runtime",
                                "mxc.runtime._tvm", "mxc.runtime.artifact",
                                "mxc.runtime.session", "mxc.runtime.threads", "mxc.runtime.plan",
-                               "mxc.runtime.validate", "mxc.runtime.bfloat16",
+                               "mxc.runtime.validate", "mxc.runtime.bfloat16", "mxc.runtime.cpu_features",
                                "mxc.runtime.signing"}, res["mxc"]
 
 

@@ -10,7 +10,12 @@ anything is compiled.
 code may use (LLVM's feature list without its tuning hints): ``mxc
 inspect`` shows them for an artifact, and :func:`missing_on_host` tells
 whether this machine can execute code built for a target (``mxc tune``
-measures by running candidates, so it needs to know).
+measures by running candidates, so it needs to know).  "This machine" is
+the kernel's report (:mod:`mxc.runtime.cpu_features`, which the artifact
+loader asks too), not the features LLVM implies from the CPU's name:
+:func:`host_target` names the CPU as LLVM does and adds (or removes) with
+``-mattr`` what the kernel says differs.  :func:`check_cpu` refuses a CPU
+name LLVM does not know, which LLVM would only warn about.
 
 :func:`resolve_target` turns what the user gave (shorthand, dict or
 ``tvm.target.Target``) into the Target to build for; it lives here, not in
@@ -20,11 +25,13 @@ builder (which imports them).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError
+from ...runtime.cpu_features import HostCpu, host_cpu
 
 if TYPE_CHECKING:  # annotations only: tvm is imported once the thread pool is sized
     import tvm
@@ -81,6 +88,7 @@ def parse_target_text(text: str) -> Any:
         if not isinstance(spec, dict) or "kind" not in spec:
             raise BackendError(f"JSON target {text!r} needs a \"kind\" key")
         check_kind(spec["kind"])
+        _check_spec_cpu(spec)
         return spec
     words = text.split()
     kind = SHORTHANDS.get(words[0], words[0])
@@ -94,6 +102,7 @@ def parse_target_text(text: str) -> Any:
                                f"got {word!r}")
         key, sep, value = word.lstrip("-").partition("=")
         spec[key] = _value(key, value) if sep else True
+    _check_spec_cpu(spec)
     return spec
 
 
@@ -102,11 +111,7 @@ def with_cpu(target: Any, cpu: str | None) -> Any:
     the architecture's baseline, runs on any CPU of it; else an LLVM CPU name)."""
     if cpu in (None, "host", "native"):
         return target
-    from tvm.target import codegen
-    if cpu not in GENERIC_CPUS and not codegen.llvm_is_valid_cpu(
-            cpu, str(codegen.llvm_get_system_triple())):
-        raise BackendError(f"--cpu {cpu!r} is not a CPU LLVM knows (try generic, host, "
-                           f"haswell, skylake-avx512, znver3, ...)")
+    check_cpu(cpu, "--cpu")
     spec = dict(target) if isinstance(target, dict) else {"kind": SHORTHANDS.get(target, target)}
     cpu_spec = {"kind": "llvm"} if cpu in GENERIC_CPUS else {"kind": "llvm", "mcpu": cpu}
     if spec["kind"] == "cuda":
@@ -115,6 +120,40 @@ def with_cpu(target: Any, cpu: str | None) -> Any:
     spec.pop("mcpu", None)
     spec.update(cpu_spec)
     return spec
+
+
+def known_cpus(triple: str | None = None) -> list[str]:
+    """The CPU names LLVM knows for *triple* (None: this machine's), one spelling each."""
+    tvm = _tvm()
+    from tvm.target import codegen
+    spec = {"kind": "llvm", **({"mtriple": triple} if triple else {})}
+    names = {str(n) for n in codegen.llvm_get_cpu_archlist(tvm.target.Target(spec))}
+    # the underscored names ("skylake_avx512", "core_4th_gen_avx") are aliases
+    return sorted(n for n in names if "_" not in n)
+
+
+def check_cpu(cpu: str, option: str = "-mcpu", triple: str | None = None) -> None:
+    """Refuse a CPU name LLVM does not know (LLVM itself would only warn and build
+    generic code), naming the closest known ones and listing them all."""
+    _tvm()
+    from tvm.target import codegen
+    triple = triple or str(codegen.llvm_get_system_triple())
+    if cpu in GENERIC_CPUS or codegen.llvm_is_valid_cpu(cpu, triple):
+        return
+    known = known_cpus(triple)
+    close = difflib.get_close_matches(cpu, known, n=3, cutoff=0.5)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    raise BackendError(f"{option} {cpu!r} is not a CPU LLVM knows for {triple.split('-')[0]}"
+                       f"{hint}; known CPUs: "
+                       f"{', '.join(dict.fromkeys([*GENERIC_CPUS, 'host', *known]))}")
+
+
+def _check_spec_cpu(spec: dict) -> None:
+    """A dict target's ``mcpu`` (and its CUDA host's) must be a CPU LLVM knows."""
+    for cpu_spec in (spec, spec.get("host")):
+        if isinstance(cpu_spec, dict) and cpu_spec.get("kind", "llvm") == "llvm" \
+                and cpu_spec.get("mcpu"):
+            check_cpu(str(cpu_spec["mcpu"]), "target -mcpu", cpu_spec.get("mtriple"))
 
 
 def _is_isa(feature: str) -> bool:
@@ -127,17 +166,39 @@ def isa_features(target) -> list[str]:
     return sorted(f for f in codegen.llvm_get_cpu_features(target) if _is_isa(str(f)))
 
 
-@functools.lru_cache(maxsize=1)
-def _host_features() -> frozenset[str]:
-    import tvm
-    from tvm.target import codegen
-    host = tvm.target.Target({"kind": "llvm", "mcpu": str(codegen.llvm_get_system_cpu())})
-    return frozenset(str(f) for f in codegen.llvm_get_cpu_features(host))
+def _cpu_name_features(cpu: str | None) -> frozenset[str]:
+    """The ISA features LLVM implies from CPU name *cpu* (None: the baseline)."""
+    tvm = _tvm()
+    spec = {"kind": "llvm", **({"mcpu": cpu} if cpu else {})}
+    return frozenset(isa_features(tvm.target.Target(spec)))
 
 
 def missing_on_host(target) -> list[str]:
-    """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here)."""
-    return sorted(set(isa_features(target)) - _host_features())
+    """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here).
+
+    "Lacks" is the kernel's word (:func:`mxc.runtime.cpu_features.host_cpu`, which the
+    artifact loader asks too); where the kernel reports nothing, LLVM's view of the host."""
+    host = host_cpu()
+    needed = isa_features(target)
+    if host.features() is None:
+        return sorted(set(needed) - _cpu_name_features(_host_cpu()))
+    return sorted(host.missing(needed))
+
+
+def host_mattr(cpu: str | None = None, host: HostCpu | None = None) -> list[str]:
+    """``-mattr`` entries that make LLVM CPU *cpu*'s features those the kernel reports.
+
+    ``+f`` for a feature the kernel reports that the CPU name does not imply (AMX,
+    AVX512-BF16/FP16 on a VM whose CPU LLVM names ``rocketlake``), ``-f`` for one the
+    name implies that the kernel does not report (AVX-512 a hypervisor hides).  Features
+    the kernel's table does not cover keep what the name implies.  []: no report."""
+    host = host or host_cpu()
+    have = host.features()
+    if have is None:
+        return []
+    implied = _cpu_name_features(cpu)
+    return ([f"+{f}" for f in sorted(have - implied)]
+            + [f"-{f}" for f in sorted(implied) if host.knows(f) and f not in have])
 
 
 def host_cpu_name() -> str:
@@ -193,11 +254,15 @@ def _host_cpu() -> str | None:
 
 
 def host_target() -> dict[str, Any]:
-    """The host CPU as a TVM target dict, features detected by LLVM."""
+    """The host CPU as a TVM target dict: LLVM's name for it, with the features the
+    kernel reports (:func:`host_mattr`) where the name implies others."""
     target: dict[str, Any] = {"kind": "llvm"}
     cpu = _host_cpu()
     if cpu:
         target["mcpu"] = cpu
+    mattr = host_mattr(cpu)
+    if mattr:
+        target["mattr"] = mattr
     return target
 
 
@@ -235,6 +300,7 @@ def resolve_target(target: Any = "llvm", *, cuda_arch: str | None = None) -> "tv
                                  host=host_target())
     if isinstance(target, dict):
         spec = dict(target)
+        _check_spec_cpu(spec)
         if spec.get("kind") == "cuda":
             spec.setdefault("arch", _cuda_arch(cuda_arch))
             host = spec.pop("host", None) or host_target()

@@ -30,7 +30,6 @@ building locally -- see ``docs/performance.md``.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import os
@@ -45,7 +44,9 @@ from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # 
                       best_latency_ms, check_database, foreign_records_message, open_database,
                       read_tune_log, record_cpus, trials_done)
 from .options import TuneOptions
+from .tune_logs import metaschedule_logs, task_logger, tune_context
 from .tune_progress import TuneProgress, progress_callback
+from .tune_rpc import check_tracker
 from .targets import host_cpu_name, missing_on_host
 from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict
 from .tune_workers import tensor_intrinsics_for
@@ -199,6 +200,8 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     stream = sys.stderr if progress is True else (progress or None)
     start = time.time()
     tgt = _tuning_target(resolve_target(target))
+    if rpc is not None:   # before any work: TVM's client would wait for it forever
+        check_tracker(*rpc)
     proxy = measures_on_host_proxy(tgt, rpc)
     tensor_intrinsics_for(tgt)
     from .schedules.winograd import choose
@@ -241,7 +244,7 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     workers = max_workers or _cpu_count()
     status = "failed"
     try:
-        with _quiet_metaschedule(not verbose):
+        with metaschedule_logs(db_dir, console=verbose):
             _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
                          timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy),
                          verify=judged if verify and tgt.kind.name == "llvm" else None,
@@ -307,9 +310,8 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
                 prog.begin(rep.name)
-                contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                    [task], work_dir=db_dir, strategy=_strategy(search, remaining),
-                    num_threads=workers, seed=seed)
+                if task.mod.attrs.get("tirx.is_scheduled", False):
+                    continue   # scheduled already: nothing to search (as TVM skips it)
                 if seed_default:
                     rep.default_ms = _measure_default(task, tgt, database, builder, runner)
                     if rep.default_ms is not None:   # a record too: progress shows it as best
@@ -317,14 +319,17 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                 callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
                 callbacks.append(progress_callback(prog, [rep.name]))
                 try:
-                    ms.tune_tasks(
-                        tasks=contexts, task_weights=weights, work_dir=db_dir,
-                        max_trials_global=remaining, max_trials_per_task=remaining,
-                        num_trials_per_iter=max(1, min(trials_per_iter, remaining)),
-                        builder=builder, runner=runner, database=database,
-                        measure_callbacks=callbacks, task_scheduler="round-robin",
-                        # random search consults no cost model: don't need xgboost for it
-                        cost_model="random" if search == "random" else "xgb")
+                    with task_logger(db_dir, rep.name) as logger:
+                        ms.tune_tasks(
+                            tasks=[tune_context(task, logger, _strategy(search, remaining),
+                                                workers, seed)],
+                            task_weights=[float(task.weight)], work_dir=db_dir,
+                            max_trials_global=remaining, max_trials_per_task=remaining,
+                            num_trials_per_iter=max(1, min(trials_per_iter, remaining)),
+                            builder=builder, runner=runner, database=database,
+                            measure_callbacks=callbacks, task_scheduler="round-robin",
+                            # random search consults no cost model: no xgboost needed
+                            cost_model="random" if search == "random" else "xgb")
                 except Exception as exc:
                     raise BackendError(f"tuning {rep.name} failed: {type(exc).__name__}: "
                                        f"{exc}") from exc
@@ -381,29 +386,6 @@ def _measure_default(task, target, database, builder, runner) -> float | None:
         logging.getLogger(__name__).warning("measuring the default schedule of %s failed: %s",
                                             task.task_name, exc)
         return None
-
-
-class _DropLevelNag(logging.Filter):
-    def filter(self, record) -> bool:
-        return not str(record.msg).startswith("Logging level set to")
-
-
-@contextlib.contextmanager
-def _quiet_metaschedule(quiet: bool):
-    """MetaSchedule's console log (task tables, XGBoost iterations) off; its files stay."""
-    if not quiet:
-        yield
-        return
-    logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    level = logger.level
-    nag = _DropLevelNag()
-    logger.setLevel(logging.WARNING)
-    logger.addFilter(nag)
-    try:
-        yield
-    finally:
-        logger.removeFilter(nag)
-        logger.setLevel(level)
 
 
 def measures_on_host_proxy(target, rpc) -> list[str]:
