@@ -66,6 +66,11 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
                         ">= 7; faster, its weights 1.8-4x larger), on (wherever it applies), "
                         "off (direct convolutions: smallest artifact); mxc inspect shows the "
                         "sizes")
+    p.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="fp32",
+                   help="CPU convolutions/dense: fp32 (default), bf16 (bfloat16 weights and "
+                        "products, float32 accumulation; needs AVX512-BF16), auto (bf16 where "
+                        "its outputs on example inputs stay within the bf16 tolerance of "
+                        "fp32's); mxc inspect shows the choice")
     if tuning_db:
         p.add_argument("--db", metavar="DIR", default=None,
                        help="tuning database made by `mxc tune --db DIR`: kernels it holds "
@@ -99,7 +104,7 @@ def options_of(args):
         target=target_of(args), passes=args.passes, bind_params=args.bind_params,
         name=Path(args.model).name, db=db if db is not None else current_database(),
         weights_as_inputs=args.weights_as_inputs, params_source=args.params,
-        winograd=args.winograd)
+        winograd=args.winograd, precision=getattr(args, "precision", "fp32"))
 
 
 def stage_display(enabled: bool):
