@@ -31,7 +31,7 @@ from ...errors import BackendError
 log = logging.getLogger(__name__)
 
 #: the "bf16" tolerance class: max |bf16 - fp32| over max |fp32|, per output
-BF16_TOLERANCE = 0.05
+BF16_TOLERANCE = 0.02
 
 
 def range_error(got: np.ndarray, ref: np.ndarray) -> float:
