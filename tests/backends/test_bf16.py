@@ -94,7 +94,7 @@ def _asm(exe) -> str:
 CONVS = {   # c, k, side, kernel, stride, pad
     "3x3-c30-k40": (30, 40, 14, 3, 1, 1),
     "5x5-s2-c15": (15, 32, 20, 5, 2, 2),
-    "1x1-c64-k16": (64, 16, 7, 1, 1, 0),
+    "1x1-c64-k48": (64, 48, 7, 1, 1, 0),
 }
 
 
@@ -118,7 +118,7 @@ def test_bf16_conv_matches_rounded_product(case):
 
 def test_bf16_dense_matches_rounded_product():
     rng = np.random.RandomState(2)
-    x, w = rng.randn(3, 50).astype("float32"), rng.randn(50, 20).astype("float32")
+    x, w = rng.randn(3, 70).astype("float32"), rng.randn(70, 40).astype("float32")
     exe, record = _build(_dense_module(x.shape, w), _runnable(ZEN4))
     assert record["kernels"] == 1
     y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
@@ -128,7 +128,7 @@ def test_bf16_dense_matches_rounded_product():
 
 @pytest.mark.parametrize("target", [ZEN4, SPR])
 def test_bf16_assembly_has_the_dot_instruction(target):
-    w = np.random.RandomState(3).randn(32, 16, 3, 3).astype("float32")
+    w = np.random.RandomState(3).randn(32, 16, 3, 3).astype("float32")   # 144 x 32: bf16
     exe, _ = _build(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
     assert "vdpbf16ps" in _asm(exe)
     exe32 = build_module(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
@@ -148,21 +148,21 @@ def test_precision_choice_is_checked():
 
 def _mlp():
     data = mxc.sym.var("data")
-    net = mxc.sym.FullyConnected(data, num_hidden=24, name="fc1")
+    net = mxc.sym.FullyConnected(data, num_hidden=64, name="fc1")
     net = mxc.sym.Activation(net, act_type="relu")
-    net = mxc.sym.FullyConnected(net, num_hidden=10, name="fc2")
+    net = mxc.sym.FullyConnected(net, num_hidden=32, name="fc2")
     rng = np.random.RandomState(4)
-    params = {"fc1_weight": rng.randn(24, 40).astype("float32"),
-              "fc1_bias": rng.randn(24).astype("float32"),
-              "fc2_weight": rng.randn(10, 24).astype("float32"),
-              "fc2_bias": rng.randn(10).astype("float32")}
+    params = {"fc1_weight": rng.randn(64, 80).astype("float32"),
+              "fc1_bias": rng.randn(64).astype("float32"),
+              "fc2_weight": rng.randn(32, 64).astype("float32"),
+              "fc2_bias": rng.randn(32).astype("float32")}
     return net, params
 
 
 def test_compile_precision_bf16_manifest_and_outputs():
     _runnable(ZEN4)
     net, params = _mlp()
-    x = np.random.RandomState(5).randn(2, 40).astype("float32")
+    x = np.random.RandomState(5).randn(2, 80).astype("float32")
     m = mxc.compile(net, params, {"data": x.shape}, target=ZEN4, precision="bf16")
     assert m.manifest["precision"] == {"mode": "bf16", "kernels": 2}
     h = np.maximum(_round(x) @ _round(params["fc1_weight"].T) + params["fc1_bias"], 0)
@@ -174,18 +174,27 @@ def test_compile_precision_bf16_manifest_and_outputs():
 def test_compile_precision_bf16_refused_for_haswell():
     net, params = _mlp()
     with pytest.raises(BackendError, match="haswell has neither"):
-        mxc.compile(net, params, {"data": (1, 40)}, target="llvm -mcpu=haswell",
+        mxc.compile(net, params, {"data": (1, 80)}, target="llvm -mcpu=haswell",
                     precision="bf16")
 
 
 def test_precision_auto_reports_its_check():
     _runnable(ZEN4)
     net, params = _mlp()
-    m = mxc.compile(net, params, {"data": (1, 40)}, target=ZEN4, precision="auto")
+    m = mxc.compile(net, params, {"data": (1, 80)}, target=ZEN4, precision="auto")
     prec = m.manifest["precision"]
     assert prec["requested"] == "auto"
     assert prec["check"]["passed"] == (prec["check"]["max_error"] <= BF16_TOLERANCE)
     assert prec["mode"] == ("bf16" if prec["check"]["passed"] else "fp32")
-    fallback = mxc.compile(net, params, {"data": (1, 40)}, target="llvm -mcpu=haswell",
+    fallback = mxc.compile(net, params, {"data": (1, 80)}, target="llvm -mcpu=haswell",
                            precision="auto")
     assert fallback.manifest["precision"]["mode"] == "fp32"
+
+
+def test_small_layers_stay_float32():
+    """8 input channels of a 1x1 layer (a reduction of 8) or 16 outputs: float32 kernels."""
+    for c, k in ((8, 48), (64, 16)):
+        w = np.random.RandomState(6).randn(k, c, 1, 1).astype("float32")
+        _, record = _build(_conv_module((1, c, 8, 8), w, (1, 1), (0, 0)), ZEN4)
+        assert record["kernels"] == 0, (c, k)
+    assert bf16.worth_it(64, 32) and not bf16.worth_it(63, 32) and not bf16.worth_it(64, 31)

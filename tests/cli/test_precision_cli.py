@@ -19,13 +19,13 @@ pytest.importorskip("ml_dtypes")
 def conv_model(tmp_path):
     from mxc import sym as S
     from mxc.frontend.params import save_params
-    y = S.Convolution(S.var("data"), kernel=(3, 3), num_filter=16, pad=(1, 1), name="conv")
+    y = S.Convolution(S.var("data"), kernel=(3, 3), num_filter=32, pad=(1, 1), name="conv")
     y = S.Activation(y, act_type="relu")
     y.save(str(tmp_path / "c-symbol.json"))
     rng = np.random.RandomState(0)
     save_params(str(tmp_path / "c.params"),
-                {"arg:conv_weight": rng.uniform(-1, 1, (16, 16, 3, 3)).astype("float32"),
-                 "arg:conv_bias": np.zeros(16, np.float32)})
+                {"arg:conv_weight": rng.uniform(-1, 1, (32, 16, 3, 3)).astype("float32"),
+                 "arg:conv_bias": np.zeros(32, np.float32)})
     return [str(tmp_path / "c-symbol.json"), "--params", str(tmp_path / "c.params"),
             "--shape", "data=1,16,12,12", "-q"]
 

@@ -24,8 +24,8 @@ instruction (whose LLVM intrinsic takes ``<32 x bfloat>``) is reached
 through a three-line LLVM function linked into each kernel
 (``pragma_import_llvm``) that reinterprets the bits and is inlined.
 
-Depthwise/grouped convolutions, NCHW first layers and everything else keep
-float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
+Depthwise/grouped convolutions, NCHW first layers, layers too small to gain
+(:func:`worth_it`) and everything else keep float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
 intrinsics, so a Sapphire Rapids target gets the AVX512-BF16 kernels (it has
 the instruction) -- see docs/performance.md.
 """
@@ -52,6 +52,13 @@ CONV_BLOCK = "conv2d_nhwc_bf16"
 LANES = 16
 #: bfloat16 values per float32 lane of one dot-product step
 GROUP = 2
+#: smallest reduction (``C * KH * KW``) and output channel count a layer needs to be
+#: computed in bfloat16: below them the kernel's fixed costs (the rounding copy of the
+#: input, 16-lane output blocks, one broadcast per instruction) outweigh the halved
+#: products -- mobilenetv2_0.25's 8-24 channel 1x1 layers ran 1.5-2.8x slower in bf16
+#: than float32 on Zen 4, its 96-1280 channel ones 1.0-2.7x faster
+MIN_REDUCTION = 64
+MIN_CHANNELS = 32
 #: the CPU features that compute bfloat16 dot products (LLVM names)
 BF16_FEATURES = ("avx512bf16", "amx-bf16")
 #: the inlined helper that turns bit patterns into the intrinsic's bfloat16 vectors
@@ -248,6 +255,12 @@ def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int) -> te.Tensor:
 # ---------------------------------------------------------------------------
 # legalization
 # ---------------------------------------------------------------------------
+def worth_it(reduction: int, channels: int) -> bool:
+    """Whether a layer of *reduction* products per output and *channels* outputs gains
+    from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`); smaller stays float32."""
+    return reduction >= MIN_REDUCTION and channels >= MIN_CHANNELS
+
+
 def _float32_operands(x, w, call) -> bool:
     return (isinstance(w, Constant) and tensor_dtype(x) == "float32"
             and tensor_dtype(w) == "float32" and tensor_dtype(call) == "float32"
@@ -261,6 +274,9 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str):
     if not enabled() or not family or not _float32_operands(x, w, call) \
             or int(a.groups) != 1 \
             or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+        return None
+    kh, kw, c, k = (int(d) for d in static_shape(w))
+    if not worth_it(kh * kw * c, k):
         return None
     dot_intrinsic()
     weights = w.value.numpy()
@@ -280,8 +296,10 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str):
     if not enabled() or not family or not _float32_operands(x, w, call) \
             or len(static_shape(x)) != 2 or len(static_shape(w)) != 2:
         return None
-    dot_intrinsic()
     c, n = (int(d) for d in static_shape(w))
+    if not worth_it(c, n):
+        return None
+    dot_intrinsic()
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n))
     _count()
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n), x, relax.const(packed, "uint16"),
