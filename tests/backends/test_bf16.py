@@ -198,3 +198,18 @@ def test_small_layers_stay_float32():
         _, record = _build(_conv_module((1, c, 8, 8), w, (1, 1), (0, 0)), ZEN4)
         assert record["kernels"] == 0, (c, k)
     assert bf16.worth_it(64, 32) and not bf16.worth_it(63, 32) and not bf16.worth_it(64, 31)
+
+
+def test_precision_auto_keeps_fp32_when_the_check_fails(monkeypatch):
+    """A class no bfloat16 result can meet: auto must fall back to the float32 build."""
+    from mxc.backends.tvm import precision
+    _runnable(ZEN4)
+    monkeypatch.setattr(precision, "BF16_TOLERANCE", 1e-12)
+    net, params = _mlp()
+    x = np.random.RandomState(7).randn(1, 80).astype("float32")
+    m = mxc.compile(net, params, {"data": (1, 80)}, target=ZEN4, precision="auto",
+                    check_inputs={"data": x})
+    prec = m.manifest["precision"]
+    assert prec["mode"] == "fp32" and prec["kernels"] == 0
+    assert prec["check"]["passed"] is False and prec["check"]["inputs"] == "given"
+    assert prec["check"]["max_error"] > 1e-12

@@ -55,3 +55,18 @@ def test_default_precision_is_fp32(conv_model, tmp_path):
     out = tmp_path / "fp32.mxc"
     assert main(["compile", *conv_model, "--cpu", "haswell", "-o", str(out)]) == 0
     assert read_manifest(out)["precision"] == {"mode": "fp32", "kernels": 0}
+
+
+def test_inspect_line_for_auto_says_what_it_chose_and_why():
+    from mxc.cli.inspect_cmd import precision_line
+    chose = {"mode": "bf16", "kernels": 3, "requested": "auto",
+             "check": {"max_error": 0.0042, "tolerance": 0.02, "passed": True,
+                       "inputs": "given"}}
+    assert precision_line(chose) == (
+        "precision: bf16 (3 convolution/dense kernel(s) in bfloat16, float32 accumulation) "
+        "-- chosen by --precision auto: bf16 error 0.0042 of the output range, tolerance "
+        "0.02 (given inputs)")
+    fell_back = {"mode": "fp32", "kernels": 0, "requested": "auto",
+                 "reason": "the target has no bfloat16 dot products"}
+    assert precision_line(fell_back) == ("precision: fp32 -- chosen by --precision auto: the "
+                                         "target has no bfloat16 dot products")
