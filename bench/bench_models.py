@@ -66,7 +66,10 @@ DEFAULT_MODELS = ["resnet18_v1", "mobilenetv2_0.25", "squeezenet1.1"]
 SCHEMA = "mxc-bench-models/1"
 ENGINES = ("mxc", "mxc-tuned", "mxnet", "onnxruntime")
 ENGINE_TITLES = {"mxc": "mxc", "mxc-tuned": "mxc tuned", "mxc-bf16": "mxc bf16",
-                 "mxnet": "MXNet", "onnxruntime": "ORT"}
+                 "mxnet": "MXNet", "onnxruntime": "ORT", "openvino": "OpenVINO default",
+                 "openvino-f32": "OpenVINO f32"}
+#: OpenVINO (``--openvino``): its default (bf16 on AMX/AVX512-BF16 CPUs) and float32
+OPENVINO = ("openvino", "openvino-f32")
 MXC_ENGINES = ("mxc", "mxc-tuned", "mxc-bf16")
 PEERS = ("mxnet", "onnxruntime")
 #: models named ``zoo:NAME`` are exported by MXNet into ZOO_DIR on first use
@@ -520,7 +523,33 @@ def run_peers(spec: ModelSpec, args, python: Path, workdir: Path) -> dict[str, d
                background_during=window.busy)
     _finish_peer(res, ort_out, spec)
     results["onnxruntime"] = res
+    if getattr(args, "openvino", False):
+        for engine in OPENVINO:
+            results[engine] = run_openvino(engine, onnx_path, spec, args, python, workdir)
     return results
+
+
+def run_openvino(engine: str, onnx_path: Path, spec: ModelSpec, args, python: Path,
+                 workdir: Path) -> dict:
+    """OpenVINO on MXNet's ONNX export: its default precision, or ``openvino-f32``
+    (``INFERENCE_PRECISION_HINT=f32``); bf16 results are checked in the bf16 class."""
+    busy = wait_quiet(args)
+    load = machine.load_average()
+    out = workdir / f"{spec.name}-{engine}-out.npz"
+    cmd = [str(python), str(REPO / "bench" / "peers" / "openvino_runner.py"), "--model",
+           str(onnx_path), "--threads", str(args.threads), "--inputs",
+           str(inputs_npz(spec, workdir)), "--warmup", str(args.warmup), "--runs",
+           str(args.runs), "--precision", "f32" if engine == "openvino-f32" else "default",
+           "--outputs", str(out)]
+    with CpuWindow() as window:
+        res = _run_child(cmd, args.timeout)
+    res.update(engine=engine, background_busy=busy, load_average=load,
+               background_during=window.busy)
+    _finish_peer(res, out, spec)
+    if engine == "openvino" and "times_s" in res and "f32" not in str(
+            res.get("inference_precision", "")).lower():
+        res["check"] = check_bf16(out, spec)
+    return res
 
 
 def _finish_peer(res: dict, outputs: Path, spec: ModelSpec) -> None:
@@ -597,6 +626,9 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
                 rnd.update(run_peers(spec, args, peers_python, work))
                 _log_result(rnd["mxnet"])
                 _log_result(rnd["onnxruntime"])
+                for engine in OPENVINO:
+                    if engine in rnd:
+                        _log_result(rnd[engine])
             entry["rounds"].append({k: {"latency": v.get("latency"), "error": v.get("error"),
                                         "peak_rss_bytes": v.get("peak_rss_bytes"),
                                         "background_busy": v.get("background_busy"),
@@ -631,7 +663,8 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
     entry["ratios"] = {}
     for mine in MXC_ENGINES:
         m = entry["engines"].get(mine)
-        for other in PEERS + (("mxc",) if mine in ("mxc-tuned", "mxc-bf16") else ()):
+        for other in PEERS + OPENVINO + (("mxc",) if mine in ("mxc-tuned", "mxc-bf16")
+                                         else ()):
             o = entry["engines"].get(other)
             if m and o and _median(m) < float("inf") and _median(o) < float("inf"):
                 entry["ratios"][f"{mine}/{other}"] = _median(m) / _median(o)
@@ -727,6 +760,7 @@ def render_markdown(report: dict) -> str:
     peers = report.get("peers") is not None
     mine = ["mxc", "mxc-tuned"] if tuned else ["mxc"]
     bf16 = not tuned and any("mxc-bf16" in e["engines"] for e in report["models"])
+    openvino = not tuned and any("openvino" in e["engines"] for e in report["models"])
     if tuned:
         head = ["model", "input", "GFLOP", "mxc untuned", "mxc tuned", "tuned/untuned",
                 "check (untuned, tuned)"]
@@ -736,6 +770,9 @@ def render_markdown(report: dict) -> str:
         head = ["model", "input", "GFLOP", "mxc compile", "mxc", "check"]
         if bf16:
             head += ["mxc bf16", "bf16 check", "bf16/fp32"]
+        if openvino:
+            head += ["OpenVINO default", "OpenVINO f32", "mxc/OpenVINO f32"] \
+                + (["mxc bf16/OpenVINO default"] if bf16 else [])
         if peers:
             head += ["MXNet", "ORT", "mxc/MXNet", "mxc/ORT"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -757,6 +794,10 @@ def render_markdown(report: dict) -> str:
             if bf16:
                 row += [_cell(eng.get("mxc-bf16")), _check_cell(eng.get("mxc-bf16") or {}),
                         _ratio_cell(e, "mxc-bf16/mxc")]
+            if openvino:
+                row += [_cell(eng.get(o)) for o in OPENVINO]
+                row += [_ratio_cell(e, "mxc/openvino-f32")]
+                row += [_ratio_cell(e, "mxc-bf16/openvino")] if bf16 else []
             if peers:
                 row += [_cell(eng.get("mxnet")), _cell(eng.get("onnxruntime"))]
                 row += [_ratio_cell(e, f"mxc/{p}") for p in PEERS]
@@ -950,6 +991,10 @@ def parse_args(argv=None):
                     help="repeat every engine's measurement; report each engine's best round")
     ap.add_argument("--peers", action="store_true",
                     help="also measure MXNet 1.9.1 and ONNX Runtime (bench/.venv-peers)")
+    ap.add_argument("--openvino", action="store_true",
+                    help="with --peers: also OpenVINO (its default, bf16 on AMX/AVX512-BF16 "
+                         "CPUs, and INFERENCE_PRECISION_HINT=f32) on MXNet's ONNX export; "
+                         "needs `pip install openvino` in the peers' venv")
     ap.add_argument("--peers-python", default=None,
                     help="interpreter that creates the peers' venv (default: this one)")
     ap.add_argument("--timeout", "--peer-timeout", dest="timeout", type=float, default=900,
