@@ -114,13 +114,20 @@ def stage_display(enabled: bool):
 
 
 def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = None,
-                      progress: bool = True, loaded=None):
-    """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
+                      progress: bool = True, loaded=None, check_inputs: dict | None = None):
+    """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``.
+
+    *check_inputs*: the feeds ``--precision auto`` checks bf16 on (``mxc run``: its inputs)."""
     from ..backends.tvm.compile import compile_with
     sym, arg, aux = loaded if loaded is not None else load_model(args)
-    return compile_with(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
-                        dtypes if dtypes is not None else dict(args.dtype), options_of(args),
-                        progress=stage_display(progress))
+    model = compile_with(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
+                         dtypes if dtypes is not None else dict(args.dtype), options_of(args),
+                         progress=stage_display(progress), check_inputs=check_inputs)
+    if getattr(args, "precision", "fp32") == "auto":   # say what auto chose, and why
+        import sys
+        from .inspect_cmd import precision_line
+        print(precision_line(model.manifest["precision"]), file=sys.stderr)
+    return model
 
 
 def run(args: argparse.Namespace) -> int:

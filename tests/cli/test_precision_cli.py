@@ -70,3 +70,14 @@ def test_inspect_line_for_auto_says_what_it_chose_and_why():
                  "reason": "the target has no bfloat16 dot products"}
     assert precision_line(fell_back) == ("precision: fp32 -- chosen by --precision auto: the "
                                          "target has no bfloat16 dot products")
+
+
+def test_run_precision_auto_checks_on_the_run_inputs_and_says_so(conv_model, capsys):
+    from mxc.runtime.cpu_features import host_cpu
+    if "avx512bf16" not in (host_cpu().features() or ()):
+        pytest.skip("this CPU has no AVX512-BF16")
+    sym, params, shape = conv_model[0], conv_model[2], conv_model[4]
+    assert main(["run", sym, "--params", params, "--shape", shape, "--backend", "tvm",
+                 "--precision", "auto", "--fill-mode", "random"]) == 0
+    err = capsys.readouterr().err
+    assert "-- chosen by --precision auto: bf16 error " in err and "(given inputs)" in err
