@@ -45,14 +45,16 @@ def _round(a):
     return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
 
 
-def _conv_module(x_shape, w_oihw, stride, pad):
-    """``relu(conv2d(x, w) + 0.5)``: the epilogue stays fused, in float32."""
+def _conv_module(x_shape, w_oihw, stride, pad, epilogue=True):
+    """``relu(conv2d(x, w) + 0.5)``: the epilogue stays fused, in float32 (or the bare
+    convolution)."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(x_shape, "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
             y = bb.emit(relax.op.nn.conv2d(x, relax.const(w_oihw), strides=stride, padding=pad))
-            y = bb.emit(relax.op.nn.relu(relax.op.add(y, relax.const(np.float32(0.5)))))
+            if epilogue:
+                y = bb.emit(relax.op.nn.relu(relax.op.add(y, relax.const(np.float32(0.5)))))
             y = bb.emit_output(y)
         bb.emit_func_output(y)
     return bb.get()
@@ -68,7 +70,7 @@ def _dense_module(x_shape, w_ck):
     return bb.get()
 
 
-def _ref_conv(x, w, stride, pad):
+def _ref_conv(x, w, stride, pad, relu=True):
     n, c, h, wd = x.shape
     k, _, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
@@ -78,7 +80,7 @@ def _ref_conv(x, w, stride, pad):
         for dx in range(kw):
             win = xp[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
             out += np.einsum("nchw,kc->nkhw", win, w[:, :, dy, dx])
-    return np.maximum(out + 0.5, 0)
+    return np.maximum(out + 0.5, 0) if relu else out
 
 
 def _build(mod, target, stats=None):
@@ -213,3 +215,21 @@ def test_precision_auto_keeps_fp32_when_the_check_fails(monkeypatch):
     assert prec["mode"] == "fp32" and prec["kernels"] == 0
     assert prec["check"]["passed"] is False and prec["check"]["inputs"] == "given"
     assert prec["check"]["max_error"] > 1e-12
+
+
+def test_bf16_rounding_keeps_nan_and_inf():
+    """The kernel's own float32 -> bfloat16 rounding (integer arithmetic) on the specials:
+    a NaN input stays NaN where it reaches, an infinity stays infinite."""
+    rng = np.random.RandomState(8)
+    x = rng.randn(1, 32, 6, 6).astype("float32")
+    x[0, 0, 1, 1], x[0, 5, 4, 4] = np.nan, np.inf
+    w = np.abs(rng.randn(32, 32, 3, 3)).astype("float32")   # no inf * 0 or inf - inf
+    exe, record = _build(_conv_module(x.shape, w, (1, 1), (1, 1), epilogue=False),
+                         _runnable(ZEN4))
+    assert record["kernels"] == 1
+    y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    with np.errstate(invalid="ignore"):
+        want = _ref_conv(_round(x), _round(w), 1, 1, relu=False)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(want))
+    assert np.isnan(y).any() and np.isinf(y).any()
