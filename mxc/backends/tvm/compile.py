@@ -291,6 +291,11 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
     if sign is not None:  # so does an unreadable key
         from ...runtime.signing import load_private_key
         sign = load_private_key(sign)
+    if options.precision == "bf16":   # a CPU without bf16 fails now, before the passes
+        from .precision import check_request
+        from .targets import resolve_target
+        check_request(options.precision,
+                      resolve_target(options.target, cuda_arch=options.cuda_arch))
     if options.precision == "auto":
         from .precision import compile_auto
         model = compile_auto(lambda opts: compile_with(sym, params, shapes, dtypes, opts,
