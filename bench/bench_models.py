@@ -65,8 +65,12 @@ from bench.memory import fmt_bytes  # noqa: E402  (stdlib only)
 DEFAULT_MODELS = ["resnet18_v1", "mobilenetv2_0.25", "squeezenet1.1"]
 SCHEMA = "mxc-bench-models/1"
 ENGINES = ("mxc", "mxc-tuned", "mxnet", "onnxruntime")
-ENGINE_TITLES = {"mxc": "mxc", "mxc-tuned": "mxc tuned", "mxnet": "MXNet", "onnxruntime": "ORT"}
-MXC_ENGINES = ("mxc", "mxc-tuned")
+ENGINE_TITLES = {"mxc": "mxc", "mxc-tuned": "mxc tuned", "mxc-bf16": "mxc bf16",
+                 "mxnet": "MXNet", "onnxruntime": "ORT", "openvino": "OpenVINO default",
+                 "openvino-f32": "OpenVINO f32"}
+#: OpenVINO (``--openvino``): its default (bf16 on AMX/AVX512-BF16 CPUs) and float32
+OPENVINO = ("openvino", "openvino-f32")
+MXC_ENGINES = ("mxc", "mxc-tuned", "mxc-bf16")
 PEERS = ("mxnet", "onnxruntime")
 #: models named ``zoo:NAME`` are exported by MXNet into ZOO_DIR on first use
 ZOO_PREFIX = "zoo:"
@@ -349,6 +353,8 @@ def prepare_mxc(spec: ModelSpec, args, workdir: Path, db: str | None = None,
         cmd += ["--dtypes", json.dumps(dtypes)]
     if db is not None:
         cmd += ["--db", db]
+    if engine == "mxc-bf16":
+        cmd += ["--precision", "bf16"]
     res = _run_child(cmd, args.timeout, env=dict(os.environ))
     if "error" in res:
         raise RuntimeError(res["error"])
@@ -377,7 +383,29 @@ def time_mxc(base: dict, spec: ModelSpec, args, workdir: Path) -> dict:
     run.pop("engine", None)
     res.update(run)
     _finish_peer(res, out, spec)
+    if base["engine"] == "mxc-bf16" and "times_s" in res:
+        res["check"] = check_bf16(out, spec)
     return res
+
+
+def check_bf16(outputs: Path, spec: ModelSpec) -> dict:
+    """bfloat16 outputs against the float32 reference in the "bf16" tolerance class
+    (:mod:`mxc.backends.tvm.precision`: error relative to each output's range)."""
+    import numpy as np
+    from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error
+
+    if spec.reference is None:
+        return {"ok": None, "detail": "no reference"}
+    with np.load(outputs) as npz:
+        got = [npz[f"out{i}"] for i in range(len(npz.files))]
+    errors = [range_error(g, w) for g, w in zip(got, spec.reference)]
+    worst = max(errors, default=0.0)
+    diff = max((float(np.abs(np.asarray(g, np.float64) - w).max()) for g, w in
+                zip(got, spec.reference)), default=0.0)
+    ok = len(got) == len(spec.reference) and worst <= BF16_TOLERANCE
+    return {"ok": ok, "max_abs_diff": diff, "range_error": worst, "tolerance": BF16_TOLERANCE,
+            "detail": f"bf16: error {worst:.3g} of the output range (tolerance "
+                      f"{BF16_TOLERANCE:g})"}
 
 
 def tune_model(spec: ModelSpec, args) -> None:
@@ -495,7 +523,33 @@ def run_peers(spec: ModelSpec, args, python: Path, workdir: Path) -> dict[str, d
                background_during=window.busy)
     _finish_peer(res, ort_out, spec)
     results["onnxruntime"] = res
+    if getattr(args, "openvino", False):
+        for engine in OPENVINO:
+            results[engine] = run_openvino(engine, onnx_path, spec, args, python, workdir)
     return results
+
+
+def run_openvino(engine: str, onnx_path: Path, spec: ModelSpec, args, python: Path,
+                 workdir: Path) -> dict:
+    """OpenVINO on MXNet's ONNX export: its default precision, or ``openvino-f32``
+    (``INFERENCE_PRECISION_HINT=f32``); bf16 results are checked in the bf16 class."""
+    busy = wait_quiet(args)
+    load = machine.load_average()
+    out = workdir / f"{spec.name}-{engine}-out.npz"
+    cmd = [str(python), str(REPO / "bench" / "peers" / "openvino_runner.py"), "--model",
+           str(onnx_path), "--threads", str(args.threads), "--inputs",
+           str(inputs_npz(spec, workdir)), "--warmup", str(args.warmup), "--runs",
+           str(args.runs), "--precision", "f32" if engine == "openvino-f32" else "default",
+           "--outputs", str(out)]
+    with CpuWindow() as window:
+        res = _run_child(cmd, args.timeout)
+    res.update(engine=engine, background_busy=busy, load_average=load,
+               background_during=window.busy)
+    _finish_peer(res, out, spec)
+    if engine == "openvino" and "times_s" in res and "f32" not in str(
+            res.get("inference_precision", "")).lower():
+        res["check"] = check_bf16(out, spec)
+    return res
 
 
 def _finish_peer(res: dict, outputs: Path, spec: ModelSpec) -> None:
@@ -534,12 +588,13 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
 
     if args.tune:
         tune_model(spec, args)
-    variants = [("mxc", None)] + ([("mxc-tuned", args.db)] if args.db else [])
+    variants = [("mxc", None)] + ([("mxc-tuned", args.db)] if args.db else []) \
+        + ([("mxc-bf16", None)] if args.precision == "bf16" else [])
     with tempfile.TemporaryDirectory(prefix="mxc-bench-") as tmp:
         work = Path(tmp)
         prepared: dict[str, dict] = {}
         for engine, db in variants:
-            title = ENGINE_TITLES[engine] if args.db else "mxc"
+            title = ENGINE_TITLES[engine] if args.db or engine != "mxc" else "mxc"
             log(f"  [{title}] compile and save" + (f" (tuning database {db})" if db else ""))
             try:
                 base = prepare_mxc(spec, args, work, db=db, engine=engine)
@@ -558,7 +613,7 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
             rnd: dict = {}
             tag = f" (round {r + 1}/{args.rounds})" if args.rounds > 1 else ""
             for engine, base in prepared.items():
-                title = ENGINE_TITLES[engine] if args.db else "mxc"
+                title = ENGINE_TITLES[engine] if args.db or engine != "mxc" else "mxc"
                 log(f"  [{title}] load, check, {args.warmup} warm-up + {args.runs} timed "
                     f"Session.run{tag}")
                 try:
@@ -571,6 +626,9 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
                 rnd.update(run_peers(spec, args, peers_python, work))
                 _log_result(rnd["mxnet"])
                 _log_result(rnd["onnxruntime"])
+                for engine in OPENVINO:
+                    if engine in rnd:
+                        _log_result(rnd[engine])
             entry["rounds"].append({k: {"latency": v.get("latency"), "error": v.get("error"),
                                         "peak_rss_bytes": v.get("peak_rss_bytes"),
                                         "background_busy": v.get("background_busy"),
@@ -605,7 +663,8 @@ def bench_model(name: str, args, peers_python: Path | None, ceiling: dict | None
     entry["ratios"] = {}
     for mine in MXC_ENGINES:
         m = entry["engines"].get(mine)
-        for other in PEERS + (("mxc",) if mine == "mxc-tuned" else ()):
+        for other in PEERS + OPENVINO + (("mxc",) if mine in ("mxc-tuned", "mxc-bf16")
+                                         else ()):
             o = entry["engines"].get(other)
             if m and o and _median(m) < float("inf") and _median(o) < float("inf"):
                 entry["ratios"][f"{mine}/{other}"] = _median(m) / _median(o)
@@ -700,6 +759,8 @@ def render_markdown(report: dict) -> str:
              f"own. Ratio > 1 means mxc is slower.", ""]
     peers = report.get("peers") is not None
     mine = ["mxc", "mxc-tuned"] if tuned else ["mxc"]
+    bf16 = not tuned and any("mxc-bf16" in e["engines"] for e in report["models"])
+    openvino = not tuned and any("openvino" in e["engines"] for e in report["models"])
     if tuned:
         head = ["model", "input", "GFLOP", "mxc untuned", "mxc tuned", "tuned/untuned",
                 "check (untuned, tuned)"]
@@ -707,6 +768,11 @@ def render_markdown(report: dict) -> str:
             head += ["MXNet", "ORT", "untuned/MXNet", "tuned/MXNet", "untuned/ORT", "tuned/ORT"]
     else:
         head = ["model", "input", "GFLOP", "mxc compile", "mxc", "check"]
+        if bf16:
+            head += ["mxc bf16", "bf16 check", "bf16/fp32"]
+        if openvino:
+            head += ["OpenVINO default", "OpenVINO f32", "mxc/OpenVINO f32"] \
+                + (["mxc bf16/OpenVINO default"] if bf16 else [])
         if peers:
             head += ["MXNet", "ORT", "mxc/MXNet", "mxc/ORT"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -725,6 +791,13 @@ def render_markdown(report: dict) -> str:
         else:
             row += [f"{mx['compile_s']:.1f} s" if "compile_s" in mx else "–", _cell(mx),
                     _check_cell(mx)]
+            if bf16:
+                row += [_cell(eng.get("mxc-bf16")), _check_cell(eng.get("mxc-bf16") or {}),
+                        _ratio_cell(e, "mxc-bf16/mxc")]
+            if openvino:
+                row += [_cell(eng.get(o)) for o in OPENVINO]
+                row += [_ratio_cell(e, "mxc/openvino-f32")]
+                row += [_ratio_cell(e, "mxc-bf16/openvino")] if bf16 else []
             if peers:
                 row += [_cell(eng.get("mxnet")), _cell(eng.get("onnxruntime"))]
                 row += [_ratio_cell(e, f"mxc/{p}") for p in PEERS]
@@ -918,6 +991,10 @@ def parse_args(argv=None):
                     help="repeat every engine's measurement; report each engine's best round")
     ap.add_argument("--peers", action="store_true",
                     help="also measure MXNet 1.9.1 and ONNX Runtime (bench/.venv-peers)")
+    ap.add_argument("--openvino", action="store_true",
+                    help="with --peers: also OpenVINO (its default, bf16 on AMX/AVX512-BF16 "
+                         "CPUs, and INFERENCE_PRECISION_HINT=f32) on MXNet's ONNX export; "
+                         "needs `pip install openvino` in the peers' venv")
     ap.add_argument("--peers-python", default=None,
                     help="interpreter that creates the peers' venv (default: this one)")
     ap.add_argument("--timeout", "--peer-timeout", dest="timeout", type=float, default=900,
@@ -944,6 +1021,9 @@ def parse_args(argv=None):
                          "intra_op_num_threads for ORT -- and mxc left to size its own pool, "
                          "as a user runs it; with --threads TVM_NUM_THREADS is set too)")
     ap.add_argument("--target", default="llvm", help="mxc target (default llvm: this CPU)")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: an mxc bf16 column too (`mxc.compile(precision='bf16')`, "
+                         "checked in the bf16 tolerance class), beside float32")
     ap.add_argument("--corpus", default=None, help="corpus root (default $MXC_CORPUS or "
                                                    "../shared/corpus)")
     ap.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",

@@ -28,6 +28,8 @@ THREAD_VARS = (
 )
 
 #: CPU flags worth reporting (those that change which kernels are fast)
+#: the kernel's flags for bfloat16 dot products and AMX tiles (named in the report)
+BF16_AMX_FLAGS = ("avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
              "avx512dq", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile",
              "amx_int8", "amx_bf16", "asimd", "sve", "sve2")
@@ -108,6 +110,8 @@ def cpu_info() -> dict:
         "caches": caches,
         "isa": [f for f in ISA_FLAGS if f in flags],
         "avx512f": "avx512f" in flags,
+        # what --precision bf16 and INT8 can use: AVX512-BF16 (vdpbf16ps), AMX tiles
+        "bf16_amx": {f: f in flags for f in BF16_AMX_FLAGS},
     }
 
 
@@ -198,6 +202,8 @@ def format_machine(info: dict, peers: dict | None = None) -> list[str]:
         f"- ISA: {isa}; avx512f: {'yes' if cpu['avx512f'] else 'no'}"
         + (f"; caches: {', '.join(f'{k} {v}' for k, v in cpu['caches'].items())}"
            if cpu.get("caches") else ""),
+        "- BF16/AMX: " + (", ".join(f"{k} {'yes' if v else 'no'}"
+                                    for k, v in cpu.get("bf16_amx", {}).items()) or "?"),
         f"- memory: {info['memory_gib']} GiB; OS: {info['os']}",
         f"- Python {info['python']}, numpy {info['numpy']}, apache-tvm {info['apache-tvm']} "
         f"(tvm-ffi {info['apache-tvm-ffi']}), mxc {info['mxc']} ({info['mxc_git']})",

@@ -51,7 +51,7 @@ def compile_model(args) -> dict:
     target = json.loads(args.target) if args.target.strip().startswith("{") else args.target
     t0 = time.perf_counter()
     model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes or None, target=target,
-                        name=args.name, db=args.db)
+                        name=args.name, db=args.db, precision=args.precision)
     res["compile_only_s"] = time.perf_counter() - t0
     res["stages_s"] = dict(model.timings)
     t0 = time.perf_counter()
@@ -108,6 +108,7 @@ def main() -> None:
     c.add_argument("--dtypes", default=None, help="JSON {input: dtype} (not float32 ones)")
     c.add_argument("--target", default="llvm")
     c.add_argument("--db", default=None, help="tuning database directory")
+    c.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "auto"))
     c.add_argument("--name", default=None)
     c.add_argument("--artifact", required=True, help="the .mxc to write")
     r = sub.add_parser("run")

@@ -17,26 +17,19 @@ Prints one JSON object on the last line of stdout.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.memory import current_rss_bytes, peak_rss_bytes  # noqa: E402
+from bench.peers import onnx_runner_arguments  # noqa: E402
 from bench.timing import measure  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--inputs", required=True, help="npz keyed by input name")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--outputs", help="save the outputs (out0, out1, ...) here")
+    ap = onnx_runner_arguments()
     args = ap.parse_args()
 
     import numpy as np

@@ -66,6 +66,11 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
                         ">= 7; faster, its weights 1.8-4x larger), on (wherever it applies), "
                         "off (direct convolutions: smallest artifact); mxc inspect shows the "
                         "sizes")
+    p.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="fp32",
+                   help="CPU convolutions/dense: fp32 (default), bf16 (bfloat16 weights and "
+                        "products, float32 accumulation; needs AVX512-BF16), auto (bf16 where "
+                        "its outputs on example inputs stay within the bf16 tolerance of "
+                        "fp32's); mxc inspect shows the choice")
     if tuning_db:
         p.add_argument("--db", "--tuning-records", dest="db", metavar="DIR", default=None,
                        help="tuning database made by `mxc tune --db DIR`: kernels it holds "
@@ -121,7 +126,7 @@ def options_of(args):
         target=target_of(args), passes=args.passes, bind_params=args.bind_params,
         name=Path(args.model).name, db=db if db is not None else current_database(),
         weights_as_inputs=args.weights_as_inputs, params_source=args.params,
-        winograd=args.winograd)
+        winograd=args.winograd, precision=getattr(args, "precision", "fp32"))
 
 
 def stage_display(enabled: bool):
@@ -131,13 +136,20 @@ def stage_display(enabled: bool):
 
 
 def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = None,
-                      progress: bool = True, loaded=None):
-    """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``."""
+                      progress: bool = True, loaded=None, check_inputs: dict | None = None):
+    """Compile the model named by *args* (or *loaded*, ``(sym, arg, aux)``); used by ``mxc run``.
+
+    *check_inputs*: the feeds ``--precision auto`` checks bf16 on (``mxc run``: its inputs)."""
     from ..backends.tvm.compile import compile_with
     sym, arg, aux = loaded if loaded is not None else load_model(args)
-    return compile_with(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
-                        dtypes if dtypes is not None else dict(args.dtype), options_of(args),
-                        progress=stage_display(progress))
+    model = compile_with(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
+                         dtypes if dtypes is not None else dict(args.dtype), options_of(args),
+                         progress=stage_display(progress), check_inputs=check_inputs)
+    if getattr(args, "precision", "fp32") == "auto":   # say what auto chose, and why
+        import sys
+        from .inspect_cmd import precision_line
+        print(precision_line(model.manifest["precision"]), file=sys.stderr)
+    return model
 
 
 def run(args: argparse.Namespace) -> int:

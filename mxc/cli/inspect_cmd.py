@@ -119,6 +119,23 @@ def cpu_needs_line(host: dict) -> str:
             f"portable one)")
 
 
+def precision_line(prec: dict) -> str:
+    """``--precision``: what was asked, what was built, and auto's check."""
+    line = f"precision: {prec.get('mode', 'fp32')}"
+    if prec.get("mode") == "bf16":
+        line += (f" ({prec.get('kernels', 0)} convolution/dense kernel(s) in bfloat16, "
+                 f"float32 accumulation)")
+    if prec.get("requested") == "auto":
+        check = prec.get("check")
+        line += " -- chosen by --precision auto"
+        if check:
+            line += (f": bf16 error {check['max_error']:.3g} of the output range, "
+                     f"tolerance {check['tolerance']:g} ({check.get('inputs', '')} inputs)")
+        elif prec.get("reason"):
+            line += f": {prec['reason']}"
+    return line
+
+
 def winograd_line(wino: dict, man: dict) -> str:
     """The size trade-off of ``--winograd``: bytes of the transformed weights, and
     whether the artifact stores them transformed or as given (transformed at load)."""
@@ -167,6 +184,9 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     wino = man.get("winograd")
     if wino:
         print("  " + winograd_line(wino, man))
+    prec = man.get("precision")
+    if prec:
+        print("  " + precision_line(prec))
     env = man.get("environment")
     if env:
         print("  options from the environment: "

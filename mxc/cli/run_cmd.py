@@ -243,7 +243,8 @@ def _tvm(args):
     shapes.update(shapes_of(args))
     dtypes = {k: v.dtype.name for k, v in feeds.items()}
     dtypes.update(dict(args.dtype))
-    model = compile_from_args(args, shapes, dtypes, progress=sys.stderr.isatty(), loaded=loaded)
+    model = compile_from_args(args, shapes, dtypes, progress=sys.stderr.isatty(), loaded=loaded,
+                              check_inputs=feeds)
     session = model.session()
     return _Runner(session.run, [o["name"] for o in model.outputs], session), feeds
 

@@ -302,3 +302,72 @@ def test_paired_ab_of_two_builds_of_one_model(tmp_path):
     assert [len(b) for b in res["block_s"]] == [3, 3]
     r = res["ratios"][0]
     assert r["q1"] <= r["median"] <= r["q3"]
+
+
+def test_report_bf16_column_and_the_cpu_bf16_amx_flags():
+    from bench.bench_models import render_markdown
+    from bench.machine import format_machine
+
+    report = _made_up_report(tuned=False, peers=False)
+    (entry,) = report["models"]
+    entry["engines"]["mxc-bf16"] = {
+        "engine": "mxc-bf16", "latency": {"n": 5, "median_ms": 1.0, "p10_ms": 0.9,
+                                          "p90_ms": 1.1},
+        "check": {"ok": True, "max_abs_diff": 0.05, "detail": "bf16"}}
+    entry["ratios"]["mxc-bf16/mxc"] = 0.25
+    report["machine"]["cpu"]["bf16_amx"] = {"avx512_bf16": True, "amx_bf16": False}
+    md = render_markdown(report)
+    head, row = _table_rows(md, "| model | input |")
+    cols = dict(zip(head, row))
+    assert head[-3:] == ["mxc bf16", "bf16 check", "bf16/fp32"]
+    assert cols["mxc bf16"].startswith("1 ms") and cols["bf16/fp32"] == "0.25×"
+    assert cols["bf16 check"] == "ok (0.05)"
+    assert "- BF16/AMX: avx512_bf16 yes, amx_bf16 no" in format_machine(report["machine"])
+
+
+def test_bf16_check_uses_the_output_range(tmp_path):
+    import numpy as np
+    from bench.bench_models import check_bf16
+
+    ref = np.array([[4.0, -2.0, 1.0]], np.float32)
+    spec = type("Spec", (), {"reference": [ref]})()
+    out = tmp_path / "o.npz"
+    np.savez(out, out0=ref + np.float32(0.04))         # 0.04 / 4 = 1% of the range
+    assert check_bf16(out, spec)["ok"] is True
+    np.savez(out, out0=ref + np.float32(0.4))          # 10%: beyond the bf16 class
+    res = check_bf16(out, spec)
+    assert res["ok"] is False and abs(res["range_error"] - 0.1) < 1e-6
+
+
+def test_report_openvino_columns_beside_mxc_bf16():
+    from bench.bench_models import render_markdown
+
+    report = _made_up_report(tuned=False, peers=False)
+    (entry,) = report["models"]
+
+    def engine(name, median):
+        return {"engine": name, "latency": {"n": 5, "median_ms": median, "p10_ms": median,
+                                            "p90_ms": median},
+                "check": {"ok": True, "max_abs_diff": 0.1, "detail": "ok"}}
+    entry["engines"].update({"mxc-bf16": engine("mxc-bf16", 2.0),
+                             "openvino": engine("openvino", 1.0),
+                             "openvino-f32": engine("openvino-f32", 5.0)})
+    entry["ratios"].update({"mxc-bf16/mxc": 0.5, "mxc/openvino-f32": 0.8,
+                            "mxc-bf16/openvino": 2.0})
+    head, row = _table_rows(render_markdown(report), "| model | input |")
+    cols = dict(zip(head, row))
+    assert head[-4:] == ["OpenVINO default", "OpenVINO f32", "mxc/OpenVINO f32",
+                         "mxc bf16/OpenVINO default"]
+    assert cols["OpenVINO default"].startswith("1 ms")
+    assert (cols["mxc/OpenVINO f32"], cols["mxc bf16/OpenVINO default"]) == ("0.80×", "2.00×")
+
+
+def test_openvino_runner_says_when_openvino_is_missing(tmp_path):
+    import importlib.util
+    if importlib.util.find_spec("openvino") is not None:
+        pytest.skip("openvino is installed here")
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "peers" / "openvino_runner.py"),
+                          "--model", "m.onnx", "--inputs", "in.npz"], capture_output=True,
+                         text=True, timeout=120, cwd=str(tmp_path))
+    assert out.returncode == 0
+    assert "openvino is not installed" in json.loads(out.stdout.strip().splitlines()[-1])["error"]

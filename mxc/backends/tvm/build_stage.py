@@ -42,13 +42,17 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
             if tuning.foreign:
                 log.warning("%s", tuning.foreign)
         from . import load_time as _load_time
+        from .precision import check_request
+        from .schedules import bf16 as _bf16
         from .schedules import winograd as _winograd
-        with _winograd.choose(options.winograd) as wino, \
+        check_request(options.precision, tgt)
+        with _winograd.choose(options.winograd) as wino, _bf16.choose(options.precision) as bf, \
                 _load_time.lifting(lowered.region_functions()) as lifted:
             executable = _build(lowered.module, tgt, prog, db, tuning)
         record.lifted = lifted
         if lowered.regions and tgt.kind.name == "llvm":
             record.winograd = _winograd.manifest_record(wino, lifted)
+        record.precision = dict(bf)
     summary = "one library" if executable is not None else "nothing to compile"
     if tuning is not None:
         summary += (f", {len(tuning.tuned)} of {tuning.kernels} kernel(s) from the tuning "

@@ -190,7 +190,8 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
             progress: ProgressArg = False, name: str | None = None,
             db: str | os.PathLike | None = None, weights_as_inputs: bool = False,
             params_source: str | None = None, winograd: str | None = None,
-            sign: Any = None) -> CompiledModel:
+            sign: Any = None, precision: str = "fp32",
+            check_inputs: Mapping[str, Any] | None = None) -> CompiledModel:
     """Compile a model ahead of time with TVM.
 
     Parameters
@@ -251,6 +252,16 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         An Ed25519 private key (PEM file path, bytes or key object; ``mxc
         keygen``) that :meth:`CompiledModel.save` signs the artifact's manifest
         with.  Read (and checked) now, before anything is compiled.
+    precision:
+        ``"fp32"`` (default); ``"bf16"``: convolutions and dense layers in
+        bfloat16 with float32 accumulation (weights stored as bfloat16), on
+        CPUs with AVX512-BF16 (a :class:`~mxc.errors.BackendError` elsewhere);
+        ``"auto"``: bf16 only where its outputs on *check_inputs* (default:
+        standard-normal example inputs) are within the bf16 tolerance of the
+        float32 build's (:mod:`.precision`).  The manifest's ``precision``
+        records the choice.
+    check_inputs:
+        the feeds ``precision="auto"`` checks on.
 
     The environment variables that supplied a default are recorded in the
     manifest's ``environment``.  Returns a :class:`CompiledModel`.  Raises
@@ -260,14 +271,17 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     options = CompileOptions.from_env(
         target=target, passes=passes, bind_params=bind_params, name=name,
         db=db if db is not None else current_database(),   # a use_database() block wins
-        weights_as_inputs=weights_as_inputs, params_source=params_source, winograd=winograd)
-    return compile_with(sym, params, shapes, dtypes, options, progress=progress, sign=sign)
+        weights_as_inputs=weights_as_inputs, params_source=params_source, winograd=winograd,
+        precision=precision)
+    return compile_with(sym, params, shapes, dtypes, options, progress=progress, sign=sign,
+                        check_inputs=check_inputs)
 
 
 def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = None,
                  dtypes: Mapping[str, Any] | None = None,
                  options: CompileOptions | None = None, *,
-                 progress: ProgressArg = False, sign: Any = None) -> CompiledModel:
+                 progress: ProgressArg = False, sign: Any = None,
+                 check_inputs: Mapping[str, Any] | None = None) -> CompiledModel:
     """:func:`compile` with its settings as one :class:`~.options.CompileOptions`
     (default: all defaults; nothing is read from the environment here)."""
     options = options if options is not None else CompileOptions()
@@ -277,6 +291,18 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
     if sign is not None:  # so does an unreadable key
         from ...runtime.signing import load_private_key
         sign = load_private_key(sign)
+    if options.precision == "bf16":   # a CPU without bf16 fails now, before the passes
+        from .precision import check_request
+        from .targets import resolve_target
+        check_request(options.precision,
+                      resolve_target(options.target, cuda_arch=options.cuda_arch))
+    if options.precision == "auto":
+        from .precision import compile_auto
+        model = compile_auto(lambda opts: compile_with(sym, params, shapes, dtypes, opts,
+                                                       progress=progress),
+                             options, check_inputs)
+        model.sign = sign
+        return model
     prog = as_progress(progress)
     try:
         model = _compile(sym, params, shapes, dtypes, options, prog)

@@ -29,6 +29,8 @@ class BuildRecord:
         when no database was used.
     winograd:
         the Winograd mode and weight sizes (CPU builds with regions), else None.
+    precision:
+        ``{"mode": "fp32" | "bf16", "kernels": bfloat16 kernels}`` (``--precision``).
     lifted:
         ``{region function: its load-time weight transforms}``
         (:func:`~mxc.backends.tvm.load_time.lifting`'s record) for the runtime plan's
@@ -37,6 +39,7 @@ class BuildRecord:
 
     tuning: dict | None = None
     winograd: dict | None = None
+    precision: dict = field(default_factory=lambda: {"mode": "fp32", "kernels": 0})
     lifted: dict = field(default_factory=dict)
 
 
@@ -77,6 +80,7 @@ def build_manifest(plan: Plan, lowered: LoweredModel, options: CompileOptions,
     }
     if build.winograd is not None:
         manifest["winograd"] = dict(build.winograd)
+    manifest["precision"] = dict(build.precision)
     manifest["weights_as_inputs"] = list(lowered.fed_weights)
     # the environment variables that supplied an option (CompileOptions.from_env)
     manifest["environment"] = dict(options.environment)

@@ -41,6 +41,16 @@ def winograd_from_env(value: str) -> str:
     return "off" if value in ("0", "false", "no", "off") else "on" if value == "on" else "auto"
 
 
+#: the ``precision`` choices (:mod:`mxc.backends.tvm.precision`)
+PRECISIONS = ("fp32", "bf16", "auto")
+
+
+def check_precision(precision: str | None) -> None:
+    if precision not in PRECISIONS:
+        raise BackendError(f"precision must be one of {', '.join(PRECISIONS)}, "
+                           f"not {precision!r}")
+
+
 def check_winograd(mode: str | None) -> None:
     if mode is not None and mode not in WINOGRAD_MODES:
         raise BackendError(f"winograd must be one of {', '.join(WINOGRAD_MODES)}, not {mode!r}")
@@ -114,6 +124,9 @@ class CompileOptions:
     cuda_arch:
         the ``sm_XY`` of a ``cuda`` target that names no ``arch``; None: the
         visible GPU's, else ``sm_75``.
+    precision:
+        ``fp32`` (default), ``bf16`` (convolutions/dense in bfloat16 with float32
+        accumulation, :mod:`mxc.backends.tvm.precision`) or ``auto``.
     environment:
         the environment variables that supplied a value above (recorded in the
         manifest); filled by :meth:`from_env`.
@@ -128,10 +141,12 @@ class CompileOptions:
     params_source: str | None = None
     winograd: str | None = None
     cuda_arch: str | None = None
+    precision: str = "fp32"
     environment: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_winograd(self.winograd)
+        check_precision(self.precision)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **given: Any) -> "CompileOptions":

@@ -86,7 +86,12 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
     return rule(func, info)
 
 
-RULES = (("winograd", rule_winograd), ("int8", rule_int8), ("reduction", rule_reduction),
+def rule_bf16(func: tirx.PrimFunc, info: CpuInfo):
+    from .bf16 import rule_bf16 as rule
+    return rule(func, info)
+
+
+RULES = (("winograd", rule_winograd), ("int8", rule_int8), ("bf16", rule_bf16), ("reduction", rule_reduction),
          ("elementwise", rule_elementwise), ("fallback", rule_fallback))
 
 

@@ -298,18 +298,30 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
 
     None when *func* has no such block or *info* has no dot-product instruction.
     """
+    lanes = dot_lanes(info.int8_dot)
+    if not lanes:
+        return None
+    return rule_dot(func, info, CONV_BLOCK, lanes, lambda: dot_intrinsic(info.int8_dot))
+
+
+def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrinsic,
+             annotations: dict | None = None):
+    """The micro-kernel of :func:`rule_int8` for accumulating block *block* of a
+    ``[n, y, x, k, ry, rx, rc, ri]`` dot-product kernel whose innermost ``lanes x ri``
+    step is the tensor intrinsic ``intrinsic()`` names (also the bfloat16 kernels of
+    :mod:`.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
+    no such block."""
     from .reduction import fuse_map, tile_split, tile_shape
     from .tir_queries import is_vectorizable
     from .module_utils import accumulate_locally, inline_injective
 
-    lanes = dot_lanes(info.int8_dot)
     sch = s_tir.Schedule(func)
-    if not lanes or _find(sch, CONV_BLOCK) is None:
+    if _find(sch, block) is None:
         return None
     params = list(func.params)
     keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
     inline_injective(sch, params, keep=keep)
-    main = sch.get_sblock(CONV_BLOCK)
+    main = sch.get_sblock(block)
     ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]     # n y x k ry rx rc ri
     main, epilogues = accumulate_locally(sch, main, params)
     pix = [i for i in (1, 2) if ext[i] > 1]
@@ -341,6 +353,8 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
     for epi in epilogues:
         sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
     sch.parallel(par)
+    for key, value in (annotations or {}).items():
+        sch.annotate(par, key, value)
     for lp in inner + [cv]:
         sch.unroll(lp)
     for epi in epilogues:
@@ -349,7 +363,7 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
             sch.vectorize(tile[-1])
     init = sch.decompose_reduction(main, ry)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(ck, dot_intrinsic(info.int8_dot))
+    sch.tensorize(ck, intrinsic())
     for b in keep:
         _schedule_pad(sch, b)
     return sch

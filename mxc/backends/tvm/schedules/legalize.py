@@ -17,7 +17,9 @@ time and the kernel is a TE compute reading the packed array:
 * ``relax.matmul`` ``[M, K] x [K, N]`` with a constant ``[K, N]`` ->
   ``dense_packed`` over ``[N/nc, K, nc]``;
 * int8 ``conv2d``/``matmul`` (int32 accumulation, constant weight) on a
-  target with VNNI -> the ``vpdpbusd`` kernels of :mod:`.int8`.
+  target with VNNI -> the ``vpdpbusd`` kernels of :mod:`.int8`;
+* float32 ``conv2d``/``matmul`` under ``--precision bf16`` on a target with
+  AVX512-BF16 -> the ``vdpbf16ps`` kernels of :mod:`.bf16`.
 
 ``nc`` is a whole number of vector pieces (registers, or power-of-two parts of
 one when the channels are not a multiple of a register) chosen with the
@@ -33,7 +35,7 @@ import tvm
 from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
-from . import int8, winograd
+from . import bf16, int8, winograd
 from .cpu import CpuInfo, tile_shape
 from .module_utils import static_shape, tensor_dtype
 
@@ -104,6 +106,8 @@ def _conv2d(info: CpuInfo):
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         out = int8.legalize_conv2d(bb, call, info.int8_dot)
+        if out is None:
+            out = bf16.legalize_conv2d(bb, call, info.bf16_dot)
         if out is not None:
             return out
         a = call.attrs
@@ -143,6 +147,8 @@ def _matmul(info: CpuInfo):
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         out = int8.legalize_matmul(bb, call, info.int8_dot)
+        if out is None:
+            out = bf16.legalize_matmul(bb, call, info.bf16_dot)
         if out is not None:
             return out
         x, w = call.args

@@ -52,6 +52,8 @@ class CpuInfo:
     #: int8 dot-product instructions the target enables (:mod:`.int8`): "avx512vnni",
     #: "avxvnni" or "" (none: int8 kernels use plain int32 arithmetic)
     int8_dot: str = ""
+    #: bfloat16 dot products the target enables (:mod:`.bf16`): "avx512bf16" or "" (none)
+    bf16_dot: str = ""
 
     def ports(self, lanes: int) -> tuple[int, int]:
         """(FMA, load) operations issued per cycle on vectors of *lanes* floats."""
@@ -142,7 +144,7 @@ def cpu_info(target: Target) -> CpuInfo:
     """The cost-model row of *target* with its thread count (``num-cores`` or this host's)."""
     threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
     return replace(microarch(target), threads=threads or host_threads(),
-                   int8_dot=int8_dot(target))
+                   int8_dot=int8_dot(target), bf16_dot=bf16_dot(target))
 
 
 def int8_dot(target: Target) -> str:
@@ -152,6 +154,11 @@ def int8_dot(target: Target) -> str:
     if _has(target, "avxvnni"):
         return "avxvnni"
     return ""
+
+
+def bf16_dot(target: Target) -> str:
+    """The bfloat16 dot-product family of *target* (``vdpbf16ps``), "" when none."""
+    return "avx512bf16" if _has(target, "avx512bf16") and _has(target, "avx512bw") else ""
 
 
 def host_threads() -> int:

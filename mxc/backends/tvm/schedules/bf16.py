@@ -1,0 +1,319 @@
+"""bfloat16 convolution and dense kernels on AVX512-BF16 (``vdpbf16ps``), float32 accumulation.
+
+``--precision bf16`` (:func:`choose`) rounds the weights of float32
+convolutions and dense layers to bfloat16 at compile time and the activations
+to bfloat16 as each such kernel reads them; the products are summed in
+float32 by ``vdpbf16ps``, which multiplies 16 pairs of bfloat16 and adds each
+pair's two products into one float32 lane: 32 multiply-adds per instruction
+on half the bytes of a float32 FMA's 16.  The layout mirrors the int8 VNNI
+kernels (:mod:`.int8`, oneDNN's VNNI-packed weights):
+
+* weights packed at compile time ``[K/16, KH, KW, C/2, 16, 2]`` (the 32
+  bfloat16 one instruction reads are contiguous); input channels padded to
+  an even count, output channels to a multiple of 16, with zero weights;
+* a ``pad_temp`` stage converts the float32 activations to bfloat16 (round
+  to nearest even, in integer arithmetic) and materialises the spatial and
+  channel padding;
+* the elementwise epilogue (bias, BatchNorm affine, residual add,
+  activation) stays fused after the accumulator and computes in float32.
+
+bfloat16 values are held as their 16-bit patterns (``uint16``): TVM's own
+bfloat16 legalization promotes every bfloat16 value to float32 before code
+generation, and its LLVM code generator maps bfloat16 to ``i16``, so the
+instruction (whose LLVM intrinsic takes ``<32 x bfloat>``) is reached
+through a three-line LLVM function linked into each kernel
+(``pragma_import_llvm``) that reinterprets the bits and is inlined.
+
+Depthwise/grouped convolutions, NCHW first layers, layers too small to gain
+(:func:`worth_it`) and everything else keep float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
+intrinsics, so a Sapphire Rapids target gets the AVX512-BF16 kernels (it has
+the instruction) -- see docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import logging
+
+import numpy as np
+from tvm import relax, s_tir, te, tirx
+from tvm.ir.expr import Constant
+
+from ....errors import BackendError
+from .module_utils import static_shape, tensor_dtype
+
+log = logging.getLogger(__name__)
+
+#: name of the accumulating block (what :func:`rule_bf16` recognises)
+CONV_BLOCK = "conv2d_nhwc_bf16"
+#: float32 lanes of one ``vdpbf16ps`` (zmm)
+LANES = 16
+#: bfloat16 values per float32 lane of one dot-product step
+GROUP = 2
+#: smallest reduction (``C * KH * KW``) and output channel count a layer needs to be
+#: computed in bfloat16: below them the kernel's fixed costs (the rounding copy of the
+#: input, 16-lane output blocks, one broadcast per instruction) outweigh the halved
+#: products -- mobilenetv2_0.25's 8-24 channel 1x1 layers ran 1.5-2.8x slower in bf16
+#: than float32 on Zen 4, its 96-1280 channel ones 1.0-2.7x faster
+MIN_REDUCTION = 64
+MIN_CHANNELS = 32
+#: the CPU features that compute bfloat16 dot products (LLVM names)
+BF16_FEATURES = ("avx512bf16", "amx-bf16")
+#: the inlined helper that turns bit patterns into the intrinsic's bfloat16 vectors
+HELPER = "mxc_dpbf16ps_512"
+HELPER_IR = f"""
+define linkonce_odr <16 x float> @{HELPER}(<16 x float> %c, <16 x i32> %a, <16 x i32> %b) \
+alwaysinline {{
+  %ab = bitcast <16 x i32> %a to <32 x bfloat>
+  %bb = bitcast <16 x i32> %b to <32 x bfloat>
+  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %c, <32 x bfloat> %ab, \
+<32 x bfloat> %bb)
+  ret <16 x float> %r
+}}
+declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
+"""
+
+_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("mxc_bf16", default=False)
+
+
+# ---------------------------------------------------------------------------
+# the choice
+# ---------------------------------------------------------------------------
+def target_bf16(target) -> str:
+    """The bfloat16 dot-product family *target* enables: ``avx512bf16`` or "" (none).
+
+    AMX-BF16 CPUs (Sapphire Rapids and later) all have AVX512-BF16 too; their
+    tiles are not used yet, so the family is the vector instruction."""
+    from .microarch import bf16_dot
+    return bf16_dot(target)
+
+
+def check_target(target, precision: str) -> None:
+    """Refuse ``bf16`` for a CPU target without bfloat16 dot products (a BackendError)."""
+    if precision != "bf16":
+        return
+    if target.kind.name != "llvm":
+        raise BackendError(f"--precision bf16 applies to CPU targets, not {target.kind.name}")
+    if not target_bf16(target):
+        mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
+        raise BackendError(
+            f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
+            f"(needs one of {', '.join(BF16_FEATURES)}); use --precision fp32, or "
+            f"--cpu sapphirerapids / znver4 to build for a CPU that has them")
+
+
+@contextlib.contextmanager
+def choose(precision: str | None):
+    """Within the block, float32 convolutions/dense layers legalize to bfloat16 kernels
+    when *precision* is ``bf16``; yields a record of how many did."""
+    record = {"mode": precision or "fp32", "kernels": 0}
+    token = _ACTIVE.set(precision == "bf16")
+    _STATS.set(record)
+    try:
+        yield record
+    finally:
+        _ACTIVE.reset(token)
+
+
+_STATS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mxc_bf16_stats",
+                                                                     default=None)
+
+
+def enabled() -> bool:
+    return _ACTIVE.get()
+
+
+def _count() -> None:
+    stats = _STATS.get()
+    if stats is not None:
+        stats["kernels"] += 1
+
+
+# ---------------------------------------------------------------------------
+# the instruction
+# ---------------------------------------------------------------------------
+def _bits_to_float(v):
+    return tirx.reinterpret("float32", v.astype("uint32") << tirx.const(16, "uint32"))
+
+
+@functools.lru_cache(maxsize=None)
+def dot_intrinsic() -> str:
+    """Register (once) and name ``C[16] += A[2] . B[16, 2]`` (bfloat16 bits -> float32)."""
+    from tvm.script import tirx as T
+
+    def f32(x):
+        return T.reinterpret(T.shift_left(T.cast(x, "uint32"), T.uint32(16)), dtype="float32")
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
+             b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
+             c: T.Buffer((LANES,), "float32", offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
+            T.writes(c[0:LANES])
+            for i in T.serial(0, LANES):
+                for k in T.serial(0, GROUP):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        c[vi] = c[vi] + f32(a[vk]) * f32(b[vi, vk])
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
+             b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
+             c: T.Buffer((LANES,), "float32", offset_factor=1, scope="local")) -> None:
+        with T.sblock("root"):
+            T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
+            T.writes(c[0:LANES])
+            pair = T.reinterpret(a.vload([0], "uint16x2"), dtype="int32")
+            c[T.ramp(T.int32(0), 1, LANES)] = T.call_extern(
+                "float32x16", HELPER, c.vload([0], dtype="float32x16"),
+                T.broadcast(pair, LANES),
+                T.reinterpret(b.vload([0, 0], dtype="uint16x32"), dtype="int32x16"))
+
+    name = f"mxc_dot_{LANES}x{GROUP}_bf16"
+    s_tir.TensorIntrin.register(name, desc, impl, override=True)
+    return name
+
+
+# ---------------------------------------------------------------------------
+# compile-time weight packing
+# ---------------------------------------------------------------------------
+def to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> the bit patterns of its bfloat16 rounding (to nearest, ties to even)."""
+    import ml_dtypes
+    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def pack_weights(w_hwio: np.ndarray) -> np.ndarray:
+    """``[K/16, KH, KW, C/2, 16, 2]`` bfloat16 bits, channels zero-padded."""
+    kh, kw, c, k = w_hwio.shape
+    cp, kp = -(-c // GROUP) * GROUP, -(-k // LANES) * LANES
+    w = np.zeros((kh, kw, cp, kp), dtype=np.float32)
+    w[:, :, :c, :k] = w_hwio
+    bits = to_bf16_bits(w)
+    packed = bits.reshape(kh, kw, cp // GROUP, GROUP, kp // LANES, LANES).transpose(
+        4, 0, 1, 2, 5, 3)
+    return np.ascontiguousarray(packed)
+
+
+# ---------------------------------------------------------------------------
+# the kernel (TE)
+# ---------------------------------------------------------------------------
+def _round_bits(v):
+    """float32 -> bfloat16 bits, round to nearest even (NaN stays a NaN)."""
+    u = tirx.reinterpret("uint32", v)
+    one, half, sixteen = (tirx.const(n, "uint32") for n in (1, 0x7FFF, 16))
+    rounded = ((u + half + ((u >> sixteen) & one)) >> sixteen).astype("uint16")
+    quiet = ((u >> sixteen) | tirx.const(0x40, "uint32")).astype("uint16")
+    return tirx.if_then_else(v != v, quiet, rounded)
+
+
+def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
+                     channels: int) -> te.Tensor:
+    """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs)."""
+    n, h, w, c = (int(d) for d in data.shape)
+    ko, kh, kw, c2, lanes, group = (int(d) for d in weight.shape)
+    sh, sw = strides
+    dh, dw = dilation
+    pt, pl, pb, pr = padding
+    oh = (h + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (w + pl + pr - ((kw - 1) * dw + 1)) // sw + 1
+    zero = tirx.const(0, "uint16")
+
+    def padded(i, y, x, ch):
+        inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
+        return tirx.if_then_else(inside, _round_bits(data[i, y - pt, x - pl, ch]), zero)
+
+    src = te.compute((n, h + pt + pb, w + pl + pr, c2 * group), padded, name="pad_temp")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rc = te.reduce_axis((0, c2), name="rc")
+    ri = te.reduce_axis((0, group), name="ri")
+
+    def conv(i, y, x, k):
+        a = src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
+        b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
+        return te.sum(_bits_to_float(a) * _bits_to_float(b), axis=[ry, rx, rc, ri])
+
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=CONV_BLOCK)
+    if ko * lanes == channels:
+        return acc
+    return te.compute((n, oh, ow, channels), lambda i, y, x, k: acc[i, y, x, k],
+                      name="conv2d_bf16_crop")
+
+
+def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int) -> te.Tensor:
+    """``[M, C] x [C, N]`` as a 1x1 convolution over ``M`` pixels."""
+    m, c = (int(d) for d in data.shape)
+    x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_bf16_rows")
+    y = conv2d_nhwc_bf16(x, weight, (1, 1), (0, 0, 0, 0), (1, 1), units)
+    return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_bf16_out")
+
+
+# ---------------------------------------------------------------------------
+# legalization
+# ---------------------------------------------------------------------------
+def worth_it(reduction: int, channels: int) -> bool:
+    """Whether a layer of *reduction* products per output and *channels* outputs gains
+    from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`); smaller stays float32."""
+    return reduction >= MIN_REDUCTION and channels >= MIN_CHANNELS
+
+
+def _float32_operands(x, w, call) -> bool:
+    return (isinstance(w, Constant) and tensor_dtype(x) == "float32"
+            and tensor_dtype(w) == "float32" and tensor_dtype(call) == "float32"
+            and static_shape(x) is not None and static_shape(call) is not None)
+
+
+def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str):
+    """The bfloat16 kernel for a float32 NHWC/HWIO ``conv2d`` (None: not applicable)."""
+    a = call.attrs
+    x, w = call.args
+    if not enabled() or not family or not _float32_operands(x, w, call) \
+            or int(a.groups) != 1 \
+            or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+        return None
+    kh, kw, c, k = (int(d) for d in static_shape(w))
+    if not worth_it(kh * kw * c, k):
+        return None
+    dot_intrinsic()
+    weights = w.value.numpy()
+    packed = pack_weights(weights)
+    geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
+                [int(v) for v in a.dilation], int(weights.shape[3]))
+    _count()
+    log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
+    return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
+                      x, relax.const(packed, "uint16"), primfunc_name_hint=CONV_BLOCK)
+
+
+def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str):
+    """The bfloat16 kernel for ``[M, C] x const [C, N]`` float32 ``matmul`` (None: not
+    applicable)."""
+    x, w = call.args
+    if not enabled() or not family or not _float32_operands(x, w, call) \
+            or len(static_shape(x)) != 2 or len(static_shape(w)) != 2:
+        return None
+    c, n = (int(d) for d in static_shape(w))
+    if not worth_it(c, n):
+        return None
+    dot_intrinsic()
+    packed = pack_weights(w.value.numpy().reshape(1, 1, c, n))
+    _count()
+    return bb.call_te(lambda d, wt: dense_bf16(d, wt, n), x, relax.const(packed, "uint16"),
+                      primfunc_name_hint="dense_bf16")
+
+
+# ---------------------------------------------------------------------------
+# the default schedule
+# ---------------------------------------------------------------------------
+def rule_bf16(func: tirx.PrimFunc, info):
+    """Register-blocked, ``vdpbf16ps``-tensorized schedule of a :data:`CONV_BLOCK` kernel
+    (the int8 kernels' micro-kernel, :func:`.int8.rule_dot`); None for other kernels."""
+    from .int8 import rule_dot
+    if not info.bf16_dot:
+        return None
+    return rule_dot(func, info, CONV_BLOCK, LANES, dot_intrinsic,
+                    {"pragma_import_llvm": HELPER_IR})

@@ -1,0 +1,235 @@
+"""bfloat16 convolution/dense kernels (``mxc/backends/tvm/schedules/bf16.py``) and ``--precision``.
+
+Oracle: numpy float64 products of the bfloat16-rounded operands (``ml_dtypes``'
+round-to-nearest-even, independent of the kernel's own integer rounding):
+the kernel accumulates those exact products in float32, so it must agree to
+float32 accumulation error -- far tighter than the bf16 tolerance class
+against the unrounded float32 reference, which is checked too.  Cases: odd
+input channels (padding to pairs), output channels not a multiple of 16,
+stride and padding, a fused epilogue, a dense layer.  Targets this CPU cannot
+run (Sapphire Rapids) are compiled and their assembly checked for
+``vdpbf16ps``; CPUs without bfloat16 dot products are refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+import tvm  # noqa: E402
+from tvm import relax  # noqa: E402
+
+import mxc  # noqa: E402
+from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
+from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
+from mxc.backends.tvm.schedules import bf16  # noqa: E402
+from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
+from mxc.errors import BackendError  # noqa: E402
+
+ZEN4 = "llvm -mcpu=znver4"
+SPR = "llvm -mcpu=sapphirerapids"
+NO_BF16 = ("llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mcpu=znver3")
+
+
+def _runnable(text: str) -> str:
+    missing = missing_on_host(resolve_target(text))
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)} for {text}")
+    return text
+
+
+def _round(a):
+    return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def _conv_module(x_shape, w_oihw, stride, pad, epilogue=True):
+    """``relu(conv2d(x, w) + 0.5)``: the epilogue stays fused, in float32 (or the bare
+    convolution)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w_oihw), strides=stride, padding=pad))
+            if epilogue:
+                y = bb.emit(relax.op.nn.relu(relax.op.add(y, relax.const(np.float32(0.5)))))
+            y = bb.emit_output(y)
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def _dense_module(x_shape, w_ck):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(bb.emit(relax.op.matmul(x, relax.const(w_ck))))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def _ref_conv(x, w, stride, pad, relu=True):
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, k, oh, ow))
+    for dy in range(kh):
+        for dx in range(kw):
+            win = xp[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
+            out += np.einsum("nchw,kc->nkhw", win, w[:, :, dy, dx])
+    return np.maximum(out + 0.5, 0) if relu else out
+
+
+def _build(mod, target, stats=None):
+    with bf16.choose("bf16") as record:
+        exe = build_module(mod, target, stats=stats)
+    return exe, record
+
+
+def _asm(exe) -> str:
+    return "\n".join(str(m.inspect_source("asm")) for m in exe.mod.imports if m.kind == "llvm")
+
+
+CONVS = {   # c, k, side, kernel, stride, pad
+    "3x3-c30-k40": (30, 40, 14, 3, 1, 1),
+    "5x5-s2-c15": (15, 32, 20, 5, 2, 2),
+    "1x1-c64-k48": (64, 48, 7, 1, 1, 0),
+}
+
+
+@pytest.mark.parametrize("case", list(CONVS))
+def test_bf16_conv_matches_rounded_product(case):
+    c, k, side, kern, stride, pad = CONVS[case]
+    rng = np.random.RandomState(1)
+    x = rng.randn(1, c, side, side).astype("float32")
+    w = rng.randn(k, c, kern, kern).astype("float32")
+    stats = {}
+    exe, record = _build(_conv_module(x.shape, w, (stride, stride), (pad, pad)),
+                         _runnable(ZEN4), stats)
+    assert record["kernels"] == 1
+    assert "bf16" in stats.values(), stats          # the vdpbf16ps schedule, not a fallback
+    y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    want = _ref_conv(_round(x), _round(w), stride, pad)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
+    exact = _ref_conv(x.astype(np.float64), w.astype(np.float64), stride, pad)
+    assert range_error(y, exact) <= BF16_TOLERANCE
+
+
+def test_bf16_dense_matches_rounded_product():
+    rng = np.random.RandomState(2)
+    x, w = rng.randn(3, 70).astype("float32"), rng.randn(70, 40).astype("float32")
+    exe, record = _build(_dense_module(x.shape, w), _runnable(ZEN4))
+    assert record["kernels"] == 1
+    y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    want = _round(x) @ _round(w)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("target", [ZEN4, SPR])
+def test_bf16_assembly_has_the_dot_instruction(target):
+    w = np.random.RandomState(3).randn(32, 16, 3, 3).astype("float32")   # 144 x 32: bf16
+    exe, _ = _build(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
+    assert "vdpbf16ps" in _asm(exe)
+    exe32 = build_module(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
+    assert "vdpbf16ps" not in _asm(exe32)     # fp32 (the default) never rounds
+
+
+@pytest.mark.parametrize("target", NO_BF16)
+def test_bf16_refused_without_bf16_dot_products(target):
+    with pytest.raises(BackendError, match="neither AVX512-BF16 nor AMX-BF16"):
+        bf16.check_target(resolve_target(target), "bf16")
+
+
+def test_precision_choice_is_checked():
+    with pytest.raises(BackendError, match="precision must be one of"):
+        mxc.backends.tvm.options.CompileOptions(precision="fp16")
+
+
+def _mlp():
+    data = mxc.sym.var("data")
+    net = mxc.sym.FullyConnected(data, num_hidden=64, name="fc1")
+    net = mxc.sym.Activation(net, act_type="relu")
+    net = mxc.sym.FullyConnected(net, num_hidden=32, name="fc2")
+    rng = np.random.RandomState(4)
+    params = {"fc1_weight": rng.randn(64, 80).astype("float32"),
+              "fc1_bias": rng.randn(64).astype("float32"),
+              "fc2_weight": rng.randn(32, 64).astype("float32"),
+              "fc2_bias": rng.randn(32).astype("float32")}
+    return net, params
+
+
+def test_compile_precision_bf16_manifest_and_outputs():
+    _runnable(ZEN4)
+    net, params = _mlp()
+    x = np.random.RandomState(5).randn(2, 80).astype("float32")
+    m = mxc.compile(net, params, {"data": x.shape}, target=ZEN4, precision="bf16")
+    assert m.manifest["precision"] == {"mode": "bf16", "kernels": 2}
+    h = np.maximum(_round(x) @ _round(params["fc1_weight"].T) + params["fc1_bias"], 0)
+    want = _round(h) @ _round(params["fc2_weight"].T) + params["fc2_bias"]
+    np.testing.assert_allclose(m.run({"data": x})[0], want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+
+
+def test_compile_precision_bf16_refused_for_haswell():
+    net, params = _mlp()
+    with pytest.raises(BackendError, match="haswell has neither"):
+        mxc.compile(net, params, {"data": (1, 80)}, target="llvm -mcpu=haswell",
+                    precision="bf16")
+
+
+def test_precision_auto_reports_its_check():
+    _runnable(ZEN4)
+    net, params = _mlp()
+    m = mxc.compile(net, params, {"data": (1, 80)}, target=ZEN4, precision="auto")
+    prec = m.manifest["precision"]
+    assert prec["requested"] == "auto"
+    assert prec["check"]["passed"] == (prec["check"]["max_error"] <= BF16_TOLERANCE)
+    assert prec["mode"] == ("bf16" if prec["check"]["passed"] else "fp32")
+    fallback = mxc.compile(net, params, {"data": (1, 80)}, target="llvm -mcpu=haswell",
+                           precision="auto")
+    assert fallback.manifest["precision"]["mode"] == "fp32"
+
+
+def test_small_layers_stay_float32():
+    """8 input channels of a 1x1 layer (a reduction of 8) or 16 outputs: float32 kernels."""
+    for c, k in ((8, 48), (64, 16)):
+        w = np.random.RandomState(6).randn(k, c, 1, 1).astype("float32")
+        _, record = _build(_conv_module((1, c, 8, 8), w, (1, 1), (0, 0)), ZEN4)
+        assert record["kernels"] == 0, (c, k)
+    assert bf16.worth_it(64, 32) and not bf16.worth_it(63, 32) and not bf16.worth_it(64, 31)
+
+
+def test_precision_auto_keeps_fp32_when_the_check_fails(monkeypatch):
+    """A class no bfloat16 result can meet: auto must fall back to the float32 build."""
+    from mxc.backends.tvm import precision
+    _runnable(ZEN4)
+    monkeypatch.setattr(precision, "BF16_TOLERANCE", 1e-12)
+    net, params = _mlp()
+    x = np.random.RandomState(7).randn(1, 80).astype("float32")
+    m = mxc.compile(net, params, {"data": (1, 80)}, target=ZEN4, precision="auto",
+                    check_inputs={"data": x})
+    prec = m.manifest["precision"]
+    assert prec["mode"] == "fp32" and prec["kernels"] == 0
+    assert prec["check"]["passed"] is False and prec["check"]["inputs"] == "given"
+    assert prec["check"]["max_error"] > 1e-12
+
+
+def test_bf16_rounding_keeps_nan_and_inf():
+    """The kernel's own float32 -> bfloat16 rounding (integer arithmetic) on the specials:
+    a NaN input stays NaN where it reaches, an infinity stays infinite."""
+    rng = np.random.RandomState(8)
+    x = rng.randn(1, 32, 6, 6).astype("float32")
+    x[0, 0, 1, 1], x[0, 5, 4, 4] = np.nan, np.inf
+    w = np.abs(rng.randn(32, 32, 3, 3)).astype("float32")   # no inf * 0 or inf - inf
+    exe, record = _build(_conv_module(x.shape, w, (1, 1), (1, 1), epilogue=False),
+                         _runnable(ZEN4))
+    assert record["kernels"] == 1
+    y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    with np.errstate(invalid="ignore"):
+        want = _ref_conv(_round(x), _round(w), 1, 1, relu=False)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(want))
+    assert np.isnan(y).any() and np.isinf(y).any()
