@@ -43,9 +43,14 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
                 log.warning("%s", tuning.foreign)
         from . import load_time as _load_time
         from .schedules import winograd as _winograd
+        from .schedules.cpu import KERNEL_WATCH
+        watching = KERNEL_WATCH.set(lambda kernel: prog.note(f"kernel {kernel}"))
         with _winograd.choose(options.winograd) as wino, \
                 _load_time.lifting(lowered.region_functions()) as lifted:
-            executable = _build(lowered.module, tgt, prog, db, tuning)
+            try:
+                executable = _build(lowered.module, tgt, prog, db, tuning)
+            finally:
+                KERNEL_WATCH.reset(watching)
         record.lifted = lifted
         if lowered.regions and tgt.kind.name == "llvm":
             record.winograd = _winograd.manifest_record(wino, lifted)
