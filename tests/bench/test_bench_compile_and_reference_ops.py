@@ -29,3 +29,10 @@ def test_bench_compile_reports_every_stage_and_the_slowest_kernels():
     kernels = out.split("slowest kernels to generate (s)")[1].strip().splitlines()[:2]
     assert len(kernels) == 2 and all(float(k.split()[0]) >= 0 for k in kernels), out
 
+
+def test_bench_reference_ops_times_every_case():
+    out = _run("bench/bench_reference_ops.py", "--rois", "3", "--boxes", "40", "--runs", "1")
+    rows = [line.split("|")[1].strip() for line in out.splitlines()
+            if line.startswith("| ") and not line.startswith("| case")]
+    assert rows == ["roialign", "roialign_adaptive", "roipooling", "box_nms", "box_nms_classes",
+                    "proposal"], out

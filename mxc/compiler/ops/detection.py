@@ -63,6 +63,35 @@ def _intersection(a, b, center):
             * _intersect_1d(a[..., 1], a[..., 3], b[..., 1], b[..., 3], center))
 
 
+#: rows of the IoU matrix computed at once by :func:`_greedy_nms` (rows x boxes floats)
+NMS_BLOCK = 256
+
+
+def _greedy_nms(boxes, areas, ids, thresh, center) -> np.ndarray:
+    """Which of *boxes* (sorted by descending score) survive greedy NMS: a box is
+    suppressed by an earlier surviving one whose IoU with it exceeds *thresh*
+    (and, when *ids* is given, that has the same id).
+
+    The IoUs of a block of :data:`NMS_BLOCK` rows against every later box are
+    computed at once, elementwise with the same float operations as one pair at
+    a time (so the same values); only the greedy walk over the rows stays a
+    Python loop, one vector operation per surviving box."""
+    n = len(boxes)
+    alive = np.ones(n, dtype=bool)
+    for start in range(0, n, NMS_BLOCK):
+        stop = min(n, start + NMS_BLOCK)
+        inter = _intersection(boxes[start:stop, None, :], boxes[None, start:, :], center)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            iou = inter / (areas[start:stop, None] + areas[None, start:] - inter)
+        over = iou > thresh
+        if ids is not None:
+            over &= ids[start:stop, None] == ids[None, start:]
+        for r in range(start, stop):
+            if alive[r]:
+                alive[r + 1:] &= ~over[r - start, r + 1 - start:]
+    return alive
+
+
 # ---------------------------------------------------------------------------
 # _contrib_box_nms
 # ---------------------------------------------------------------------------
@@ -153,20 +182,8 @@ class BoxNMS(OpDef):
             boxes = x[b, order, cs:cs + 4]
             areas = _box_area(boxes, center)
             ids = x[b, order, ii].astype(np.int64) if ii >= 0 else None
-            alive = np.ones(len(order), dtype=bool)
-            for r in range(len(order)):
-                if not alive[r]:
-                    continue
-                rest = np.arange(r + 1, len(order))
-                rest = rest[alive[rest]]
-                if not p.force_suppress and ids is not None:
-                    rest = rest[ids[rest] == ids[r]]
-                if rest.size == 0:
-                    continue
-                inter = _intersection(boxes[r], boxes[rest], center)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    iou = inter / (areas[r] + areas[rest] - inter)
-                alive[rest[iou > thresh]] = False
+            same_class = None if p.force_suppress else ids
+            alive = _greedy_nms(boxes, areas, same_class, thresh, center)
             kept = order[alive]
             out[b, :len(kept)] = x[b, kept]
             rec[b, :len(kept)] = b * ne + kept
