@@ -12,7 +12,8 @@ convolved to C/4 channels (1x1 conv, BatchNorm, relu) and resized back
 3x3 to C/4 channels -- or anything ``bench/bench_models.py`` takes (corpus
 names, ``zoo:NAME``, checkpoint prefixes).  Each model is compiled once,
 untuned, in this process; the table gives ``CompiledModel.timings`` (passes,
-partition, lower, build, runtime graph) and the total.
+partition, lower, build, runtime graph), the total and the process's CPU time
+(all its threads: on a loaded machine the steadier figure).
 
 ``--kernels N`` also times LLVM's code generation of every kernel alone (the
 module TVM hands to code generation is captured, and each PrimFunc is
@@ -120,13 +121,14 @@ def measure(name: str, args) -> dict:
 
     sym, params, shapes, dtypes = load_model(name, args)
     capture = CodegenCapture() if args.kernels else None
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     if capture is not None:
         with capture:
             model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes, target=args.target)
     else:
         model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes, target=args.target)
-    row = {"model": name, "total": time.perf_counter() - t0, **model.timings}
+    row = {"model": name, "total": time.perf_counter() - t0,
+           "cpu": time.process_time() - cpu0, **model.timings}
     if capture is not None:
         row["kernels"] = capture.kernel_times()[:args.kernels]
     return row
@@ -136,17 +138,22 @@ def short(kernel: str, width: int = 70) -> str:
     return kernel if len(kernel) <= width else kernel[:width - 3] + "..."
 
 
-def report(rows: list[dict]) -> str:
-    lines = ["| model | " + " | ".join(STAGES) + " | total |",
-             "|---|" + "---:|" * (len(STAGES) + 1)]
-    for r in rows:
-        cells = [f"{r.get(s, float('nan')):.1f}" for s in STAGES] + [f"{r['total']:.1f}"]
-        lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
-    for r in rows:
-        if r.get("kernels"):
-            lines.append(f"\n{r['model']}: slowest kernels to generate (s)")
-            lines += [f"  {t:7.2f}  {short(k)}" for t, k in r["kernels"]]
-    return "\n".join(lines)
+def table_header() -> str:
+    return ("| model | " + " | ".join(STAGES) + " | total | CPU |\n|---|"
+            + "---:|" * (len(STAGES) + 2))
+
+
+def table_row(r: dict) -> str:
+    cells = [f"{r.get(s, float('nan')):.1f}" for s in STAGES] + [f"{r['total']:.1f}",
+                                                                  f"{r['cpu']:.1f}"]
+    return f"| {r['model']} | " + " | ".join(cells) + " |"
+
+
+def kernel_lines(r: dict) -> list[str]:
+    if not r.get("kernels"):
+        return []
+    return ([f"\n{r['model']}: slowest kernels to generate (s)"]
+            + [f"  {t:7.2f}  {short(k)}" for t, k in r["kernels"]])
 
 
 def main() -> None:
@@ -165,10 +172,16 @@ def main() -> None:
     ap.add_argument("--peers-python", default=None)
     ap.add_argument("--timeout", type=float, default=3600)
     args = ap.parse_args()
-    rows = [measure(m, args) for m in args.models]
     print("\n".join(machine.format_machine(machine.machine_info())))
     print()
-    print(report(rows))
+    print(table_header(), flush=True)
+    rows = []
+    for m in args.models:           # each row as soon as it is measured: big models take long
+        rows.append(measure(m, args))
+        print(table_row(rows[-1]), flush=True)
+    for r in rows:
+        for line in kernel_lines(r):
+            print(line)
 
 
 if __name__ == "__main__":

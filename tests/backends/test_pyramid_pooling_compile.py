@@ -30,6 +30,7 @@ from mxc.backends.tvm.schedules.elementwise import VECTOR_PART_VECTORS
 from mxc.backends.tvm.schedules.microarch import cpu_info
 from mxc.backends.tvm.targets import resolve_target
 from conftest import ISA_TARGETS, isa_target
+from test_cpu_schedules import _params
 
 LEVELS = (1, 2, 3, 6)
 
@@ -50,18 +51,6 @@ def _pyramid_head(channels: int, side: int):
     cat = S.concat(*branches, dim=1, name="cat")
     head = S.Convolution(cat, kernel=(1, 1), num_filter=16, name="head")
     return head, {"data": (1, 8, side, side)}
-
-
-def _params(sym, shapes, seed=0):
-    rng = np.random.RandomState(seed)
-    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
-    names = sym.list_arguments() + sym.list_auxiliary_states()
-    out = {}
-    for name, shape in zip(names, list(arg_shapes) + list(aux_shapes)):
-        if name not in shapes:
-            value = rng.uniform(0.5, 2.0, shape) if name.endswith("var") else rng.randn(*shape)
-            out[name] = value.astype(np.float32)
-    return out
 
 
 def _scheduled_kernels(sym, shapes, target):
