@@ -136,3 +136,59 @@ def test_roi_align_matches_the_einsum_form_to_rounding(seed, nrois, side, pooled
     want = _old_roi_align(data, rois, pooled, scale, sample_ratio, aligned)
     # reassociated float32 sums: bounded by the magnitudes summed, |w| <= 1 per sample
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(data).max()))
+
+
+def _old_roi_pooling(data, rois, pooled, scale):
+    """``ROIPooling`` before vectorisation: one flattened argmax per bin."""
+    from mxc.compiler.ops.roi import _c_round
+    dt = data.dtype
+    n, c, h, w = data.shape
+    ph, pw = pooled
+    out = np.zeros((len(rois), c, ph, pw), dtype=dt)
+    arg = np.full((len(rois), c, ph, pw), -1, dtype=dt)
+    for r, roi in enumerate(rois):
+        b = int(roi[0])
+        x1, y1, x2, y2 = (int(v) for v in _c_round(roi[1:5] * dt.type(scale)))
+        bin_h = dt.type(max(y2 - y1 + 1, 1)) / dt.type(ph)
+        bin_w = dt.type(max(x2 - x1 + 1, 1)) / dt.type(pw)
+        img = data[b].reshape(c, h * w)
+        for i in range(ph):
+            hs = min(max(int(math.floor(dt.type(i) * bin_h)) + y1, 0), h)
+            he = min(max(int(math.ceil(dt.type(i + 1) * bin_h)) + y1, 0), h)
+            for j in range(pw):
+                ws = min(max(int(math.floor(dt.type(j) * bin_w)) + x1, 0), w)
+                we = min(max(int(math.ceil(dt.type(j + 1) * bin_w)) + x1, 0), w)
+                if he <= hs or we <= ws:
+                    continue
+                idx = (np.arange(hs, he)[:, None] * w + np.arange(ws, we)[None, :]).ravel()
+                vals = img[:, idx]
+                k = np.argmax(vals, axis=1)
+                out[r, :, i, j] = vals[np.arange(c), k]
+                arg[r, :, i, j] = idx[k]
+    return out, arg
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), nrois=st.integers(1, 10), side=st.integers(1, 16),
+       pooled=st.sampled_from([(1, 1), (2, 3), (7, 7), (4, 1)]),
+       scale=st.sampled_from([1.0, 0.5, 0.0625]), ties=st.booleans(), nans=st.booleans())
+def test_roi_pooling_picks_the_same_maxima_and_positions_as_the_per_bin_loop(
+        seed, nrois, side, pooled, scale, ties, nans):
+    rng = np.random.default_rng(seed)
+    shape = (2, 3, side, side + 2)
+    data = (rng.integers(-2, 3, shape) if ties else rng.standard_normal(shape)).astype(np.float32)
+    if nans:
+        data[rng.random(shape) < 0.1] = np.nan
+    extent = (side + 2) / scale
+    lo = rng.uniform(-extent / 3, extent, (nrois, 2))        # some ROIs past the edges
+    hi = lo + rng.uniform(-2, extent / 2, (nrois, 2))        # some inverted or tiny
+    rois = np.concatenate([rng.integers(0, 2, (nrois, 1)), lo, hi], 1).astype(np.float32)
+    node = S.ROIPooling(S.var("data"), S.var("rois"), pooled_size=pooled, spatial_scale=scale,
+                        name="pool")
+    g = node.graph
+    from mxc.compiler.ir import Entry
+    g.outputs.append(Entry(g.outputs[0].node, 1))             # the hidden argmax output too
+    got, got_arg = run_graph(g, {"data": data, "rois": rois})
+    want, want_arg = _old_roi_pooling(data, rois, pooled, scale)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_arg, want_arg)
