@@ -55,7 +55,7 @@ def _intersect_1d(a_lo, a_hi, b_lo, b_hi, center):
         a_lo, a_hi = a_lo - aw, a_lo + aw
         b_lo, b_hi = b_lo - bw, b_lo + bw
     w = np.minimum(a_hi, b_hi) - np.maximum(a_lo, b_lo)
-    return np.where(w > 0, w, 0).astype(np.result_type(w))
+    return np.where(w > 0, w, 0).astype(np.result_type(w), copy=False)
 
 
 def _intersection(a, b, center):
@@ -72,23 +72,30 @@ def _greedy_nms(boxes, areas, ids, thresh, center) -> np.ndarray:
     suppressed by an earlier surviving one whose IoU with it exceeds *thresh*
     (and, when *ids* is given, that has the same id).
 
-    The IoUs of a block of :data:`NMS_BLOCK` rows against every later box are
-    computed at once, elementwise with the same float operations as one pair at
-    a time (so the same values); only the greedy walk over the rows stays a
-    Python loop, one vector operation per surviving box."""
+    With ids, each id's boxes are suppressed among themselves (in their order).
+    The IoUs of a block of up to :data:`NMS_BLOCK` surviving rows against every
+    later surviving box are computed at once, elementwise with the same float
+    operations as one pair at a time (so the same values); only the greedy walk
+    over the rows stays a Python loop, one vector operation per surviving box."""
     n = len(boxes)
     alive = np.ones(n, dtype=bool)
+    if ids is not None:
+        for value in np.unique(ids):
+            sel = np.nonzero(ids == value)[0]
+            alive[sel] = _greedy_nms(boxes[sel], areas[sel], None, thresh, center)
+        return alive
     for start in range(0, n, NMS_BLOCK):
-        stop = min(n, start + NMS_BLOCK)
-        inter = _intersection(boxes[start:stop, None, :], boxes[None, start:, :], center)
+        rows = start + np.nonzero(alive[start:start + NMS_BLOCK])[0]
+        cols = start + np.nonzero(alive[start:])[0]
+        if rows.size == 0:
+            continue
+        inter = _intersection(boxes[rows, None, :], boxes[None, cols, :], center)
         with np.errstate(invalid="ignore", divide="ignore"):
-            iou = inter / (areas[start:stop, None] + areas[None, start:] - inter)
-        over = iou > thresh
-        if ids is not None:
-            over &= ids[start:stop, None] == ids[None, start:]
-        for r in range(start, stop):
+            iou = inter / (areas[rows, None] + areas[None, cols] - inter)
+        over = (iou > thresh) & (cols[None, :] > rows[:, None])
+        for k, r in enumerate(rows):
             if alive[r]:
-                alive[r + 1:] &= ~over[r - start, r + 1 - start:]
+                alive[cols[over[k]]] = False
     return alive
 
 
