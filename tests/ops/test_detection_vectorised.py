@@ -6,8 +6,10 @@ must be exactly the one the old pair-at-a-time loop (kept below, as it was)
 gives.  ``_contrib_ROIAlign`` now contracts its bilinear weights with two
 matrix products instead of a three-operand ``einsum``: the sums are
 reassociated, so the outputs agree with the old ``einsum`` (kept below) to
-float rounding of the summed magnitudes, not bit for bit.  The corpus cases of
-both operators (MXNet's outputs) are run by ``tests/ops/test_corpus_ops.py``.
+float rounding of the summed magnitudes, not bit for bit.  ``ROIPooling`` takes
+each bin's maximum separably; its values and argmax positions must be exactly
+the per-bin loop's (kept below).  The corpus cases of the three operators
+(MXNet's outputs) are run by ``tests/ops/test_corpus_ops.py``.
 """
 
 from __future__ import annotations
