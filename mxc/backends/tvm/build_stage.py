@@ -45,10 +45,15 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
         from .precision import check_request
         from .schedules import bf16 as _bf16
         from .schedules import winograd as _winograd
+        from .schedules.cpu import KERNEL_WATCH
         check_request(options.precision, tgt)
+        watching = KERNEL_WATCH.set(lambda kernel: prog.note(f"kernel {kernel}"))
         with _winograd.choose(options.winograd) as wino, _bf16.choose(options.precision) as bf, \
                 _load_time.lifting(lowered.region_functions()) as lifted:
-            executable = _build(lowered.module, tgt, prog, db, tuning)
+            try:
+                executable = _build(lowered.module, tgt, prog, db, tuning)
+            finally:
+                KERNEL_WATCH.reset(watching)
         record.lifted = lifted
         if lowered.regions and tgt.kind.name == "llvm":
             record.winograd = _winograd.manifest_record(wino, lifted)

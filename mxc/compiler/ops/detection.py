@@ -55,12 +55,48 @@ def _intersect_1d(a_lo, a_hi, b_lo, b_hi, center):
         a_lo, a_hi = a_lo - aw, a_lo + aw
         b_lo, b_hi = b_lo - bw, b_lo + bw
     w = np.minimum(a_hi, b_hi) - np.maximum(a_lo, b_lo)
-    return np.where(w > 0, w, 0).astype(np.result_type(w))
+    return np.where(w > 0, w, 0).astype(np.result_type(w), copy=False)
 
 
 def _intersection(a, b, center):
     return (_intersect_1d(a[..., 0], a[..., 2], b[..., 0], b[..., 2], center)
             * _intersect_1d(a[..., 1], a[..., 3], b[..., 1], b[..., 3], center))
+
+
+#: rows of the IoU matrix computed at once by :func:`_greedy_nms` (rows x boxes floats)
+NMS_BLOCK = 256
+
+
+def _greedy_nms(boxes, areas, ids, thresh, center) -> np.ndarray:
+    """Which of *boxes* (sorted by descending score) survive greedy NMS: a box is
+    suppressed by an earlier surviving one whose IoU with it exceeds *thresh*
+    (and, when *ids* is given, that has the same id).
+
+    With ids, each id's boxes are suppressed among themselves (in their order).
+    The IoUs of a block of up to :data:`NMS_BLOCK` surviving rows against every
+    later surviving box are computed at once, elementwise with the same float
+    operations as one pair at a time (so the same values); only the greedy walk
+    over the rows stays a Python loop, one vector operation per surviving box."""
+    n = len(boxes)
+    alive = np.ones(n, dtype=bool)
+    if ids is not None:
+        for value in np.unique(ids):
+            sel = np.nonzero(ids == value)[0]
+            alive[sel] = _greedy_nms(boxes[sel], areas[sel], None, thresh, center)
+        return alive
+    for start in range(0, n, NMS_BLOCK):
+        rows = start + np.nonzero(alive[start:start + NMS_BLOCK])[0]
+        cols = start + np.nonzero(alive[start:])[0]
+        if rows.size == 0:
+            continue
+        inter = _intersection(boxes[rows, None, :], boxes[None, cols, :], center)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            iou = inter / (areas[rows, None] + areas[None, cols] - inter)
+        over = (iou > thresh) & (cols[None, :] > rows[:, None])
+        for k, r in enumerate(rows):
+            if alive[r]:
+                alive[cols[over[k]]] = False
+    return alive
 
 
 # ---------------------------------------------------------------------------
@@ -153,20 +189,8 @@ class BoxNMS(OpDef):
             boxes = x[b, order, cs:cs + 4]
             areas = _box_area(boxes, center)
             ids = x[b, order, ii].astype(np.int64) if ii >= 0 else None
-            alive = np.ones(len(order), dtype=bool)
-            for r in range(len(order)):
-                if not alive[r]:
-                    continue
-                rest = np.arange(r + 1, len(order))
-                rest = rest[alive[rest]]
-                if not p.force_suppress and ids is not None:
-                    rest = rest[ids[rest] == ids[r]]
-                if rest.size == 0:
-                    continue
-                inter = _intersection(boxes[r], boxes[rest], center)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    iou = inter / (areas[r] + areas[rest] - inter)
-                alive[rest[iou > thresh]] = False
+            same_class = None if p.force_suppress else ids
+            alive = _greedy_nms(boxes, areas, same_class, thresh, center)
             kept = order[alive]
             out[b, :len(kept)] = x[b, kept]
             rec[b, :len(kept)] = b * ne + kept

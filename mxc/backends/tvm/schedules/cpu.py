@@ -35,6 +35,7 @@ them to a module.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 
 import tvm
@@ -50,6 +51,10 @@ from .reduction import rule_reduction, tile_shape  # noqa: F401 - tile_shape re-
 log = logging.getLogger(__name__)
 
 _SCHEDULED = "tirx.is_scheduled"
+
+#: called with each kernel's name as the default schedules reach it (the compile's
+#: progress line names the kernel being built)
+KERNEL_WATCH: contextvars.ContextVar = contextvars.ContextVar("mxc_kernel_watch", default=None)
 
 
 def rule_fallback(func: tirx.PrimFunc, info: CpuInfo):
@@ -135,6 +140,8 @@ def cpu_schedule_pass(target: Target, stats: dict | None = None) -> tvm.transfor
         def schedule(gv, func):
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
                 return None
+            if (watch := KERNEL_WATCH.get()) is not None:
+                watch(gv.name_hint)
             name, new = schedule_func(func, info)
             if stats is not None:
                 stats[gv.name_hint] = name

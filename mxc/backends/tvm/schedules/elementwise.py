@@ -1,6 +1,11 @@
 """The ``elementwise`` CPU rule: injective kernels (layout transposes, padding,
 concatenation, standalone activations) get their loops fused, the outer part
-parallel and the inner part vectorised.
+parallel and the inner part vectorised, a few vectors at a time (one at a time
+where the block reads strided): LLVM's time to legalise a vector grows much
+faster than its width.  Vectorising each concatenated piece of a channel row
+whole (a pyramid-pooling head: four upsampled channels-first branches and the
+feature map, concatenated channels-last) made 512- to 2048-lane gathers that
+cost minutes of code generation for one kernel.
 
 Its block scheduler also serves the reduction rule, for the padding copies that
 rule keeps as separate loop nests.
@@ -101,9 +106,15 @@ def _schedule_strided_block(sch, block_rv, loops, extents, info: CpuInfo) -> Non
     if cuts and all(c % info.lanes == 0 for c in cuts) and inner_ext % info.lanes == 0:
         bounds = [0, *cuts, inner_ext]
         sizes = [b - a for a, b in zip(bounds, bounds[1:])]
-        pieces = sch.loop_partition(loops[-1], sizes[:-1] + [None])
-        for piece in pieces:      # (a piece may not start at 0, which split refuses)
-            sch.vectorize(piece)
+        # one vector per iteration: the pieces of a concatenation of channels-first
+        # branches read strided (a gather per lane), and LLVM's time for a gather
+        # grows much faster than its width.  Split before partitioning: a piece may
+        # not start at 0, which split refuses.
+        vec = info.lanes
+        chunks, _ = sch.split(loops[-1], [None, vec])
+        pieces = sch.loop_partition(chunks, [s // vec for s in sizes[:-1]] + [None])
+        for piece in pieces:      # each piece holds its own copy of the block
+            sch.vectorize(sch.get_loops(sch.get_child_blocks(piece)[0])[-1])
     elif inner_ext <= UNROLL_MAX_EXTENT:
         sch.unroll(loops[-1])
 
