@@ -1,7 +1,7 @@
 """DeepNumpy semantics beyond the corpus cases: NumPy shape mode, promotion, npx.reshape.
 
 Oracles are hand-computed values and NumPy itself (the semantics MXNet's
-numpy ops implement); the corpus cases are in ``test_wave2_ops.py``.
+numpy ops implement); the corpus cases are in ``test_deployment_format_ops.py``.
 """
 
 from __future__ import annotations

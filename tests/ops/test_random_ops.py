@@ -1,6 +1,6 @@
 """Seeding, pass safety and hand-checkable semantics of the random and loss ops.
 
-The wave-2 corpus checks each sampler's distribution (``test_wave2_ops.py``);
+The wave-2 corpus checks each sampler's distribution (``test_deployment_format_ops.py``);
 here: ``mxc.compiler.rng.seed`` makes runs reproducible and independent of the
 executor, passes never fold a sampler, and a few kernels are compared with an
 independent oracle (Python's ``colorsys`` for the hue rotation, brute-force path

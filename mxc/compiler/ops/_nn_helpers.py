@@ -1,8 +1,10 @@
 """Small helpers shared by the neural-network op families (nn_*.py, rnn.py).
 
 Not an op family itself (the leading underscore keeps :mod:`._load_all` from
-importing it as one): data-layout permutations, shape merging that names the
-op, sliding windows for convolution/pooling, and erf for GELU.
+importing it as one): data-layout permutations, sliding windows for
+convolution/pooling, and erf for GELU.  The helpers every family shares
+(:func:`~.common.attr_error`, :func:`~.common.merge_into`,
+:func:`~.common.numel` ...) are in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ import math
 
 import numpy as np
 
-from .common import fmt_shape, merge_shape
 from ...errors import AttributeInvalidError
-from .registry import Params, shape_error
 
 # ---------------------------------------------------------------------------
 # layouts
@@ -63,34 +63,8 @@ def array_from_cf(x: np.ndarray, layout: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# shapes
+# attribute defaults
 # ---------------------------------------------------------------------------
-
-def merge_into(p: Params, shapes: list, index: int, new, what: str) -> None:
-    """Merge partial shape *new* into ``shapes[index]``; conflicts name the op and *what*."""
-    if new is None:
-        return
-    try:
-        shapes[index] = merge_shape(shapes[index], tuple(new))
-    except ValueError:
-        raise shape_error(p, f"{what} has shape {fmt_shape(shapes[index])} but "
-                             f"{fmt_shape(tuple(new))} is required") from None
-
-
-def prod_or_none(dims) -> int | None:
-    n = 1
-    for d in dims:
-        if d is None:
-            return None
-        n *= d
-    return n
-
-
-def attr_error(p: Params, attr: str, message: str) -> AttributeInvalidError:
-    op = getattr(getattr(p, "node", None), "op", "?")
-    return AttributeInvalidError(f"operator {op} (node {p.node_ref}): attribute {attr}: "
-                                 f"{message}")
-
 
 def expand_tuple(value: tuple, n: int, default: int) -> tuple[int, ...]:
     """MXNet's empty-tuple defaults for stride/dilate/pad: () means *default* everywhere."""

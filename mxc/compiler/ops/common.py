@@ -1,5 +1,8 @@
-"""Building blocks shared by the op families: shape algebra and base classes.
+"""Building blocks shared by the op families: shape algebra, errors and base classes.
 
+This is the one home of the helpers every family needs (attribute errors,
+shape merging, element counts, axis checks, dtype unification); a family module
+imports them from here, never from another family, so each has one definition.
 Families subclass :class:`UnaryOp`, :class:`BinaryOp`, :class:`BroadcastOp`
 ... so each op definition is a few lines saying only what is particular to it.
 Shape conventions are those of :mod:`registry`: ``None`` is an unknown shape,
@@ -12,6 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ...errors import AttributeInvalidError
 from .registry import OpDef, Params, shape_error
 
 # ---------------------------------------------------------------------------
@@ -57,10 +61,13 @@ def fmt_shape(shape) -> str:
 
 
 def numel(shape) -> int | None:
-    if not is_known(shape):
+    """Number of elements of a (partial) shape; None when the shape or an extent is unknown."""
+    if shape is None:
         return None
     n = 1
     for d in shape:
+        if d is None:
+            return None
         n *= d
     return n
 
@@ -71,6 +78,60 @@ def normalize_axis(p: Params, axis: int, ndim: int, what: str = "axis") -> int:
     if not 0 <= a < ndim:
         raise shape_error(p, f"{what}={axis} is out of range for a {ndim}-D input")
     return a
+
+
+def check_axis(p: Params, axis: int, ndim: int, what: str = "axis") -> int:
+    """MXNet's CheckAxis: ``axis`` in ``[-ndim, ndim)``; 0-D arrays count as 1-D."""
+    if ndim == 0:
+        if axis not in (0, -1):
+            raise shape_error(p, f"{what}={axis} is out of range for a 0-D input")
+        return 0
+    return normalize_axis(p, axis, ndim, what)
+
+
+def merged_shape(p: Params, old, new, what: str):
+    """*old* and *new* (partial shapes) merged into one; a ShapeError naming *what* on conflict."""
+    try:
+        return merge_shape(old, new)
+    except ValueError:
+        raise shape_error(p, f"{what} has shape {fmt_shape(old)} but {fmt_shape(new)} "
+                             f"is required") from None
+
+
+def merge_into(p: Params, shapes: list, index: int, new, what: str) -> None:
+    """Merge partial shape *new* into ``shapes[index]`` in place (None leaves it alone)."""
+    if new is not None:
+        shapes[index] = merged_shape(p, shapes[index], tuple(new), what)
+
+
+def fill_one_unknown(shape: tuple, total: int | None) -> tuple:
+    """MXNet's reverse reshape inference: fill a single unknown extent from a size."""
+    if shape is None or total is None:
+        return shape
+    unknown = [i for i, d in enumerate(shape) if d is None]
+    if len(unknown) != 1:
+        return shape
+    known = numel([d for d in shape if d is not None])
+    if known == 0 or total % known:
+        return shape
+    out = list(shape)
+    out[unknown[0]] = total // known
+    return tuple(out)
+
+
+def attr_error(p: Params, attr: str, message: str, op: OpDef | str | None = None
+               ) -> AttributeInvalidError:
+    """An :class:`AttributeInvalidError` naming the op, the node, the attribute and its value.
+
+    *op* (an :class:`OpDef` or a name) defaults to the op of the node the
+    params were parsed for.
+    """
+    if op is None:
+        op = getattr(getattr(p, "node", None), "op", "?")
+    name = getattr(op, "name", op)
+    shown = f"{attr}={p[attr]!r}" if attr in p else attr
+    return AttributeInvalidError(f"operator {name} (node {p.node_ref}): attribute {shown} is "
+                                 f"invalid: {message}")
 
 
 def merge_all(p: Params, shapes: list, what: str = "inputs and outputs"):
@@ -115,6 +176,26 @@ def compute_dtype(dtype) -> np.dtype:
     """
     dt = np.dtype(dtype)
     return np.dtype(np.float32) if dt == np.float16 or dt.name == "bfloat16" else dt
+
+
+def is_integer_dtype(dtype) -> bool:
+    """Integer types in MXNet's sense (bool is not one)."""
+    return np.dtype(dtype).kind in "iu"
+
+
+def same_dtype(in_types: list, out_types: list, ins: Sequence[int] = (0,),
+               outs: Sequence[int] | None = None) -> tuple[list, list]:
+    """Unify the dtypes of the listed inputs and outputs (others are left alone)."""
+    outs = range(len(out_types)) if outs is None else outs
+    known = next((t for t in [in_types[i] for i in ins] + [out_types[i] for i in outs]
+                  if t is not None), None)
+    in_types, out_types = list(in_types), list(out_types)
+    if known is not None:
+        for i in ins:
+            in_types[i] = known
+        for i in outs:
+            out_types[i] = known
+    return in_types, out_types
 
 
 def contiguous(x) -> np.ndarray:

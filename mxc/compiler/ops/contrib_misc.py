@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into
-from .common import UnaryOp, compute_dtype, fmt_shape, merge_all
+from .common import compute_dtype, fmt_shape, merge_all, merge_into, UnaryOp
 from .registry import Attr, OpDef, optional, register_op, shape_error, to_bool, to_float, to_shape
 
 

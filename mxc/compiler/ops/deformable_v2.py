@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into
+from .common import merge_into
 from .registry import Attr, register_op, to_int
 from .vision_misc import DeformableConvolution
 

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merge_into
 from .detection_proposal import Proposal
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_float_tuple, \
     to_int
-from .shape_manip import attr_error
 
 
 @register_op("_contrib_MultiProposal")
@@ -135,7 +133,7 @@ class MultiBoxTarget(OpDef):
 
     def validate(self, p):
         if len(p.variances) != 4:
-            raise attr_error(self, p, "variances", "must have 4 entries")
+            raise attr_error(p, "variances", "must have 4 entries", op=self)
 
     def num_outputs(self, p):
         return 3

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape
+from .common import check_axis, fmt_shape
 from .registry import Attr, OpDef, register_op, shape_error, to_int
-from .shape_manip import check_axis
 
 
 @register_op("_contrib_boolean_mask", aliases=("_npi_boolean_mask",))

@@ -27,7 +27,8 @@ from typing import Callable
 import numpy as np
 
 from ...errors import AttributeInvalidError
-from .common import BinaryOp, ElemwiseShapeMixin, cast_to, compute_dtype, sum_to_shape
+from .common import (BinaryOp, ElemwiseShapeMixin, cast_to, compute_dtype, is_integer_dtype,
+                     sum_to_shape)
 from .registry import REQUIRED, Attr, OpDef, register_op, to_int
 
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -39,11 +40,6 @@ Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 def math_dtype(dtype) -> np.dtype:
     """Where MXNet's ``math::`` functions compute: double stays double, the rest float32."""
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
-
-
-def is_integer_dtype(dtype) -> bool:
-    """Integer types in MXNet's sense (bool is not one)."""
-    return np.dtype(dtype).kind in "iu"
 
 
 def to_dtype_trunc(x, dtype) -> np.ndarray:

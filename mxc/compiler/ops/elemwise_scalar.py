@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import ElemwiseShapeMixin, cast_to
-from .elemwise_binary import KERNELS, Kernel, is_integer_dtype, scalar_as, swapped, via_float
+from .common import cast_to, ElemwiseShapeMixin, is_integer_dtype
+from .elemwise_binary import KERNELS, Kernel, scalar_as, swapped, via_float
 from .registry import Attr, OpDef, register_op, to_bool, to_float
 
 SCALAR_ATTRS = {

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import attr_error
-from .common import fmt_shape
+from .common import attr_error, fmt_shape
 from .registry import (Attr, OpDef, Params, register_op, shape_error, to_bool, to_float_tuple,
                        to_int, to_shape)
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merged_shape
 from .random import RandomOp
 from .registry import Attr, register_op, shape_error, to_float
-from .shape_manip import attr_error, merge_into
 
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 _EIG = np.array([[55.46 * -0.5675, 4.794 * 0.7192, 1.148 * 0.4009],
@@ -110,7 +109,7 @@ class _RandomImageOp(RandomOp):
     """One HWC image in, one of the same shape and dtype out."""
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        s = merge_into(p, in_shapes[0], out_shapes[0], "data and output")
+        s = merged_shape(p, in_shapes[0], out_shapes[0], "data and output")
         if s is not None and len(s) != 3:
             raise shape_error(p, f"input image must have shape (height, width, channels), "
                                  f"got {fmt_shape(s)}")
@@ -149,8 +148,8 @@ class _EnhanceOp(_RandomImageOp):
 
     def validate(self, p):
         if p.min_factor < 0 or p.max_factor < p.min_factor:
-            raise attr_error(self, p, "max_factor", f"need 0 <= min_factor <= max_factor "
-                                                     f"(min_factor={p.min_factor})")
+            raise attr_error(p, "max_factor", f"need 0 <= min_factor <= max_factor "
+                                                     f"(min_factor={p.min_factor})", op=self)
 
     def augment(self, p, x, g):
         return type(self).adjust(x, g.uniform(p.min_factor, p.max_factor))

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import contiguous, fmt_shape, merge_all, normalize_axis
+from .common import (attr_error, check_axis, contiguous, fmt_shape, merge_all, merged_shape,
+                     normalize_axis, numel, same_dtype)
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool,
                        to_dtype, to_float, to_int, to_shape)
-from .shape_manip import attr_error, check_axis, merge_into, prod, same_dtype
 
 
 def as_index(idx: np.ndarray) -> np.ndarray:
@@ -57,7 +57,7 @@ class Take(_IndexDtypeMixin, OpDef):
                 raise shape_error(p, "take needs an input array of at least 1 dimension")
             axis = normalize_axis(p, p.axis, len(ashape))
             new = ashape[:axis] + tuple(ishape) + ashape[axis + 1:]
-            oshape = merge_into(p, oshape, new, "output shape")
+            oshape = merged_shape(p, oshape, new, "output shape")
         return [ashape, ishape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -87,7 +87,7 @@ class Pick(_IndexDtypeMixin, OpDef):
 
     def validate(self, p):
         if p.axis is None:
-            raise attr_error(self, p, "axis", "axis=None is not supported by pick; give an axis")
+            raise attr_error(p, "axis", "axis=None is not supported by pick; give an axis", op=self)
 
     def _shapes(self, p, dshape):
         """(output shape, index shape) for a data shape."""
@@ -103,8 +103,8 @@ class Pick(_IndexDtypeMixin, OpDef):
         oshape = out_shapes[0]
         if dshape is not None:
             out, idx = self._shapes(p, dshape)
-            oshape = merge_into(p, oshape, out, "output shape")
-            ishape = merge_into(p, ishape, idx, "index shape")
+            oshape = merged_shape(p, oshape, out, "output shape")
+            ishape = merged_shape(p, ishape, idx, "index shape")
         return [dshape, ishape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -128,13 +128,13 @@ class BatchTake(OpDef):
         ashape, ishape = in_shapes
         oshape = out_shapes[0]
         if ishape is not None:
-            oshape = merge_into(p, oshape, ishape, "output shape")
+            oshape = merged_shape(p, oshape, ishape, "output shape")
         elif oshape is not None:
             ishape = oshape
         if ashape is not None:
             if len(ashape) < 2:
                 raise shape_error(p, "batch_take needs a data array of at least 2 dimensions")
-            rows, n = prod(ashape[:-1]), prod(oshape) if oshape is not None else None
+            rows, n = numel(ashape[:-1]), numel(oshape) if oshape is not None else None
             if rows is not None and n is not None and rows != n:
                 raise shape_error(p, f"indices of {n} elements do not match the {rows} rows of "
                                      f"{fmt_shape(ashape)}")
@@ -167,12 +167,12 @@ class OneHot(OpDef):
 
     def validate(self, p):
         if p.depth < 0:
-            raise attr_error(self, p, "depth", "must be non-negative")
+            raise attr_error(p, "depth", "must be non-negative", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         ishape, oshape = in_shapes[0], out_shapes[0]
         if ishape is not None:
-            oshape = merge_into(p, oshape, tuple(ishape) + (p.depth,), "output shape")
+            oshape = merged_shape(p, oshape, tuple(ishape) + (p.depth,), "output shape")
         elif oshape is not None:
             ishape = oshape[:-1]
         return [ishape], [oshape]
@@ -216,7 +216,7 @@ class GatherND(_IndexDtypeMixin, OpDef):
             m = _nd_index(p, ishape, len(dshape))
             if m is not None:
                 new = tuple(ishape[1:]) + tuple(dshape[m:])
-                oshape = merge_into(p, oshape, new, "output shape")
+                oshape = merged_shape(p, oshape, new, "output shape")
         return [dshape, ishape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -245,11 +245,11 @@ class ScatterND(_IndexDtypeMixin, OpDef):
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, ishape = in_shapes
-        oshape = merge_into(p, out_shapes[0], tuple(p.shape), "output shape")
+        oshape = merged_shape(p, out_shapes[0], tuple(p.shape), "output shape")
         if ishape is not None:
             m = _nd_index(p, ishape, len(oshape))
             if m is not None:
-                dshape = merge_into(p, dshape, tuple(ishape[1:]) + tuple(oshape[m:]),
+                dshape = merged_shape(p, dshape, tuple(ishape[1:]) + tuple(oshape[m:]),
                                     "data shape")
         return [dshape, ishape], [oshape]
 
@@ -309,7 +309,7 @@ class RavelMultiIndex(_IndexDtypeMixin, OpDef):
 
     def validate(self, p):
         if not p.shape:
-            raise attr_error(self, p, "shape", "must not be empty")
+            raise attr_error(p, "shape", "must not be empty", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
@@ -317,9 +317,9 @@ class RavelMultiIndex(_IndexDtypeMixin, OpDef):
         if dshape is not None:
             if len(dshape) != 2 or (dshape[0] is not None and dshape[0] != nd):
                 raise shape_error(p, f"input must be 2-D with {nd} rows, got {fmt_shape(dshape)}")
-            oshape = merge_into(p, oshape, (dshape[1],), "output shape")
+            oshape = merged_shape(p, oshape, (dshape[1],), "output shape")
         if oshape is not None:
-            dshape = merge_into(p, dshape, (nd, oshape[0]), "input shape")
+            dshape = merged_shape(p, dshape, (nd, oshape[0]), "input shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -340,13 +340,13 @@ class UnravelIndex(_IndexDtypeMixin, OpDef):
 
     def validate(self, p):
         if not p.shape:
-            raise attr_error(self, p, "shape", "must not be empty")
+            raise attr_error(p, "shape", "must not be empty", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         nd = len(p.shape)
         if dshape is not None:
-            oshape = merge_into(p, oshape, (nd,) + tuple(dshape), "output shape")
+            oshape = merged_shape(p, oshape, (nd,) + tuple(dshape), "output shape")
         elif oshape is not None:
             if oshape[0] is not None and oshape[0] != nd:
                 raise shape_error(p, f"output must have {nd} rows, got {fmt_shape(oshape)}")
@@ -380,19 +380,19 @@ class Embedding(OpDef):
     def validate(self, p):
         for name in ("input_dim", "output_dim"):
             if p[name] < 1:
-                raise attr_error(self, p, name, "must be at least 1")
+                raise attr_error(p, name, "must be at least 1", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, wshape = in_shapes
         oshape = out_shapes[0]
-        wshape = merge_into(p, wshape, (p.input_dim, p.output_dim), "weight shape")
+        wshape = merged_shape(p, wshape, (p.input_dim, p.output_dim), "weight shape")
         if dshape is not None:
-            oshape = merge_into(p, oshape, tuple(dshape) + (p.output_dim,), "output shape")
+            oshape = merged_shape(p, oshape, tuple(dshape) + (p.output_dim,), "output shape")
         if oshape is not None:
             if oshape[-1] is not None and oshape[-1] != p.output_dim:
                 raise shape_error(p, f"output {fmt_shape(oshape)} must end in output_dim="
                                      f"{p.output_dim}")
-            dshape = merge_into(p, dshape, tuple(oshape[:-1]), "data shape")
+            dshape = merged_shape(p, dshape, tuple(oshape[:-1]), "data shape")
         return [dshape, wshape], [oshape]
 
     def infer_type(self, p, in_types, out_types):

@@ -16,10 +16,9 @@ import math
 
 import numpy as np
 
-from .common import from_mxnet_shape, is_known
+from .common import attr_error, check_axis, from_mxnet_shape, is_known, merged_shape
 from .registry import (DTYPE_FROM_FLAG, Attr, OpDef, optional, register_op, shape_error, to_bool,
                        to_dtype, to_float, to_int, to_shape, to_str)
-from .shape_manip import attr_error, check_axis, merge_into
 
 
 def _out_shape(p, ctx) -> tuple:
@@ -53,9 +52,9 @@ class _InitOp(OpDef):
     def infer_shape(self, p, in_shapes, out_shapes):
         oshape = out_shapes[0]
         if p.np_shape:  # NumPy shape semantics: () is 0-d, 0 an empty extent
-            oshape = merge_into(p, oshape, tuple(p.shape), "output shape")
+            oshape = merged_shape(p, oshape, tuple(p.shape), "output shape")
         elif p.shape:  # () is an unknown shape in MXNet's legacy mode
-            oshape = merge_into(p, oshape, from_mxnet_shape(p.shape), "output shape")
+            oshape = merged_shape(p, oshape, from_mxnet_shape(p.shape), "output shape")
         return list(in_shapes), [oshape]
 
     def infer_type(self, p, in_types, out_types):
@@ -102,15 +101,15 @@ class Eye(OpDef):
 
     def validate(self, p):
         if p.N < 0:
-            raise attr_error(self, p, "N", "must be non-negative")
+            raise attr_error(p, "N", "must be non-negative", op=self)
         if p.M < 0:
-            raise attr_error(self, p, "M", "must be non-negative")
+            raise attr_error(p, "M", "must be non-negative", op=self)
 
     def _shape(self, p):
         return (p.N, p.M if p.M > 0 else p.N)
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        return list(in_shapes), [merge_into(p, out_shapes[0], self._shape(p), "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], self._shape(p), "output shape")]
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [p.dtype]
@@ -150,9 +149,9 @@ class Arange(OpDef):
 
     def validate(self, p):
         if p.step == 0:
-            raise attr_error(self, p, "step", "cannot be 0")
+            raise attr_error(p, "step", "cannot be 0", op=self)
         if p.repeat <= 0:
-            raise attr_error(self, p, "repeat", "must be positive")
+            raise attr_error(p, "repeat", "must be positive", op=self)
 
     def _range(self, p):
         """(start, stop) after MXNet's rule: a lone value is the stop."""
@@ -171,7 +170,7 @@ class Arange(OpDef):
 
     def infer_shape(self, p, in_shapes, out_shapes):
         size = self._size(p)
-        return list(in_shapes), [merge_into(p, out_shapes[0], (size,), "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], (size,), "output shape")]
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [p.dtype]
@@ -205,7 +204,7 @@ class ArangeLike(OpDef):
 
     def validate(self, p):
         if p.repeat <= 0:
-            raise attr_error(self, p, "repeat", "must be positive")
+            raise attr_error(p, "repeat", "must be positive", op=self)
 
     def _shape(self, p, dshape):
         if p.axis is None:
@@ -215,7 +214,7 @@ class ArangeLike(OpDef):
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None:
-            oshape = merge_into(p, oshape, self._shape(p, dshape), "output shape")
+            oshape = merged_shape(p, oshape, self._shape(p, dshape), "output shape")
         elif oshape is not None and p.axis is None:
             dshape = oshape
         return [dshape], [oshape]
@@ -242,7 +241,7 @@ class ZerosWithoutDtype(_InitOp):
     def validate(self, p):
         if p.dtype not in DTYPE_FROM_FLAG:
             codes = ", ".join(f"{k}={v}" for k, v in DTYPE_FROM_FLAG.items())
-            raise attr_error(self, p, "dtype", f"must be an integer type code ({codes})")
+            raise attr_error(p, "dtype", f"must be an integer type code ({codes})", op=self)
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [DTYPE_FROM_FLAG[p.dtype]]
@@ -267,10 +266,10 @@ class Linspace(OpDef):
 
     def validate(self, p):
         if p.num < 0:
-            raise attr_error(self, p, "num", "must be non-negative")
+            raise attr_error(p, "num", "must be non-negative", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        return list(in_shapes), [merge_into(p, out_shapes[0], (p.num,), "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], (p.num,), "output shape")]
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [p.dtype]

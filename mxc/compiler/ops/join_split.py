@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape, merge_all, normalize_axis
+from .common import attr_error, check_axis, fmt_shape, merge_all, merged_shape, normalize_axis, numel
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool,
                        to_float, to_int, to_shape)
-from .shape_manip import attr_error, check_axis, merge_into, prod
 
 
 def _num_args_names(n: int) -> list[str]:
@@ -26,7 +25,7 @@ class _VarArgOp(OpDef):
 
     def validate(self, p):
         if p.num_args < 1:
-            raise attr_error(self, p, "num_args", "must be at least 1")
+            raise attr_error(p, "num_args", "must be at least 1", op=self)
 
 
 @register_op("Concat", aliases=("concat",))
@@ -54,10 +53,10 @@ class Concat(_VarArgOp):
         ins = []
         for s in in_shapes:
             s = s if s is not None else off_axis(common)
-            ins.append(merge_into(p, s, off_axis(common), "input shape"))
+            ins.append(merged_shape(p, s, off_axis(common), "input shape"))
         sizes = [s[axis] for s in ins]
         total = None if None in sizes else sum(sizes)
-        out = merge_into(p, out_shapes[0], common[:axis] + (total,) + common[axis + 1:],
+        out = merged_shape(p, out_shapes[0], common[:axis] + (total,) + common[axis + 1:],
                          "output shape")
         # one input of unknown extent along the axis follows from the output
         missing = [i for i, d in enumerate(sizes) if d is None]
@@ -90,8 +89,8 @@ class Stack(_VarArgOp):
         if data is None:
             return list(in_shapes), list(out_shapes)
         axis = check_axis(p, p.axis, len(data) + 1)
-        oshape = merge_into(p, oshape, data[:axis] + (p.num_args,) + data[axis:], "output shape")
-        data = merge_into(p, data, oshape[:axis] + oshape[axis + 1:], "input shape")
+        oshape = merged_shape(p, oshape, data[:axis] + (p.num_args,) + data[axis:], "output shape")
+        data = merged_shape(p, data, oshape[:axis] + oshape[axis + 1:], "input shape")
         return [data] * len(in_shapes), [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -133,7 +132,7 @@ class _SplitBase(OpDef):
         axis = self._axis(p, len(dshape))
         bounds = self._bounds(p, dshape[axis])
         for i in range(n):
-            outs[i] = merge_into(p, outs[i], self._split_shape(p, dshape, *bounds[i], axis),
+            outs[i] = merged_shape(p, outs[i], self._split_shape(p, dshape, *bounds[i], axis),
                                  f"output {i} shape")
         # back-propagate the off-axis extents and, when possible, the axis extent
         off = [o[:axis] + o[axis + (0 if p.squeeze_axis else 1):] for o in outs]
@@ -144,11 +143,11 @@ class _SplitBase(OpDef):
             sizes = [o[axis] for o in outs]
             axis_ext = None if None in sizes else sum(sizes)
         back = common[:axis] + (axis_ext,) + common[axis:]
-        dshape = merge_into(p, dshape, back, "input shape")
+        dshape = merged_shape(p, dshape, back, "input shape")
         if dshape[axis] is not None and any(None in b for b in bounds):
             bounds = self._bounds(p, dshape[axis])
             for i in range(n):
-                outs[i] = merge_into(p, outs[i], self._split_shape(p, dshape, *bounds[i], axis),
+                outs[i] = merged_shape(p, outs[i], self._split_shape(p, dshape, *bounds[i], axis),
                                      f"output {i} shape")
         return [dshape], outs
 
@@ -177,7 +176,7 @@ class SliceChannel(_SplitBase):
 
     def validate(self, p):
         if p.num_outputs < 1:
-            raise attr_error(self, p, "num_outputs", "must be at least 1")
+            raise attr_error(p, "num_outputs", "must be at least 1", op=self)
 
     def num_outputs(self, p):
         return p.num_outputs
@@ -210,9 +209,9 @@ class SplitV2(_SplitBase):
 
     def validate(self, p):
         if p.sections < 0:
-            raise attr_error(self, p, "sections", "must be non-negative")
+            raise attr_error(p, "sections", "must be non-negative", op=self)
         if p.sections == 0 and not p.indices:
-            raise attr_error(self, p, "indices", "must not be empty when sections=0")
+            raise attr_error(p, "indices", "must not be empty when sections=0", op=self)
 
     def num_outputs(self, p):
         return p.sections if p.sections > 0 else len(p.indices)
@@ -245,19 +244,19 @@ class Tile(OpDef):
 
     def validate(self, p):
         if any(r < 0 for r in p.reps):
-            raise attr_error(self, p, "reps", "entries must be non-negative")
+            raise attr_error(p, "reps", "entries must be non-negative", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is None:
             return [dshape], [oshape]
         if not p.reps:
-            return [dshape], [merge_into(p, oshape, dshape, "output shape")]
+            return [dshape], [merged_shape(p, oshape, dshape, "output shape")]
         n = max(len(dshape), len(p.reps))
         d = (1,) * (n - len(dshape)) + tuple(dshape)
         r = (1,) * (n - len(p.reps)) + tuple(p.reps)
         new = tuple(None if a is None else a * b for a, b in zip(d, r))
-        return [dshape], [merge_into(p, oshape, new, "output shape")]
+        return [dshape], [merged_shape(p, oshape, new, "output shape")]
 
     def forward(self, p, inputs, ctx):
         return [np.tile(inputs[0], p.reps) if p.reps else inputs[0].copy()]
@@ -271,22 +270,22 @@ class Repeat(OpDef):
 
     def validate(self, p):
         if p.repeats < 0:
-            raise attr_error(self, p, "repeats", "cannot be negative")
+            raise attr_error(p, "repeats", "cannot be negative", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if p.repeats == 0:
-            return [dshape], [merge_into(p, oshape, (0,), "output shape")]
+            return [dshape], [merged_shape(p, oshape, (0,), "output shape")]
         if dshape is None:
             return [dshape], [oshape]
         if p.axis is None:
-            n = prod(dshape)
+            n = numel(dshape)
             new = (None if n is None else n * p.repeats,)
         else:
             axis = normalize_axis(p, p.axis, len(dshape))
             new = tuple(None if d is None else (d * p.repeats if i == axis else d)
                         for i, d in enumerate(dshape))
-        return [dshape], [merge_into(p, oshape, new, "output shape")]
+        return [dshape], [merged_shape(p, oshape, new, "output shape")]
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
@@ -333,7 +332,7 @@ class Pad(OpDef):
 
     def validate(self, p):
         if any(w < 0 for w in p.pad_width):
-            raise attr_error(self, p, "pad_width", "entries must be non-negative")
+            raise attr_error(p, "pad_width", "entries must be non-negative", op=self)
 
     def _check(self, p, dshape):
         rank = len(dshape)
@@ -359,10 +358,10 @@ class Pad(OpDef):
         w = p.pad_width
         new = tuple(None if d is None else d + w[2 * i] + w[2 * i + 1]
                     for i, d in enumerate(dshape))
-        oshape = merge_into(p, oshape, new, "output shape")
+        oshape = merged_shape(p, oshape, new, "output shape")
         back = tuple(None if d is None else d - w[2 * i] - w[2 * i + 1]
                      for i, d in enumerate(oshape))
-        return [merge_into(p, dshape, back, "input shape")], [oshape]
+        return [merged_shape(p, dshape, back, "input shape")], [oshape]
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
@@ -387,11 +386,11 @@ class Crop(_VarArgOp):
 
     def validate(self, p):
         if p.num_args not in (1, 2):
-            raise attr_error(self, p, "num_args", "must be 1 or 2")
+            raise attr_error(p, "num_args", "must be 1 or 2", op=self)
         if len(p.offset) != 2:
-            raise attr_error(self, p, "offset", "must have two entries (y, x)")
+            raise attr_error(p, "offset", "must have two entries (y, x)", op=self)
         if len(p.h_w) != 2:
-            raise attr_error(self, p, "h_w", "must have two entries (h, w)")
+            raise attr_error(p, "h_w", "must have two entries (h, w)", op=self)
 
     def _crop_hw(self, p, dshape, like):
         if p.num_args == 1:
@@ -414,7 +413,7 @@ class Crop(_VarArgOp):
             raise shape_error(p, f"Crop needs a 4-D (N, C, H, W) input, got {fmt_shape(dshape)}")
         like = in_shapes[1] if p.num_args == 2 else None
         h, w = self._crop_hw(p, dshape, like)
-        oshape = merge_into(p, oshape, (dshape[0], dshape[1], h, w), "output shape")
+        oshape = merged_shape(p, oshape, (dshape[0], dshape[1], h, w), "output shape")
         return list(in_shapes), [oshape]
 
     def forward(self, p, inputs, ctx):

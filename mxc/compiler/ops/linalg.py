@@ -24,11 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ExecutionError
-from ._nn_helpers import merge_into
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merge_into
 from .nn_dense import LinalgGemm2
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int
-from .shape_manip import attr_error
 
 _FLOATS = ("float32", "float64")
 
@@ -525,7 +523,7 @@ class KhatriRao(OpDef):
 
     def validate(self, p):
         if p.num_args < 1:
-            raise attr_error(self, p, "num_args", "must be >= 1")
+            raise attr_error(p, "num_args", "must be >= 1", op=self)
 
     def input_names(self, p):
         return [f"arg{i}" for i in range(p.num_args)]

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into
-from .common import UnaryOp, cast_to, compute_dtype, fmt_shape, merge_all
+from .common import cast_to, compute_dtype, fmt_shape, merge_all, merge_into, UnaryOp
 from .elemwise_scalar import SCALAR_ATTRS, ScalarOp
 from .registry import Attr, OpDef, enum, register_op, shape_error, to_bool, to_float
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into, prod_or_none
-from .common import cast_to, compute_dtype, fmt_shape, merge_all
+from .common import cast_to, compute_dtype, fmt_shape, merge_all, merge_into, numel
 from .nn_activation import softmax
 from .registry import Attr, OpDef, enum, register_op, shape_error, to_bool, to_float
 
@@ -50,7 +49,7 @@ class SoftmaxOutput(OpDef):
         if p.multi_output:
             if len(d) < 2:
                 raise shape_error(p, f"multi_output needs data of rank >= 2, got {fmt_shape(d)}")
-            rest = prod_or_none(d[2:])
+            rest = numel(d[2:])
             shape1 = (d[0], rest)
             shape2 = (d[0], *d[2:])
             shape3 = (d[0], 1, *d[2:])
@@ -111,7 +110,7 @@ class _RegressionOutput(OpDef):
         if lab is None:
             ins[1] = (d[0],) if len(d) == 2 and d[1] == 1 else d
         else:
-            n_lab, n_dat = prod_or_none(lab), prod_or_none(d)
+            n_lab, n_dat = numel(lab), numel(d)
             if (lab[0] is not None and d[0] is not None and lab[0] != d[0]) or \
                     (n_lab is not None and n_dat is not None and n_lab != n_dat):
                 raise shape_error(p, f"label shape {fmt_shape(lab)} is inconsistent with data "

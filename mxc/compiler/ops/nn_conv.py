@@ -19,9 +19,9 @@ import itertools
 
 import numpy as np
 
-from ._nn_helpers import (DEFAULT_LAYOUT, LegacySchema, array_from_cf, array_to_cf, attr_error,
-                          expand_tuple, merge_into, shape_from_cf, shape_to_cf, windows)
-from .common import cast_to, compute_dtype, fmt_shape
+from ._nn_helpers import (DEFAULT_LAYOUT, LegacySchema, array_from_cf, array_to_cf, expand_tuple,
+                          shape_from_cf, shape_to_cf, windows)
+from .common import attr_error, cast_to, compute_dtype, fmt_shape, merge_into
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_int, \
     to_shape
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import attr_error, merge_into, prod_or_none
-from .common import cast_to, compute_dtype, fmt_shape, merge_all, normalize_axis
+from .common import (attr_error, cast_to, compute_dtype, fmt_shape, merge_all, merge_into,
+                     normalize_axis, numel)
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_float, \
     to_int, to_shape
 
@@ -51,7 +51,7 @@ class FullyConnected(OpDef):
         if len(d) < 1:
             raise shape_error(p, "data must have at least one dimension")
         nh = p.num_hidden
-        in_units = prod_or_none(d[1:]) if p.flatten else d[-1]
+        in_units = numel(d[1:]) if p.flatten else d[-1]
         if p.flatten and len(d) == 1:
             in_units = 1
         merge_into(p, ins, 1, (nh, in_units), "weight")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import LegacySchema, attr_error, merge_into
-from .common import cast_to, compute_dtype, fmt_shape, merge_all, normalize_axis
+from ._nn_helpers import LegacySchema
+from .common import (attr_error, cast_to, compute_dtype, fmt_shape, merge_all, merge_into,
+                     normalize_axis)
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_float, \
     to_int, to_str
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merge_into
 from .registry import Attr, OpDef, register_op, shape_error, to_shape
-from .shape_manip import attr_error
 
 
 class _PatchOp(OpDef):
@@ -27,11 +25,11 @@ class _PatchOp(OpDef):
 
     def validate(self, p):
         if len(p.kernel) != 2:
-            raise attr_error(self, p, "kernel",
-                             "only 2-D kernels are supported (as on MXNet's CPU)")
+            raise attr_error(p, "kernel",
+                             "only 2-D kernels are supported (as on MXNet's CPU)", op=self)
         for name in ("stride", "dilate", "pad"):
             if p[name] and len(p[name]) != 2:
-                raise attr_error(self, p, name, "must have 2 entries like kernel")
+                raise attr_error(p, name, "must have 2 entries like kernel", op=self)
 
     def geometry(self, p, h: int, w: int):
         """(stride, dilate, pad, out_h, out_w) for an ``h x w`` image."""
@@ -92,7 +90,7 @@ class Col2im(_PatchOp):
     def validate(self, p):
         super().validate(p)
         if len(p.output_size) != 2:
-            raise attr_error(self, p, "output_size", "must be (H, W)")
+            raise attr_error(p, "output_size", "must be (H, W)", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         outs = list(out_shapes)

@@ -47,18 +47,24 @@ def _saturate_round(x, dtype):
     return np.clip(np.rint(x), info.min, info.max).astype(dtype)
 
 
-def _quantize_out_type(p) -> str:
-    """MXNet's GetQuantizeOutputType: ``auto`` is uint8 for a calibrated min >= 0."""
-    if p.out_type == "auto":
-        if (p.min_calib_range is not None and p.max_calib_range is not None
-                and p.min_calib_range >= 0.0):
-            return "uint8"
-        return "int8"
-    return p.out_type
-
-
 class _RangeOutputsMixin:
-    """Three outputs: the data plus ``(1,)`` min and max ranges."""
+    """Three outputs: the data plus ``(1,)`` min and max ranges.
+
+    Also the two attribute facts quantize_v2 and requantize share, which
+    their TVM lowerings read from here rather than re-deriving them.
+    """
+
+    def calibrated(self, p) -> bool:
+        """True when both calibration bounds are given (else ranges come from the data)."""
+        return p.min_calib_range is not None and p.max_calib_range is not None
+
+    def out_type(self, p) -> str:
+        """MXNet's GetQuantizeOutputType: ``auto`` is uint8 for a calibrated min >= 0."""
+        if p.out_type == "auto":
+            if self.calibrated(p) and p.min_calib_range >= 0.0:
+                return "uint8"
+            return "int8"
+        return p.out_type
 
     def num_outputs(self, p):
         return 3
@@ -97,11 +103,11 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
         if in_types[0] is not None and in_types[0] not in ("float32", "int8", "uint8"):
             raise DTypeError(f"operator _contrib_quantize_v2 (node {p.node_ref}): input "
                              f"must be float32, int8 or uint8, got {in_types[0]}")
-        return list(in_types), [_quantize_out_type(p), "float32", "float32"]
+        return list(in_types), [self.out_type(p), "float32", "float32"]
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
-        calib = p.min_calib_range is not None and p.max_calib_range is not None
+        calib = self.calibrated(p)
         if x.dtype in (np.int8, np.uint8):
             if calib:
                 lo, hi = _F(p.min_calib_range), _F(p.max_calib_range)
@@ -109,14 +115,14 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
                 lo, hi = _F(0), _F(255)
             else:
                 lo, hi = _F(-127), _F(127)
-            return [x.astype(_quantize_out_type(p)), _range_out(lo), _range_out(hi)]
+            return [x.astype(self.out_type(p)), _range_out(lo), _range_out(hi)]
         xf = x.astype(_F, copy=False)
         if calib:
             lo, hi = _F(p.min_calib_range), _F(p.max_calib_range)
         else:
             lo, hi = _F(xf.min()), _F(xf.max())
         real = _max_abs(lo, hi)
-        if _quantize_out_type(p) == "uint8":
+        if self.out_type(p) == "uint8":
             q = _saturate_round(xf * _F(K_UINT8_RANGE / real), np.uint8)
             return [q, _range_out(lo), _range_out(hi)]
         q = _saturate_round(xf * _F(K_INT8_RANGE / real), np.int8)
@@ -169,18 +175,18 @@ class Requantize(_RangeOutputsMixin, OpDef):
             raise DTypeError(f"operator _contrib_requantize (node {p.node_ref}): input "
                              f"must be int32, got {in_types[0]}")
         return (["int32", "float32", "float32"],
-                [_quantize_out_type(p), "float32", "float32"])
+                [self.out_type(p), "float32", "float32"])
 
     def forward(self, p, inputs, ctx):
         x, lo, hi = inputs
         in_range = _max_abs(_scalar(lo), _scalar(hi))
-        if p.min_calib_range is not None and p.max_calib_range is not None:
+        if self.calibrated(p):
             real = _max_abs(p.min_calib_range, p.max_calib_range)
         else:
             data_range = int(np.abs(x.astype(np.int64)).max()) if x.size else 0
             real = _F(_F(data_range) * in_range / _INT32_RANGE)
         first = _F(in_range / _INT32_RANGE)
-        if _quantize_out_type(p) == "uint8":
+        if self.out_type(p) == "uint8":
             scale = _F(first * _F(_F(255) / real))
             q = _saturate_round(x.astype(_F) * scale, np.uint8)
             return [q, _range_out(_F(0)), _range_out(real)]

@@ -25,11 +25,10 @@ from typing import Callable
 import numpy as np
 
 from .. import rng
-from .common import fmt_shape, from_mxnet_shape, is_known
+from .common import attr_error, fmt_shape, from_mxnet_shape, is_known, merged_shape
 from .init import _out_shape
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_dtype,
                        to_float, to_int, to_shape, to_str)
-from .shape_manip import attr_error, merge_into
 
 
 def _gamma_poisson(g: np.random.Generator, mu, alpha, size):
@@ -102,7 +101,7 @@ class _RandomOp(RandomOp):
     def infer_shape(self, p, in_shapes, out_shapes):
         oshape = out_shapes[0]
         if p.shape:
-            oshape = merge_into(p, oshape, from_mxnet_shape(p.shape), "output shape")
+            oshape = merged_shape(p, oshape, from_mxnet_shape(p.shape), "output shape")
         return list(in_shapes), [oshape]
 
     def infer_type(self, p, in_types, out_types):
@@ -120,7 +119,7 @@ class _RandomLikeOp(RandomOp):
     dist = ""
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        s = merge_into(p, in_shapes[0], out_shapes[0], "data and output")
+        s = merged_shape(p, in_shapes[0], out_shapes[0], "data and output")
         return [s], [s]
 
     def forward(self, p, inputs, ctx):
@@ -140,12 +139,12 @@ class _SampleOp(RandomOp):
         base = None
         for i, s in enumerate(ins):
             if s is not None:
-                base = merge_into(p, base, s, f"parameter {self.arguments[i]}")
+                base = merged_shape(p, base, s, f"parameter {self.arguments[i]}")
         if base is None and is_known(out_shapes[0]) and len(out_shapes[0]) >= len(p.shape):
             base = tuple(out_shapes[0][:len(out_shapes[0]) - len(p.shape)])
         if base is None:
             return ins, list(out_shapes)
-        out = merge_into(p, out_shapes[0], tuple(base) + tuple(p.shape), "output shape")
+        out = merged_shape(p, out_shapes[0], tuple(base) + tuple(p.shape), "output shape")
         return [base] * len(ins), [out]
 
     def infer_type(self, p, in_types, out_types):
@@ -200,7 +199,7 @@ class RandomRandint(RandomOp):
 
     def validate(self, p):
         if p.high <= p.low:
-            raise attr_error(self, p, "high", f"must exceed low={p.low}")
+            raise attr_error(p, "high", f"must exceed low={p.low}", op=self)
 
     infer_shape = _RandomOp.infer_shape
 
@@ -236,7 +235,7 @@ class SampleMultinomial(RandomOp):
         if len(d) < 1:
             raise shape_error(p, f"data must have rank >= 1, got {fmt_shape(d)}")
         out = tuple(d[:-1]) + tuple(p.shape)
-        return list(in_shapes), [merge_into(p, s, out, "output") for s in out_shapes]
+        return list(in_shapes), [merged_shape(p, s, out, "output") for s in out_shapes]
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [p.dtype] + [in_types[0]] * (self.num_outputs(p) - 1)
@@ -272,16 +271,16 @@ class SampleUniqueZipfian(RandomOp):
 
     def validate(self, p):
         if len(p.shape) != 2:
-            raise attr_error(self, p, "shape", "must be (batch, num_sampled)")
+            raise attr_error(p, "shape", "must be (batch, num_sampled)", op=self)
         if p.shape[1] > p.range_max:
-            raise attr_error(self, p, "range_max", f"must be at least num_sampled={p.shape[1]}")
+            raise attr_error(p, "range_max", f"must be at least num_sampled={p.shape[1]}", op=self)
 
     def num_outputs(self, p):
         return 2
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        return [], [merge_into(p, out_shapes[0], tuple(p.shape), "samples"),
-                    merge_into(p, out_shapes[1], (p.shape[0],), "num_tries")]
+        return [], [merged_shape(p, out_shapes[0], tuple(p.shape), "samples"),
+                    merged_shape(p, out_shapes[1], (p.shape[0],), "num_tries")]
 
     def infer_type(self, p, in_types, out_types):
         return [], ["int64", "int64"]
@@ -307,7 +306,7 @@ class Shuffle(RandomOp):
     """A random permutation of the first axis."""
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        s = merge_into(p, in_shapes[0], out_shapes[0], "data and output")
+        s = merged_shape(p, in_shapes[0], out_shapes[0], "data and output")
         return [s], [s]
 
     def forward(self, p, inputs, ctx):

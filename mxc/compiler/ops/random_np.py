@@ -24,11 +24,10 @@ from typing import Callable
 
 import numpy as np
 
-from .common import broadcast_shapes, is_known
+from .common import attr_error, broadcast_shapes, is_known, merged_shape
 from .random import RandomOp
 from .registry import (Attr, enum, optional, register_op, shape_error, to_bool, to_float,
                        to_float_tuple, to_int, to_shape, to_str)
-from .shape_manip import attr_error, merge_into
 
 _FLOAT_DTYPE = enum("float32", "float64", "float16")
 
@@ -111,7 +110,7 @@ class NpSampler(RandomOp):
 
     def infer_shape(self, p, in_shapes, out_shapes):
         out = self.out_shape(p, list(in_shapes))
-        outs = [merge_into(p, s, out, "output") for s in out_shapes]
+        outs = [merged_shape(p, s, out, "output") for s in out_shapes]
         return list(in_shapes), outs
 
     def out_dtype(self, p) -> str:
@@ -170,7 +169,7 @@ class NpBernoulli(NpSampler):
 
     def validate(self, p):
         if p.prob is not None and p.logit is not None:
-            raise attr_error(self, p, "logit", "give prob or logit, not both")
+            raise attr_error(p, "logit", "give prob or logit, not both", op=self)
 
     def input_names(self, p):
         return ["input1"] if p.prob is None and p.logit is None else []

@@ -18,9 +18,8 @@ import math
 
 import numpy as np
 
-from .common import fmt_shape
+from .common import fmt_shape, merged_shape
 from .registry import Attr, OpDef, register_op, shape_error, to_bool
-from .shape_manip import merge_into
 
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
@@ -75,10 +74,10 @@ class _PdfOp(OpDef):
 
     def infer_shape(self, p, in_shapes, out_shapes):
         ins, outs = list(in_shapes), list(out_shapes)
-        sample = merge_into(p, ins[0], outs[0], "sample and output")
+        sample = merged_shape(p, ins[0], outs[0], "sample and output")
         params = None
         for i, s in enumerate(ins[1:], 1):
-            params = merge_into(p, params, s, f"parameter {self.arguments[i]}")
+            params = merged_shape(p, params, s, f"parameter {self.arguments[i]}")
         if sample is not None and params is not None:
             if len(params) > len(sample) or any(
                     a is not None and b is not None and a != b
@@ -117,7 +116,7 @@ class PdfDirichlet(OpDef):
         if sample is not None:
             if len(sample) < 1:
                 raise shape_error(p, "sample must have rank >= 1")
-            outs[0] = merge_into(p, outs[0], tuple(sample[:-1]), "output")
+            outs[0] = merged_shape(p, outs[0], tuple(sample[:-1]), "output")
             if alpha is not None and (len(alpha) > len(sample) or alpha[-1] != sample[-1]):
                 raise shape_error(p, f"alpha {fmt_shape(alpha)} does not fit sample "
                                      f"{fmt_shape(sample)}")

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import compute_dtype
+from .common import attr_error, check_axis, compute_dtype, merged_shape, same_dtype
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool,
                        to_int, to_shape)
-from .shape_manip import attr_error, check_axis, merge_into, same_dtype
 
 
 def reduce_axes(p, ndim: int, axis, exclude: bool) -> tuple[int, ...]:
@@ -62,7 +61,7 @@ class _ReduceAxesOp(OpDef):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None:
             new = reduce_shape(p, dshape, p.axis, p.keepdims, self._exclude(p))
-            oshape = merge_into(p, oshape, new, "output shape")
+            oshape = merged_shape(p, oshape, new, "output shape")
         return [dshape], [oshape]
 
     def _reduce(self, x: np.ndarray, axes: tuple) -> np.ndarray:
@@ -152,14 +151,14 @@ class Norm(OpDef):
 
     def validate(self, p):
         if p.ord not in (1, 2):
-            raise attr_error(self, p, "ord", "only ord=1 and ord=2 are supported")
+            raise attr_error(p, "ord", "only ord=1 and ord=2 are supported", op=self)
         if p.axis is not None and len(p.axis) > 2:
-            raise attr_error(self, p, "axis", "at most two axes are supported")
+            raise attr_error(p, "axis", "at most two axes are supported", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None:
-            oshape = merge_into(p, oshape, reduce_shape(p, dshape, p.axis, p.keepdims, False),
+            oshape = merged_shape(p, oshape, reduce_shape(p, dshape, p.axis, p.keepdims, False),
                                 "output shape")
         return [dshape], [oshape]
 
@@ -206,7 +205,7 @@ class _ArgReduce(OpDef):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None:
             new = _reduce_axis_shape(p, dshape, self._axis(p), self._keepdims(p))
-            oshape = merge_into(p, oshape, new, "output shape")
+            oshape = merged_shape(p, oshape, new, "output shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import attr_error, merge_into
-from .common import cast_to, fmt_shape
+from .common import attr_error, cast_to, fmt_shape, merge_into
 from .join_split import Concat
 from .registry import Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_float, \
     to_int

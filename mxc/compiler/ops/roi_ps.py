@@ -23,10 +23,8 @@ import math
 
 import numpy as np
 
-from ._nn_helpers import merge_into
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merge_into
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int, to_shape
-from .shape_manip import attr_error
 
 F32 = np.float32
 
@@ -185,7 +183,7 @@ class RROIAlign(OpDef):
 
     def validate(self, p):
         if len(p.pooled_size) != 2:
-            raise attr_error(self, p, "pooled_size", "must be (h, w)")
+            raise attr_error(p, "pooled_size", "must be (h, w)", op=self)
 
     def infer_shape(self, p, in_shapes, out_shapes):
         ins, outs = list(in_shapes), list(out_shapes)

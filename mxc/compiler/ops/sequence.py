@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merged_shape
 from .registry import Attr, OpDef, register_op, shape_error, to_bool, to_float, to_int
-from .shape_manip import attr_error, merge_into
 
 
 class _SequenceOp(OpDef):
@@ -20,8 +19,8 @@ class _SequenceOp(OpDef):
 
     def validate(self, p):
         if p.axis not in self.allowed_axes:
-            raise attr_error(self, p, "axis",
-                             f"must be {' or '.join(map(str, self.allowed_axes))}")
+            raise attr_error(p, "axis",
+                             f"must be {' or '.join(map(str, self.allowed_axes))}", op=self)
 
     def input_names(self, p):
         return ["data", "sequence_length"] if p.use_sequence_length else ["data"]
@@ -41,8 +40,8 @@ class _SequenceOp(OpDef):
         if dshape is not None:
             batch = self._batch(p, dshape)
             if p.use_sequence_length:
-                ins[1] = merge_into(p, ins[1], (batch,), "sequence_length shape")
-            oshape = merge_into(p, oshape, self._out_shape(p, dshape), "output shape")
+                ins[1] = merged_shape(p, ins[1], (batch,), "sequence_length shape")
+            oshape = merged_shape(p, oshape, self._out_shape(p, dshape), "output shape")
         return ins, [oshape]
 
     def infer_type(self, p, in_types, out_types):

@@ -6,10 +6,8 @@ MXNet's legacy special codes), ``Flatten``, ``expand_dims``, ``squeeze``,
 are in ``shape_query.py``; ``depth_to_space``, ``space_to_depth`` and ``diag``,
 which move elements across axes, in ``shape_rearrange.py``.
 
-The small helpers at the top (:func:`attr_error`, :func:`prod`,
-:func:`same_dtype`) are shared with the other tensor-op modules
-(``join_split``, ``slicing``, ``indexing``, ``reduce``, ``sort``, ``init``,
-``sequence``).
+The helpers these ops share with the other families (:func:`attr_error`,
+:func:`numel`, :func:`merged_shape` ...) live in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -18,71 +16,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ...errors import AttributeInvalidError
-from .common import (compute_dtype, contiguous, fmt_shape, is_known, merge_all, merge_shape,
-                     normalize_axis)
+from .common import (attr_error, contiguous, fill_one_unknown, fmt_shape, is_known, merge_all,
+                     merged_shape, normalize_axis, numel, same_dtype)
 from .registry import (Attr, OpDef, Params, optional, register_op, shape_error, to_bool,
                        to_dtype, to_int, to_shape)
-
-# ---------------------------------------------------------------------------
-# helpers shared by the tensor-op modules
-# ---------------------------------------------------------------------------
-
-
-def attr_error(op: OpDef, p: Params, attr: str, message: str) -> AttributeInvalidError:
-    """An :class:`AttributeInvalidError` naming op, node and attribute."""
-    value = p.get(attr) if attr in p else None
-    return AttributeInvalidError(
-        f"operator {op.name} (node {p.node_ref}): attribute {attr}={value!r} is invalid: "
-        f"{message}")
-
-
-def prod(dims: Sequence) -> int | None:
-    """Product of extents; None when any extent is unknown."""
-    n = 1
-    for d in dims:
-        if d is None:
-            return None
-        n *= d
-    return n
-
-
-def same_dtype(in_types: list, out_types: list, ins: Sequence[int] = (0,),
-               outs: Sequence[int] | None = None) -> tuple[list, list]:
-    """Unify the dtypes of the listed inputs and outputs (others are left alone)."""
-    outs = range(len(out_types)) if outs is None else outs
-    known = next((t for t in [in_types[i] for i in ins] + [out_types[i] for i in outs]
-                  if t is not None), None)
-    in_types, out_types = list(in_types), list(out_types)
-    if known is not None:
-        for i in ins:
-            in_types[i] = known
-        for i in outs:
-            out_types[i] = known
-    return in_types, out_types
-
-
-def merge_into(p: Params, old, new, what: str):
-    """Merge a newly derived partial shape into a known one (ShapeError on conflict)."""
-    try:
-        return merge_shape(old, new)
-    except ValueError as exc:
-        raise shape_error(p, f"{what}: {exc}") from None
-
-
-def check_axis(p: Params, axis: int, ndim: int, what: str = "axis") -> int:
-    """MXNet's CheckAxis: ``axis`` in ``[-ndim, ndim)``; 0-D arrays count as 1-D."""
-    if ndim == 0:
-        if axis not in (0, -1):
-            raise shape_error(p, f"{what}={axis} is out of range for a 0-D input")
-        return 0
-    return normalize_axis(p, axis, ndim, what)
-
-
-def as_float_compute(x: np.ndarray) -> np.ndarray:
-    """View *x* in the dtype MXNet's CPU kernels compute in (float16 -> float32)."""
-    return x.astype(compute_dtype(x.dtype), copy=False)
-
 
 # ---------------------------------------------------------------------------
 # Reshape
@@ -167,8 +104,8 @@ def reshape_shape(p: Params, spec: Sequence[int], dshape: tuple, reverse: bool) 
                                  f"extents, 0, -1, -2, -3, -4)")
         i += 1
     if inferred >= 0:
-        total = prod(dshape)
-        rest = prod(out[:inferred] + out[inferred + 1:])
+        total = numel(dshape)
+        rest = numel(out[:inferred] + out[inferred + 1:])
         if total is None or rest is None:
             out[inferred] = None
         else:
@@ -182,23 +119,8 @@ def reshape_shape(p: Params, spec: Sequence[int], dshape: tuple, reverse: bool) 
     return tuple(out)
 
 
-def fill_one_unknown(shape: tuple, total: int | None) -> tuple:
-    """MXNet's reverse reshape inference: fill a single unknown extent from a size."""
-    if shape is None or total is None:
-        return shape
-    unknown = [i for i, d in enumerate(shape) if d is None]
-    if len(unknown) != 1:
-        return shape
-    known = prod(d for d in shape if d is not None)
-    if known == 0 or total % known:
-        return shape
-    out = list(shape)
-    out[unknown[0]] = total // known
-    return tuple(out)
-
-
 def check_same_size(p: Params, a, b, what: str) -> None:
-    na, nb = prod(a) if a is not None else None, prod(b) if b is not None else None
+    na, nb = numel(a) if a is not None else None, numel(b) if b is not None else None
     if na is not None and nb is not None and na != nb:
         raise shape_error(p, f"{what}: cannot reshape {fmt_shape(a)} ({na} elements) to "
                              f"{fmt_shape(b)} ({nb} elements)")
@@ -218,24 +140,24 @@ class Reshape(OpDef):
     def validate(self, p):
         codes = list(p.shape)
         if any(c < -4 for c in codes):
-            raise attr_error(self, p, "shape", "codes below -4 do not exist (allowed: positive "
-                                               "extents, 0, -1, -2, -3, -4)")
+            raise attr_error(p, "shape", "codes below -4 do not exist (allowed: positive "
+                                               "extents, 0, -1, -2, -3, -4)", op=self)
         if p.reverse:
             return  # with reverse the groups are read right to left; checked at inference
         free, i = 0, 0
         while i < len(codes):
             if codes[i] == -4:
                 if i + 2 >= len(codes):
-                    raise attr_error(self, p, "shape", "-4 must be followed by two extents")
+                    raise attr_error(p, "shape", "-4 must be followed by two extents", op=self)
                 if codes[i + 1] == -1 and codes[i + 2] == -1:
-                    raise attr_error(self, p, "shape", "the two extents after -4 cannot both "
-                                                       "be -1")
+                    raise attr_error(p, "shape", "the two extents after -4 cannot both "
+                                                       "be -1", op=self)
                 i += 3
                 continue
             free += codes[i] == -1
             i += 1
         if free > 1:
-            raise attr_error(self, p, "shape", "at most one dimension can be -1")
+            raise attr_error(p, "shape", "at most one dimension can be -1", op=self)
 
     def _out_from(self, p, dshape):
         if p.shape:
@@ -247,8 +169,8 @@ class Reshape(OpDef):
                 out[0] = dshape[0]
             zeros = [i for i in range(start, len(out)) if out[i] == 0]
             if len(zeros) == 1:
-                rest = prod(out[:zeros[0]] + out[zeros[0] + 1:])
-                total = prod(dshape)
+                rest = numel(out[:zeros[0]] + out[zeros[0] + 1:])
+                total = numel(dshape)
                 out[zeros[0]] = (None if rest is None or total is None or rest == 0
                                  else total // rest)
             return tuple(out)
@@ -260,10 +182,10 @@ class Reshape(OpDef):
             return list(in_shapes), list(out_shapes)
         new_out = self._out_from(p, dshape)
         if new_out is not None:
-            oshape = merge_into(p, oshape, new_out, "output shape")
+            oshape = merged_shape(p, oshape, new_out, "output shape")
         check_same_size(p, dshape, oshape, "Reshape")
         if is_known(oshape):
-            dshape = fill_one_unknown(dshape, prod(oshape))
+            dshape = fill_one_unknown(dshape, numel(oshape))
             check_same_size(p, dshape, oshape, "Reshape")
         return [dshape], [oshape]
 
@@ -286,10 +208,10 @@ class Flatten(OpDef):
         if dshape is not None:
             if len(dshape) == 0:
                 raise shape_error(p, "cannot flatten a 0-D input")
-            oshape = merge_into(p, oshape, (dshape[0], prod(dshape[1:])), "output shape")
+            oshape = merged_shape(p, oshape, (dshape[0], numel(dshape[1:])), "output shape")
             if oshape is not None:
                 # the batch extent passes back; so does one unknown trailing extent
-                head = merge_into(p, dshape[:1], oshape[:1], "input shape")
+                head = merged_shape(p, dshape[:1], oshape[:1], "input shape")
                 tail = dshape[1:]
                 if oshape[1] is not None:
                     tail = fill_one_unknown(tail, oshape[1])
@@ -321,10 +243,10 @@ class ExpandDims(OpDef):
         ndim = len(dshape) if dshape is not None else len(oshape) - 1
         axis = self._axis(p, ndim)
         if dshape is not None:
-            oshape = merge_into(p, oshape, dshape[:axis] + (1,) + dshape[axis:], "output shape")
+            oshape = merged_shape(p, oshape, dshape[:axis] + (1,) + dshape[axis:], "output shape")
         if oshape[axis] != 1:
             raise shape_error(p, f"output {fmt_shape(oshape)} must have extent 1 at axis {axis}")
-        dshape = merge_into(p, dshape, oshape[:axis] + oshape[axis + 1:], "input shape")
+        dshape = merged_shape(p, dshape, oshape[:axis] + oshape[axis + 1:], "input shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -363,7 +285,7 @@ class Squeeze(OpDef):
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None and (p.axis is not None or is_known(dshape)):
-            oshape = merge_into(p, oshape, self._out(p, dshape), "output shape")
+            oshape = merged_shape(p, oshape, self._out(p, dshape), "output shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -396,11 +318,11 @@ class Transpose(OpDef):
             raise shape_error(p, "transpose supports at most 6 dimensions")
         perm = self._perm(p, ndim)
         if dshape is not None:
-            oshape = merge_into(p, oshape, tuple(dshape[a] for a in perm), "output shape")
+            oshape = merged_shape(p, oshape, tuple(dshape[a] for a in perm), "output shape")
         back = [None] * ndim
         for i, a in enumerate(perm):
             back[a] = oshape[i]
-        dshape = merge_into(p, dshape, tuple(back), "input shape")
+        dshape = merged_shape(p, dshape, tuple(back), "input shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -429,8 +351,8 @@ class SwapAxis(OpDef):
             s[a], s[b] = s[b], s[a]
             return tuple(s)
         if dshape is not None:
-            oshape = merge_into(p, oshape, swap(dshape), "output shape")
-        dshape = merge_into(p, dshape, swap(oshape), "input shape")
+            oshape = merged_shape(p, oshape, swap(dshape), "output shape")
+        dshape = merged_shape(p, dshape, swap(oshape), "input shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -473,7 +395,7 @@ class ReshapeLike(OpDef):
         lshape, rshape = in_shapes
         oshape = out_shapes[0]
         if lshape is not None and rshape is not None:
-            oshape = merge_into(p, oshape, self._out(p, lshape, rshape), "output shape")
+            oshape = merged_shape(p, oshape, self._out(p, lshape, rshape), "output shape")
             check_same_size(p, lshape, oshape, "reshape_like")
         return [lshape, rshape], [oshape]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .registry import OpDef, register_op
-from .shape_manip import merge_into
+from .common import merged_shape
 
 
 @register_op("shape_array")
@@ -18,7 +18,7 @@ class ShapeArray(OpDef):
     def infer_shape(self, p, in_shapes, out_shapes):
         oshape = out_shapes[0]
         if in_shapes[0] is not None:
-            oshape = merge_into(p, oshape, (len(in_shapes[0]),), "output shape")
+            oshape = merged_shape(p, oshape, (len(in_shapes[0]),), "output shape")
         return list(in_shapes), [oshape]
 
     def infer_type(self, p, in_types, out_types):
@@ -35,7 +35,7 @@ class SizeArray(OpDef):
     attrs = {}
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        return list(in_shapes), [merge_into(p, out_shapes[0], (1,), "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], (1,), "output shape")]
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), ["int64"]

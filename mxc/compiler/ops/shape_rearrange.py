@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import fmt_shape
+from .common import attr_error, check_axis, fmt_shape, merged_shape
 from .registry import Attr, OpDef, register_op, shape_error, to_int
-from .shape_manip import attr_error, check_axis, merge_into
 
 
 class _BlockOp(OpDef):
@@ -16,7 +15,7 @@ class _BlockOp(OpDef):
 
     def validate(self, p):
         if p.block_size <= 0:
-            raise attr_error(self, p, "block_size", "must be a positive integer")
+            raise attr_error(p, "block_size", "must be a positive integer", op=self)
 
 
 @register_op("depth_to_space")
@@ -34,7 +33,7 @@ class DepthToSpace(_BlockOp):
                 raise shape_error(p, f"channels {c} are not a multiple of block_size^2 = {b * b}")
             new = (n, None if c is None else c // (b * b), None if h is None else h * b,
                    None if w is None else w * b)
-            oshape = merge_into(p, oshape, new, "output shape")
+            oshape = merged_shape(p, oshape, new, "output shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -61,7 +60,7 @@ class SpaceToDepth(_BlockOp):
                     raise shape_error(p, f"{name} {d} is not a multiple of block_size {b}")
             new = (n, None if c is None else c * b * b, None if h is None else h // b,
                    None if w is None else w // b)
-            oshape = merge_into(p, oshape, new, "output shape")
+            oshape = merged_shape(p, oshape, new, "output shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -109,7 +108,7 @@ class Diag(OpDef):
                     raise shape_error(p, f"k={p.k} is outside the {dshape[a1]}x{dshape[a2]} "
                                          f"matrix")
             new = tuple(d for i, d in enumerate(dshape) if i not in (a1, a2)) + (s,)
-        oshape = merge_into(p, oshape, new, "output shape")
+        oshape = merged_shape(p, oshape, new, "output shape")
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import contiguous, fmt_shape, normalize_axis
+from .common import attr_error, contiguous, fmt_shape, merged_shape, normalize_axis, same_dtype
 from .registry import (Attr, OpDef, optional, register_op, shape_error, to_int,
                        to_opt_int_tuple, to_shape)
-from .shape_manip import attr_error, merge_into, same_dtype
 
 
 def index_range(p, length: int, begin, end, step) -> tuple[int, int]:
@@ -57,12 +56,12 @@ class Slice(OpDef):
 
     def validate(self, p):
         if len(p.begin) != len(p.end):
-            raise attr_error(self, p, "end", f"begin and end must have the same length "
-                                             f"({len(p.begin)} vs {len(p.end)})")
+            raise attr_error(p, "end", f"begin and end must have the same length "
+                                             f"({len(p.begin)} vs {len(p.end)})", op=self)
         if p.step and len(p.step) != len(p.begin):
-            raise attr_error(self, p, "step", "step and begin must have the same length")
+            raise attr_error(p, "step", "step and begin must have the same length", op=self)
         if any(s == 0 for s in p.step if s is not None):
-            raise attr_error(self, p, "step", "entries cannot be 0")
+            raise attr_error(p, "step", "entries cannot be 0", op=self)
 
     def _step(self, p, i):
         return p.step[i] if p.step and p.step[i] is not None else 1
@@ -85,7 +84,7 @@ class Slice(OpDef):
             s = self._step(p, i)
             b, e = index_range(p, dshape[i], p.begin[i], p.end[i], s)
             new[i] = range_extent(b, e, s)
-        return [dshape], [merge_into(p, oshape, tuple(new), "output shape")]
+        return [dshape], [merged_shape(p, oshape, tuple(new), "output shape")]
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
@@ -124,7 +123,7 @@ class SliceAxis(OpDef):
             return [dshape], [oshape]
         axis, b, e = self._range(p, dshape)
         new = dshape[:axis] + (None if b is None else e - b,) + dshape[axis + 1:]
-        return [dshape], [merge_into(p, oshape, new, "output shape")]
+        return [dshape], [merged_shape(p, oshape, new, "output shape")]
 
     def forward(self, p, inputs, ctx):
         x = inputs[0]
@@ -167,7 +166,7 @@ class SliceLike(OpDef):
         dshape, fshape = in_shapes
         oshape = out_shapes[0]
         if dshape is not None and fshape is not None:
-            oshape = merge_into(p, oshape, self._out(p, dshape, fshape), "output shape")
+            oshape = merged_shape(p, oshape, self._out(p, dshape, fshape), "output shape")
         return [dshape, fshape], [oshape]
 
     def infer_type(self, p, in_types, out_types):

@@ -13,7 +13,7 @@ import numpy as np
 
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool,
                        to_int)
-from .shape_manip import check_axis, merge_into, prod
+from .common import check_axis, merged_shape, numel
 
 _INDEX_DTYPES = ("uint8", "int32", "int64", "float16", "float32", "float64")
 
@@ -69,7 +69,7 @@ class TopK(OpDef):
         if p.ret_typ == "mask":
             return tuple(dshape)
         if axis is None:
-            return (self._k(p, prod(dshape)),)
+            return (self._k(p, numel(dshape)),)
         return dshape[:axis] + (self._k(p, dshape[axis]),) + dshape[axis + 1:]
 
     def infer_shape(self, p, in_shapes, out_shapes):
@@ -77,7 +77,7 @@ class TopK(OpDef):
         outs = list(out_shapes)
         if dshape is not None:
             target = self._target(p, dshape)
-            outs = [merge_into(p, o, target, f"output {i} shape") for i, o in enumerate(outs)]
+            outs = [merged_shape(p, o, target, f"output {i} shape") for i, o in enumerate(outs)]
         return [dshape], outs
 
     def infer_type(self, p, in_types, out_types):
@@ -128,8 +128,8 @@ class Sort(OpDef):
         outs = list(out_shapes)
         if dshape is not None:
             axis = _axis_of(p, len(dshape))
-            target = (prod(dshape),) if axis is None else tuple(dshape)
-            outs = [merge_into(p, o, target, f"output {i} shape") for i, o in enumerate(outs)]
+            target = (numel(dshape),) if axis is None else tuple(dshape)
+            outs = [merged_shape(p, o, target, f"output {i} shape") for i, o in enumerate(outs)]
         return [dshape], outs
 
     def infer_type(self, p, in_types, out_types):
@@ -163,11 +163,11 @@ class ArgSort(OpDef):
             if len(dshape) == 0:
                 target = (1,)
             elif p.axis is None:
-                target = (prod(dshape),)
+                target = (numel(dshape),)
             else:
                 _axis_of(p, len(dshape))
                 target = tuple(dshape)
-            oshape = merge_into(p, oshape, target, "output shape")
+            oshape = merged_shape(p, oshape, target, "output shape")
         return [dshape], [oshape]
 
     def infer_type(self, p, in_types, out_types):

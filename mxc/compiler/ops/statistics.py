@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._nn_helpers import merge_into
-from .common import fmt_shape
+from .common import attr_error, fmt_shape, merge_into
 from .reduce import reduce_axes, reduce_shape
 from .registry import Attr, OpDef, optional, register_op, shape_error, to_bool, to_float_tuple, \
     to_int, to_shape
-from .shape_manip import attr_error
 
 
 @register_op("moments")
@@ -27,8 +25,8 @@ class Moments(OpDef):
 
     def validate(self, p):
         if not p.axes:
-            raise attr_error(self, p, "axes", "empty axes are not supported (as in MXNet): pass "
-                                               "every axis for global moments")
+            raise attr_error(p, "axes", "empty axes are not supported (as in MXNet): pass "
+                                               "every axis for global moments", op=self)
 
     def num_outputs(self, p):
         return 2
@@ -59,9 +57,9 @@ class Histogram(OpDef):
 
     def validate(self, p):
         if p.bin_cnt is not None and p.bin_cnt <= 0:
-            raise attr_error(self, p, "bin_cnt", "must be positive")
+            raise attr_error(p, "bin_cnt", "must be positive", op=self)
         if p.range is not None and (len(p.range) != 2 or p.range[0] > p.range[1]):
-            raise attr_error(self, p, "range", "must be (min, max) with min <= max")
+            raise attr_error(p, "range", "must be (min, max) with min <= max", op=self)
 
     def input_names(self, p):
         return ["data"] if p.bin_cnt is not None else ["data", "bins"]

@@ -6,15 +6,9 @@ import math
 
 import numpy as np
 
-from ...errors import AttributeInvalidError
-from .common import cast_to, compute_dtype, fmt_shape, merge_all
+from .common import attr_error, cast_to, compute_dtype, fmt_shape, merge_all
 from .registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool, to_int,
                        to_shape)
-
-
-def _attr_error(p, op, key, msg):
-    return AttributeInvalidError(f"operator {op} (node {p.node_ref}): attribute "
-                                 f"{key}={p[key]!r} {msg}")
 
 
 # ---------------------------------------------------------------------------
@@ -44,12 +38,12 @@ class Correlation(OpDef):
     def validate(self, p):
         for key in ("stride1", "stride2"):
             if p[key] < 1:
-                raise _attr_error(p, "Correlation", key, "must be >= 1")
+                raise attr_error(p, key, "must be >= 1", op="Correlation")
         for key in ("kernel_size", "max_displacement", "pad_size"):
             if p[key] < 0:
-                raise _attr_error(p, "Correlation", key, "must be >= 0")
+                raise attr_error(p, key, "must be >= 0", op="Correlation")
         if p.kernel_size % 2 == 0:
-            raise _attr_error(p, "Correlation", "kernel_size", "must be odd")
+            raise attr_error(p, "kernel_size", "must be odd", op="Correlation")
 
     def num_outputs(self, p):
         return 3
@@ -169,21 +163,21 @@ class DeformableConvolution(OpDef):
     def validate(self, p):
         op = "_contrib_DeformableConvolution"
         if len(p.kernel) != 2:
-            raise _attr_error(p, op, "kernel", "must be 2-D (h, w); only 2-D deformable "
-                                               "convolution exists")
+            raise attr_error(p, "kernel", "must be 2-D (h, w); only 2-D deformable "
+                                               "convolution exists", op=op)
         for key in ("stride", "dilate", "pad"):
             if len(p[key]) not in (0, 2):
-                raise _attr_error(p, op, key, "must be empty or have 2 entries")
+                raise attr_error(p, key, "must be empty or have 2 entries", op=op)
         if not 1 <= p.num_filter <= 100000:
-            raise _attr_error(p, op, "num_filter", "must be in [1, 100000]")
+            raise attr_error(p, "num_filter", "must be in [1, 100000]", op=op)
         for key in ("num_group", "num_deformable_group"):
             if p[key] < 1:
-                raise _attr_error(p, op, key, "must be >= 1")
+                raise attr_error(p, key, "must be >= 1", op=op)
         if p.num_filter % p.num_group:
-            raise _attr_error(p, op, "num_filter", f"must be divisible by num_group="
-                                                   f"{p.num_group}")
+            raise attr_error(p, "num_filter", f"must be divisible by num_group="
+                                                   f"{p.num_group}", op=op)
         if p.layout not in (None, "NCHW"):
-            raise _attr_error(p, op, "layout", "must be NCHW for a 2-D kernel")
+            raise attr_error(p, "layout", "must be NCHW for a 2-D kernel", op=op)
 
     def input_names(self, p):
         return ["data", "offset", "weight"] + ([] if p.no_bias else ["bias"])

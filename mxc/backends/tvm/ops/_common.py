@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from tvm import relax, te, tirx
 
+from ....compiler.ops.common import is_integer_dtype as is_int  # noqa: F401 (re-exported)
 from ..converter import Lowering
 
 R = relax.op
@@ -24,11 +25,6 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
-
-
-def is_int(dtype: str) -> bool:
-    """Integer dtypes in MXNet's sense (bool is not one)."""
-    return np.dtype(dtype).kind in "iu"
 
 
 def math_dtype(dtype: str) -> str:

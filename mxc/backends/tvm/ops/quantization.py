@@ -21,19 +21,6 @@ INT32_RANGE = float(np.float32(2147483647))
 F = "float32"
 
 
-def _out_type(p) -> str:
-    if p.out_type == "auto":
-        if (p.min_calib_range is not None and p.max_calib_range is not None
-                and p.min_calib_range >= 0.0):
-            return "uint8"
-        return "int8"
-    return p.out_type
-
-
-def _calibrated(p) -> bool:
-    return p.min_calib_range is not None and p.max_calib_range is not None
-
-
 def _vec(value: float):
     from tvm import relax
     return relax.const(np.full((1,), value, dtype=F), F)
@@ -53,17 +40,17 @@ def _saturate_round(ctx: Lowering, xf, dtype: str):
 def quantize_v2(ctx: Lowering):
     p = ctx.p
     x = ctx.inputs[0]
-    out_type = _out_type(p)
+    out_type = ctx.node.opdef.out_type(p)
     in_dt = ctx.in_dtypes[0]
     if in_dt in ("int8", "uint8"):
-        if _calibrated(p):
+        if ctx.node.opdef.calibrated(p):
             lo, hi = p.min_calib_range, p.max_calib_range
         else:
             lo, hi = (0.0, 255.0) if in_dt == "uint8" else (-127.0, 127.0)
         return [ctx.astype(x, out_type), _vec(float(np.float32(lo))),
                 _vec(float(np.float32(hi)))]
     xf = ctx.astype(x, F)
-    if _calibrated(p):
+    if ctx.node.opdef.calibrated(p):
         lo, hi = _vec(float(np.float32(p.min_calib_range))), \
             _vec(float(np.float32(p.max_calib_range)))
     else:
@@ -90,9 +77,9 @@ def dequantize(ctx: Lowering):
 def requantize(ctx: Lowering):
     p = ctx.p
     x, lo, hi = ctx.inputs
-    out_type = _out_type(p)
+    out_type = ctx.node.opdef.out_type(p)
     in_range = _max_abs(ctx, ctx.astype(lo, F), ctx.astype(hi, F))
-    if _calibrated(p):
+    if ctx.node.opdef.calibrated(p):
         real = _vec(float(max(abs(np.float32(p.min_calib_range)),
                               abs(np.float32(p.max_calib_range)))))
     else:

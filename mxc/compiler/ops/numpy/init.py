@@ -13,7 +13,7 @@ import numpy as np
 
 from ..registry import (Attr, OpDef, optional, register_op, shape_error, to_bool, to_dtype,
                         to_float, to_int, to_shape, to_str)
-from ..shape_manip import merge_into
+from ..common import merged_shape
 from ._common import NumpyOpMixin
 
 FAMILY = "numpy.init"
@@ -35,7 +35,7 @@ class _Creation(NumpyOpMixin, OpDef):
         return tuple(np.shape(self.make(p)))
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        return list(in_shapes), [merge_into(p, out_shapes[0], self.out_shape(p), "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], self.out_shape(p), "output shape")]
 
     def infer_type(self, p, in_types, out_types):
         return list(in_types), [p.dtype]
@@ -90,7 +90,7 @@ class NpFullLike(NumpyOpMixin, OpDef):
     attrs = {"fill_value": Attr(to_float), **_CTX, "dtype": Attr(optional(to_dtype), None)}
 
     def infer_shape(self, p, in_shapes, out_shapes):
-        s = merge_into(p, in_shapes[0], out_shapes[0], "output shape")
+        s = merged_shape(p, in_shapes[0], out_shapes[0], "output shape")
         return [s], [s]
 
     def infer_type(self, p, in_types, out_types):

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..common import compute_dtype
+from ..common import compute_dtype, merged_shape
 from ..registry import (Attr, OpDef, enum, optional, register_op, shape_error, to_bool,
                         to_dtype, to_float, to_int)
-from ..shape_manip import merge_into
 from ._common import NumpyOpMixin, axes_of, float_result, to_opt_axes
 
 FAMILY = "numpy.reduce"
@@ -71,7 +70,7 @@ class NumpyReduce(NumpyOpMixin, OpDef):
         dshape = in_shapes[0]
         oshape = out_shapes[0]
         if dshape is not None:
-            oshape = merge_into(p, oshape, reduced_shape(p, dshape, p.axis, p.keepdims),
+            oshape = merged_shape(p, oshape, reduced_shape(p, dshape, p.axis, p.keepdims),
                                 "output shape")
         return list(in_shapes), [oshape]
 
@@ -213,7 +212,7 @@ class _NpArgReduce(NumpyReduce):
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None:
-            oshape = merge_into(p, oshape, self._shape(p, dshape), "output shape")
+            oshape = merged_shape(p, oshape, self._shape(p, dshape), "output shape")
         return list(in_shapes), [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -330,7 +329,7 @@ class NpAverage(NumpyReduce):
         if dshape is None:
             return list(in_shapes), list(out_shapes)
         out = reduced_shape(p, dshape, p.axis, False)
-        return list(in_shapes), [merge_into(p, o, out, "output shape") for o in out_shapes]
+        return list(in_shapes), [merged_shape(p, o, out, "output shape") for o in out_shapes]
 
     def infer_type(self, p, in_types, out_types):
         out = self.out_dtype(p, in_types[0])
@@ -367,7 +366,7 @@ class NpTrace(NumpyReduce):
         nd = len(dshape)
         a1, a2 = axes_of(p, (p.axis1,), nd)[0], axes_of(p, (p.axis2,), nd)[0]
         out = tuple(d for i, d in enumerate(dshape) if i not in (a1, a2))
-        return list(in_shapes), [merge_into(p, out_shapes[0], out, "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], out, "output shape")]
 
     def forward(self, p, inputs, ctx):
         x = np.asarray(inputs[0])
@@ -395,7 +394,7 @@ class NpPercentile(NumpyReduce):
         out = reduced_shape(p, dshape, p.axis, p.keepdims)
         if p.q_scalar is None:
             out = tuple(in_shapes[1]) + out
-        return list(in_shapes), [merge_into(p, out_shapes[0], out, "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], out, "output shape")]
 
     def forward(self, p, inputs, ctx):
         a = np.asarray(inputs[0]).astype(np.float64)
@@ -424,7 +423,7 @@ class NpCumsum(NumpyReduce):
         else:
             axes_of(p, (p.axis,), len(dshape))
             out = tuple(dshape)
-        return list(in_shapes), [merge_into(p, out_shapes[0], out, "output shape")]
+        return list(in_shapes), [merged_shape(p, out_shapes[0], out, "output shape")]
 
     def forward(self, p, inputs, ctx):
         x = np.asarray(inputs[0])

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..registry import (Attr, Params, enum, optional, register_op, shape_error, to_bool,
                         to_float, to_int, to_shape)
-from ..shape_manip import Squeeze, Transpose, fill_one_unknown, merge_into, prod
+from ..common import fill_one_unknown, merged_shape, numel
+from ..shape_manip import Squeeze, Transpose
 from ._common import NumpyFunctionOp, NumpyOpMixin, to_nested_ints, to_opt_axes
 
 FAMILY = "numpy.shape"
@@ -33,7 +34,7 @@ def _fill_minus_one(p, out: list, total: int | None) -> tuple:
     if out.count(-1) > 1:
         raise shape_error(p, f"newshape {tuple(out)}: at most one extent can be -1")
     if -1 in out:
-        rest = prod([d for d in out if d != -1])
+        rest = numel([d for d in out if d != -1])
         if total is None or rest is None:
             out[out.index(-1)] = None
         elif rest == 0 or total % rest:
@@ -80,7 +81,7 @@ def npx_reshape_shape(p: Params, codes, dshape: tuple) -> tuple:
         if c in (-1,) or c >= 0:
             src += 1
         i += 1
-    return _fill_minus_one(p, out, prod(dshape))
+    return _fill_minus_one(p, out, numel(dshape))
 
 
 class _ReshapeBase(NumpyOpMixin):
@@ -93,11 +94,11 @@ class _ReshapeBase(NumpyOpMixin):
     def infer_shape(self, p, in_shapes, out_shapes):
         dshape, oshape = in_shapes[0], out_shapes[0]
         if dshape is not None:
-            oshape = merge_into(p, oshape, self.out_shape(p, dshape), "output shape")
+            oshape = merged_shape(p, oshape, self.out_shape(p, dshape), "output shape")
         if dshape is None and oshape is not None and None not in oshape:
             return list(in_shapes), [oshape]
         if dshape is not None and oshape is not None and None not in oshape:
-            dshape = fill_one_unknown(tuple(dshape), prod(oshape))
+            dshape = fill_one_unknown(tuple(dshape), numel(oshape))
         return [dshape], [oshape]
 
     def forward(self, p, inputs, ctx):
@@ -116,7 +117,7 @@ class NpReshape(_ReshapeBase, NumpyFunctionOp):
             raise shape_error(p, "only order='C' is supported (MXNet's own limit)")
 
     def out_shape(self, p, dshape):
-        return _fill_minus_one(p, list(p.newshape), prod(dshape))
+        return _fill_minus_one(p, list(p.newshape), numel(dshape))
 
 
 @_register("_npx_reshape", aliases=("_npi_reshape",))
