@@ -1,4 +1,4 @@
-"""One extension load as a transaction: snapshot every registry, commit on success, restore on failure.
+"""One extension load as a transaction: snapshot every registry, commit or restore.
 
 Both loaders (:func:`mxc.library.load` for Python extensions and
 :func:`mxc.library_native.loader.load_native` for compiled ones) run the

@@ -34,7 +34,8 @@ from ...compiler.ops.subgraph import register_subgraph_op
 from ...compiler.partition import (PartitionContext, SubgraphProperty, SubgraphSelector,
                                    register_subgraph_property)
 
-__all__ = ["BACKEND", "SUBGRAPH_OP", "register_tvm_backend", "TVMSubgraphProperty", "TVMSelector", "is_tvm_region"]
+__all__ = ["BACKEND", "SUBGRAPH_OP", "register_tvm_backend", "TVMSubgraphProperty",
+           "TVMSelector", "is_tvm_region"]
 
 BACKEND = "tvm"
 #: the operator of a region compiled by TVM (its reference forward runs the nested graph)
