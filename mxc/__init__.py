@@ -42,10 +42,6 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "compile": ("mxc.backends.tvm.compile", "compile"),
 }
 
-#: subgraph backends registered by importing a module, the first time one is asked for
-#: (``optimize_for("tvm")``, ``mxc partition --backend tvm``)
-SUBGRAPH_BACKEND_MODULES: dict[str, str] = {"tvm": "mxc.backends.tvm.property"}
-
 __all__ = ["MxcError", "__version__", *_LAZY]
 
 

@@ -97,11 +97,11 @@ def version() -> int:
 # the registry tracking: in mxc.library_registrations; all re-exported here
 # ---------------------------------------------------------------------------
 from .compiler.extension_guard import (  # noqa: E402,F401
-    _LIBRARIES, _LOADING, _LOCK, _node_label, current_library, extension_error, extension_of,
-    guard, loaded)
+    RECORDS, current_library, extension_error, extension_of, guard, loaded)
 from .library_registrations import (  # noqa: E402,F401
     MISSING, ExtensionLibrary, track_registry)
 from . import library_registrations as _registrations  # noqa: E402
+from .library_transaction import ExtensionTransaction, forget_modules  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -183,11 +183,11 @@ def load(path: str | os.PathLike, verbose: bool = True, *, mxnet_version: int | 
                                lib_api_versions=lib_api_versions)
     p = _check_path(path)
     key = str(p)
-    with _LOCK:
-        existing = _LIBRARIES.get(key)
+    with RECORDS.lock:
+        existing = RECORDS.get(key)
         if existing is not None:
             return existing
-        if any(rec._key == key for rec in _LOADING):
+        if RECORDS.is_loading(key):
             raise ExtensionError(f"extension library {p} loads itself while it is being "
                                  f"loaded")
         module_name = _module_name(p)
@@ -211,15 +211,10 @@ def load(path: str | os.PathLike, verbose: bool = True, *, mxnet_version: int | 
 
 def _load(record: ExtensionLibrary, importer: Callable[[], Any], verbose: bool,
           where: str) -> ExtensionLibrary:
-    before = _registrations.snapshot()
-    libraries_before = set(_LIBRARIES)
-    _LOADING.append(record)
-    try:
+    with ExtensionTransaction(record):
         try:
             obj = importer()
-        except BaseException as exc:
-            if not isinstance(exc, Exception):
-                raise
+        except Exception as exc:
             raise ExtensionError(f"extension library {record.name!r} ({where}) failed to "
                                  f"import: {type(exc).__name__}: {exc}") from exc
         module, init = _module_and_initialize(obj, record, where)
@@ -229,23 +224,6 @@ def _load(record: ExtensionLibrary, importer: Callable[[], Any], verbose: bool,
             record.name = custom_name
         if init is not None:
             _initialize(init, record, where)
-    except BaseException:
-        _registrations.undo(_registrations.changes_since(before))
-        _forget_modules(record.module_name)
-        for key in set(_LIBRARIES) - libraries_before:  # libraries it loaded are gone too
-            _forget_modules(_LIBRARIES.pop(key).module_name)
-        raise
-    finally:
-        _LOADING.pop()
-    # what a library loaded from inside this one registered belongs to that library
-    nested = {(id(c.table), c.name) for key in set(_LIBRARIES) - libraries_before
-              for c in _LIBRARIES[key]._changes}
-    changes = [c for c in _registrations.changes_since(before)
-               if (id(c.table), c.name) not in nested]
-    record._changes = changes
-    record.registrations = _registrations.registrations(changes)
-    _registrations.tag_operators(record)
-    _LIBRARIES[record._key] = record
     if verbose:
         print(_registrations.report(record), flush=True)
     return record
@@ -280,11 +258,6 @@ def _initialize(init: Callable, record: ExtensionLibrary, where: str) -> None:
                              f"{v}); nothing it registered was kept")
 
 
-def _forget_modules(module_name: str) -> None:
-    for name in [m for m in sys.modules if m == module_name or m.startswith(module_name + ".")]:
-        sys.modules.pop(name, None)
-
-
 def unload(library: ExtensionLibrary | str | os.PathLike) -> None:
     """Undo :func:`load`: remove what the library registered and forget it.
 
@@ -293,30 +266,31 @@ def unload(library: ExtensionLibrary | str | os.PathLike) -> None:
     ``override=True``) are restored.  *library* is a record, a path, or a
     library name.
     """
-    with _LOCK:
+    with RECORDS.lock:
         record = _find(library)
         _registrations.undo(record._changes)
-        _forget_modules(record.module_name)
-        _LIBRARIES.pop(record._key, None)
+        forget_modules(record.module_name)
+        RECORDS.pop(record._key)
 
 
 def _find(library: Any) -> ExtensionLibrary:
     if isinstance(library, ExtensionLibrary):
-        if library._key in _LIBRARIES:
+        if RECORDS.get(library._key) is library:
             return library
         raise ExtensionError(f"extension library {library.name!r} is not loaded")
     if isinstance(library, (str, os.PathLike)):
         text = os.fspath(library)
-        for rec in _LIBRARIES.values():
+        for rec in RECORDS.values():
             if rec.name == text:
                 return rec
         p = Path(text).expanduser()
         if p.exists():
             p = p.resolve()
             key = str(p.parent if p.name == "__init__.py" else p)
-            if key in _LIBRARIES:
-                return _LIBRARIES[key]
-    known = ", ".join(repr(r.name) for r in _LIBRARIES.values()) or "none"
+            found = RECORDS.get(key)
+            if found is not None:
+                return found
+    known = ", ".join(repr(r.name) for r in RECORDS.values()) or "none"
     raise ExtensionError(f"no loaded extension library matches {library!r}; loaded: {known}")
 
 
@@ -354,8 +328,8 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP, *, verbose: bool = False,
     records: list[ExtensionLibrary] = []
     for ep in importlib.metadata.entry_points(group=group):
         key = f"entry point {group}:{ep.name}={ep.value}"
-        with _LOCK:
-            existing = _LIBRARIES.get(key)
+        with RECORDS.lock:
+            existing = RECORDS.get(key)
             if existing is not None:
                 records.append(existing)
                 continue
@@ -398,7 +372,7 @@ def ensure_entry_points_loaded() -> bool:
     so installed extensions cost nothing until they may be needed.
     """
     global _ENTRY_POINTS_DONE
-    with _LOCK:
+    with RECORDS.lock:
         if _ENTRY_POINTS_DONE:
             return False
         _ENTRY_POINTS_DONE = True

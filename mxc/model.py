@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .compiler.symbol import Symbol, load
+from .symbol import Symbol, load
 from .frontend.params import load_params, save_params, split_arg_aux
 
 __all__ = ["load_checkpoint", "save_checkpoint"]

@@ -9,7 +9,7 @@ registry (``mxc.sym.Convolution(data=x, kernel=(3, 3), num_filter=8)``,
 from __future__ import annotations
 
 from .compiler.ops.registry import OPS, has_op, registered_ops
-from .compiler.symbol import (Group, NameManager, Symbol, Variable, builder, create, load,
+from .symbol import (Group, NameManager, Symbol, Variable, builder, create, load,
                               load_json, var)
 
 __all__ = ["Symbol", "NameManager", "var", "Variable", "Group", "load", "load_json", "create"]

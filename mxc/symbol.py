@@ -21,9 +21,20 @@ import numpy as np
 from .compiler.infer import infer_shapes, infer_types
 from .compiler.ir import Entry, Graph, Node, post_order
 from .compiler.ops.registry import FLAG_FROM_DTYPE, OpDef, get_op
+from .compiler.partition.registry import provide_subgraph_backend
 from .errors import GraphError, MxcError, ShapeError
 
 __all__ = ["Symbol", "NameManager", "var", "Variable", "Group", "load", "load_json", "create"]
+
+
+def _register_tvm_backend() -> None:
+    from .backends.tvm.property import register_tvm_backend
+    register_tvm_backend()
+
+
+# optimize_for("tvm") works without importing the backend first: the compiler is told
+# how to register it (it may not import the backend itself)
+provide_subgraph_backend("tvm", _register_tvm_backend)
 
 
 # ---------------------------------------------------------------------------

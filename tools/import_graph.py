@@ -6,13 +6,18 @@ kinds.  It answers two questions:
 
 * **upward imports** -- imports that break the layer rules
   (:data:`NEVER`): nothing under ``mxc.compiler`` imports the frontend,
-  the backends, the runtime, the CLI or ``mxc.library``; the runtime imports
+  the backends, the runtime, the CLI, ``mxc.library`` or the Symbol API
+  (except the compatibility re-export ``mxc.compiler.symbol``); the runtime imports
   the compiler only from ``runtime/host.py``; ``mxc.serving`` sits above the
   runtime (nothing in the runtime, backends, frontend or compiler imports it,
   and it imports neither the CLI, the compiler nor the backends);
 * **import cycles** -- strongly connected groups of modules.
 
-``if TYPE_CHECKING:`` blocks are skipped (they never run).  The test
+Two routes that are not import statements count as well: an
+``importlib.import_module("mxc.x")`` call with a literal module name (an import
+by name is still a dependency), and an import under ``if TYPE_CHECKING:``
+(it never runs, but the annotation ties the modules together; such edges have
+``type_only`` set).  The test
 ``tests/compiler/test_import_rules.py`` enforces the rules; run
 ``python tools/import_graph.py [root]`` for a report (root: the folder holding
 ``mxc/``; default this checkout).
@@ -31,6 +36,10 @@ __all__ = ["Import", "NEVER", "collect_imports", "upward_imports", "import_cycle
 NEVER: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("mxc.compiler", ("mxc.frontend", "mxc.backends", "mxc.runtime", "mxc.cli", "mxc.library",
                       "mxc.serving"), ()),
+    # the Symbol API sits on the floor above the compiler; the one route down to it is the
+    # old path mxc.compiler.symbol, a by-name re-export kept for compatibility
+    ("mxc.compiler", ("mxc.symbol", "mxc.sym", "mxc.model", "mxc.mxnet", "mxc.draw"),
+     ("mxc.compiler.symbol",)),
     ("mxc.runtime", ("mxc.compiler",), ("mxc.runtime.host",)),
     # serving sits above the runtime: nothing below it may depend on a web framework
     ("mxc.runtime", ("mxc.serving", "mxc.cli"), ()),
@@ -49,6 +58,10 @@ class Import:
     path: str
     line: int
     in_function: bool
+    #: under ``if TYPE_CHECKING:`` (read by type checkers only)
+    type_only: bool = False
+    #: an ``importlib.import_module("...")`` call rather than an import statement
+    by_name: bool = False
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -62,6 +75,7 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self, module: str, is_package: bool, path: str, modules: set[str]):
         self.module, self.is_package, self.path, self.modules = module, is_package, path, modules
         self.depth = 0
+        self.type_checking = 0
         self.found: list[Import] = []
 
     def _base(self, level: int, name: str | None) -> str:
@@ -73,10 +87,24 @@ class _Visitor(ast.NodeVisitor):
         pkg = pkg[:len(pkg) - (level - 1)]
         return ".".join(pkg + ([name] if name else []))
 
-    def _add(self, target: str, node: ast.AST) -> None:
+    def _add(self, target: str, node: ast.AST, by_name: bool = False) -> None:
         if target.split(".")[0] != "mxc":
             return
-        self.found.append(Import(self.module, target, self.path, node.lineno, self.depth > 0))
+        self.found.append(Import(self.module, target, self.path, node.lineno, self.depth > 0,
+                                 self.type_checking > 0, by_name))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else None
+        if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            target = node.args[0].value
+            if target.startswith("."):  # relative to the package argument: this package
+                level = len(target) - len(target.lstrip("."))
+                target = self._base(level, target.lstrip(".") or None)
+            self._add(target, node, by_name=True)
+        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -92,7 +120,11 @@ class _Visitor(ast.NodeVisitor):
         test = node.test
         name = test.id if isinstance(test, ast.Name) else \
             test.attr if isinstance(test, ast.Attribute) else None
-        if name == "TYPE_CHECKING":  # annotations only, never executed
+        if name == "TYPE_CHECKING":  # annotations only: never executed, still a dependency
+            self.type_checking += 1
+            for stmt in node.body:
+                self.visit(stmt)
+            self.type_checking -= 1
             for stmt in node.orelse:
                 self.visit(stmt)
             return
@@ -196,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"upward imports: {len(bad)}")
     for i in bad:
         where = "in a function" if i.in_function else "module level"
+        where += ", by name" if i.by_name else ""
+        where += ", TYPE_CHECKING" if i.type_only else ""
         print(f"  {i.path}:{i.line}  {i.importer} -> {i.target}  ({where})")
     cycles = import_cycles(imports)
     print(f"import cycles: {len(cycles)}")

@@ -173,7 +173,7 @@ def model_name(path: str) -> str:
 def load_model(args, sym=None):
     """(symbol, arg_params, aux_params) from the common model arguments (*sym*: the
     model already read, e.g. from standard input)."""
-    from ..compiler.symbol import load
+    from ..symbol import load
     from ..frontend.params import load_params, split_arg_aux
     from ..compiler.ops.registry import check_supported
     from ..draw import register_backend_ops

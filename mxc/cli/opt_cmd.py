@@ -122,7 +122,7 @@ def _load(args):
     from .common import load_model
     from ..compiler.ir.text import parse_graph
     from ..compiler.ops.registry import check_supported
-    from ..compiler.symbol import Symbol
+    from ..symbol import Symbol
     from ..errors import FrontendError
     source, data = args.model, None
     if args.model == "-":

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 from ..errors import ExtensionError
 
-if TYPE_CHECKING:  # the records' type; mxc.library defines it
-    from ..library import ExtensionLibrary
-
-__all__ = ["guard", "extension_error", "extension_of", "current_library"]
+__all__ = ["guard", "extension_error", "extension_of", "current_library", "loaded",
+           "LibraryRecord", "LibraryRecords", "RECORDS"]
 
 
 # ---------------------------------------------------------------------------
@@ -92,17 +90,83 @@ def guard(extension: str | None, function: str, node: Any = None) -> Iterator[No
         raise extension_error(extension, function, node, exc) from exc
 
 
-_LOCK = threading.RLock()
-#: loaded libraries by key, in load order, and the stack of libraries being loaded
-#: (filled by :mod:`mxc.library`, which shares these very objects)
-_LIBRARIES: dict[str, "ExtensionLibrary"] = {}
-_LOADING: list["ExtensionLibrary"] = []
+class LibraryRecord(Protocol):
+    """What the records need of a library (:class:`mxc.library.ExtensionLibrary` has it;
+    the compiler may not import that class, so it is described here)."""
+
+    name: str
+    module_name: str
+    _key: str
 
 
-def loaded() -> list["ExtensionLibrary"]:
+class LibraryRecords:
+    """The loaded libraries (by key, in load order) and the stack of libraries being loaded.
+
+    One instance, :data:`RECORDS`, shared by :mod:`mxc.library`, the compiled-
+    library loader and the compiler's error reporting.  Every change goes
+    through these methods under :attr:`lock` (reentrant, so a library that
+    loads another one while it loads does not deadlock); the loaders change it
+    only through :class:`mxc.library_transaction.ExtensionTransaction`.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._loaded: dict[str, LibraryRecord] = {}
+        self._loading: list[LibraryRecord] = []
+
+    def get(self, key: str) -> "LibraryRecord | None":
+        """The loaded library recorded under *key*, or None."""
+        with self.lock:
+            return self._loaded.get(key)
+
+    def keys(self) -> set[str]:
+        """The keys of every loaded library."""
+        with self.lock:
+            return set(self._loaded)
+
+    def values(self) -> list[LibraryRecord]:
+        """Every loaded library, in load order."""
+        with self.lock:
+            return list(self._loaded.values())
+
+    def add(self, record: LibraryRecord) -> None:
+        with self.lock:
+            self._loaded[record._key] = record
+
+    def pop(self, key: str) -> "LibraryRecord | None":
+        """Forget the library under *key*; returns it (None if there was none)."""
+        with self.lock:
+            return self._loaded.pop(key, None)
+
+    def is_loading(self, key: str) -> bool:
+        """True while the library under *key* is being loaded (a library loading itself)."""
+        with self.lock:
+            return any(rec._key == key for rec in self._loading)
+
+    def push_loading(self, record: LibraryRecord) -> None:
+        with self.lock:
+            self._loading.append(record)
+
+    def pop_loading(self, record: LibraryRecord) -> None:
+        with self.lock:
+            if self._loading and self._loading[-1] is record:
+                self._loading.pop()
+            elif record in self._loading:  # pragma: no cover - nested loads unwind in order
+                self._loading.remove(record)
+
+    def loading(self) -> list[LibraryRecord]:
+        """The libraries being loaded, outermost first."""
+        with self.lock:
+            return list(self._loading)
+
+
+#: the one set of library records
+RECORDS = LibraryRecords()
+
+
+def loaded() -> list[Any]:
     """Every library loaded so far, in load order."""
-    with _LOCK:
-        return list(_LIBRARIES.values())
+    return RECORDS.values()
 
 
 def extension_of(obj: Any) -> str:
@@ -117,17 +181,18 @@ def extension_of(obj: Any) -> str:
         module = getattr(type(obj), "__module__", None)
     if not module:
         return "<unknown extension>"
-    for rec in list(_LIBRARIES.values()) + list(_LOADING):
+    for rec in RECORDS.values() + RECORDS.loading():
         if rec.module_name and (module == rec.module_name
                                 or module.startswith(rec.module_name + ".")):
             return rec.name
     return module
 
 
-def current_library() -> "ExtensionLibrary | None":
-    """The library being loaded right now (None outside :func:`load`).
+def current_library() -> Any:
+    """The library being loaded right now (None outside :func:`mxc.library.load`).
 
     Registration functions use it to attribute what they register, so run-
     time errors can name the extension.
     """
-    return _LOADING[-1] if _LOADING else None
+    stack = RECORDS.loading()
+    return stack[-1] if stack else None

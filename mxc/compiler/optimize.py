@@ -19,20 +19,31 @@ pass that allocates parameters when no dicts were given is an error.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from ..errors import MxcError, PartitionError, PassError
 from .ir.attrs import format_attr_value
 
-if TYPE_CHECKING:  # pragma: no cover - annotations only; the compiler works on graphs
-    from ..symbol import Symbol
+
+class _SymbolLike(Protocol):
+    """What :func:`optimize_symbol` needs of :class:`mxc.symbol.Symbol`, which sits above
+    the compiler (so it is described here rather than imported)."""
+
+    graph: Any
+
+    def list_arguments(self) -> list[str]: ...
+
+    def list_auxiliary_states(self) -> list[str]: ...
 
 
-def optimize_symbol(sym: "Symbol", backend: str, *, args: dict | Sequence | None = None,
+Symbol = TypeVar("Symbol", bound=_SymbolLike)
+
+
+def optimize_symbol(sym: Symbol, backend: str, *, args: dict | Sequence | None = None,
                     aux: dict | Sequence | None = None, clear: bool = True,
-                    **options: Any) -> "Symbol":
+                    **options: Any) -> Symbol:
     from .partition import has_subgraph_backend, list_subgraph_backends
     from .passes.registry import has_pass, list_passes
     if has_pass(backend) or "," in backend or "{" in backend:

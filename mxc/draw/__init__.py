@@ -26,13 +26,10 @@ FORMATS = (".html", ".svg")
 
 
 def register_backend_ops() -> None:
-    """Import the subgraph backends mxc provides by name (``mxc.SUBGRAPH_BACKEND_MODULES``)
-    so the region operators they register (``_tvm_subgraph``) load from a partitioned JSON."""
-    import importlib
-
-    import mxc
-    for module in mxc.SUBGRAPH_BACKEND_MODULES.values():
-        importlib.import_module(module)
+    """Register the subgraph backends mxc provides, so the region operators they
+    define (``_tvm_subgraph``) load from a partitioned JSON."""
+    from ..backends.tvm.property import register_tvm_backend
+    register_tvm_backend()
 
 
 def drawing_of(path: str | os.PathLike, shapes: Mapping[str, tuple] | None = None,
@@ -46,7 +43,7 @@ def drawing_of(path: str | os.PathLike, shapes: Mapping[str, tuple] | None = Non
         art = read_artifact(path, check_target=False)
         return from_artifact(art.graph, art.manifest, title,
                              {k: v.shape for k, v in art.params.items()})
-    from ..compiler.symbol import load
+    from ..symbol import load
     register_backend_ops()
     sym = load(path)
     given = {k: tuple(v.shape) for k, v in (params or {}).items()}

@@ -192,19 +192,16 @@ def load_native(path, verbose: bool = True, *, mxnet_version: int = MXNET_VERSIO
     (``mxc.mxnet`` passes ``(11,)`` to refuse what MXNet 1.9.1 refuses).
     """
     from .. import library_registrations as registrations
-    from ..compiler.extension_guard import _LIBRARIES, _LOADING, _LOCK
+    from ..compiler.extension_guard import RECORDS
+    from ..library_transaction import ExtensionTransaction
 
     lib = open_library(path, lib_api_versions)
     key = f"native:{lib.path}"
-    with _LOCK:
-        existing = _LIBRARIES.get(key)
-        record = existing or registrations.ExtensionLibrary(name=lib.name, path=lib.path,
-                                                            module_name="", source="native",
-                                                            _key=key)
+    with RECORDS.lock:
+        record = RECORDS.get(key) or registrations.ExtensionLibrary(
+            name=lib.name, path=lib.path, module_name="", source="native", _key=key)
         record.native = lib
-        before = registrations.snapshot()
-        _LOADING.append(record)
-        try:
+        with ExtensionTransaction(record) as tx:
             _initialize(lib, mxnet_version)
             ops = _read_ops(lib)
             partitioners = read_partitioners(lib)
@@ -212,18 +209,9 @@ def load_native(path, verbose: bool = True, *, mxnet_version: int = MXNET_VERSIO
             _register_ops(ops, record)
             register_partitioners(partitioners)
             register_passes(passes)
-        except BaseException:
-            registrations.undo(registrations.changes_since(before))
-            raise
-        finally:
-            _LOADING.pop()
-        if existing is None:
-            record._changes = registrations.changes_since(before)
-            record.registrations = {"operators": [e.name for e in ops],
-                                    "partitioners": [p for p, _ in partitioners],
-                                    "graph passes": [n for n, _ in passes]}
-            _LIBRARIES[key] = record
-        registrations.tag_operators(record)
+            tx.registrations = {"operators": [e.name for e in ops],
+                                "partitioners": [p for p, _ in partitioners],
+                                "graph passes": [n for n, _ in passes]}
     if verbose:
         print(_report(ops, partitioners, passes), file=sys.stderr, flush=True)
     return record

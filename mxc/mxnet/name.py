@@ -1,13 +1,13 @@
 """``mx.name``: automatic node names (``exp0``, ``_plus1``) and their scopes.
 
-The manager is mxc's own (:class:`mxc.compiler.symbol.NameManager`), so
+The manager is mxc's own (:class:`mxc.symbol.NameManager`), so
 ``with mx.name.NameManager():`` restarts the counters of every builder, and
 :class:`Prefix` prepends a string to every generated name, as in MXNet.
 """
 
 from __future__ import annotations
 
-from ..compiler.symbol import NameManager
+from ..symbol import NameManager
 
 __all__ = ["NameManager", "Prefix", "current"]
 

@@ -1,6 +1,6 @@
 """``mx.sym``: MXNet's Symbol API with executors that train, over mxc's Symbol.
 
-:class:`Symbol` extends mxc's :class:`~mxc.compiler.symbol.Symbol` (same graph,
+:class:`Symbol` extends mxc's :class:`~mxc.symbol.Symbol` (same graph,
 same JSON, same inference) with MXNet 1.x behaviour where mxc's own API
 differs:
 
@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..compiler import symbol as _base
+from .. import symbol as _base
 from ..errors import MxcError
 from .base import MXNetError, mxnet_error, version_number
 from .context import check_cpu

@@ -26,7 +26,7 @@ def test_no_upward_imports_anywhere_in_the_source():
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     # an independent check of the checker on a made-up tree: a function-level relative
     # import from the compiler into the backends, and a runtime module other than host.py
-    # importing the compiler, are caught; host.py and TYPE_CHECKING imports are not
+    # importing the compiler, are caught; host.py is not
     pkg = tmp_path / "mxc"
     for d in ("compiler/passes", "backends", "runtime", "frontend"):
         (pkg / d).mkdir(parents=True)
@@ -42,7 +42,29 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     (pkg / "runtime" / "session.py").write_text("import mxc.compiler.passes.fold\n")
     bad = {(i.importer, i.target, i.in_function) for i in upward_imports(collect_imports(tmp_path))}
     assert bad == {("mxc.compiler.passes.fold", "mxc.backends.ref", True),
+                   ("mxc.compiler.passes.fold", "mxc.frontend", False),
                    ("mxc.runtime.session", "mxc.compiler.passes.fold", False)}
+
+
+def test_the_checker_sees_by_name_and_type_checking_routes(tmp_path):
+    # importlib.import_module("...") with a literal name and an import under
+    # `if TYPE_CHECKING:` are dependencies too: both upward routes are reported
+    pkg = tmp_path / "mxc"
+    for d in ("compiler", "backends", "frontend"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "backends" / "tvm.py").write_text("X = 1\n")
+    (pkg / "compiler" / "shim.py").write_text(
+        "import importlib\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ..frontend import attrs\n"
+        "def get():\n    return importlib.import_module('mxc.backends.tvm').X\n"
+        "def ok(name):\n    return importlib.import_module(name)\n")
+    found = upward_imports(collect_imports(tmp_path))
+    assert {(i.importer, i.target, i.by_name, i.type_only) for i in found} == {
+        ("mxc.compiler.shim", "mxc.backends.tvm", True, False),
+        ("mxc.compiler.shim", "mxc.frontend", False, True)}
 
 
 def test_cycles_are_found_as_strongly_connected_groups():

@@ -209,7 +209,8 @@ def _regions(graph) -> list:
 @pytest.mark.parametrize("options", [{}, {"dedup_subgraph": "True"}])
 def test_partitioning_makes_the_regions_of_the_uniquely_named_graph(options):
     from mxc.compiler.partition import optimize_graph
-    import mxc.backends.tvm.property  # noqa: F401 - registers the tvm backend
+    from mxc.backends.tvm.property import register_tvm_backend
+    register_tvm_backend()
     shapes = {**ARG_SHAPES, **AUX_SHAPES}
     dtypes = {k: "float32" for k in shapes}
     parts = [optimize_graph(load(doc).graph.copy(), "tvm", shapes=shapes, dtypes=dtypes,

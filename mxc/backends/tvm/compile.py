@@ -197,7 +197,7 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     Parameters
     ----------
     sym:
-        A :class:`~mxc.compiler.symbol.Symbol` (or a :class:`~mxc.compiler.ir.Graph`).
+        A :class:`~mxc.symbol.Symbol` (or a :class:`~mxc.compiler.ir.Graph`).
     params:
         Parameter arrays: one dict (``{"fc1_weight": ...}``; MXNet's
         ``arg:``/``aux:`` key prefixes are accepted) or an

@@ -136,7 +136,8 @@ def lower_model(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None =
     all before anything is compiled.
     """
     from ...compiler.partition import optimize_graph
-    from . import property as _prop  # registers the "tvm" backend
+    from . import property as _prop
+    _prop.register_tvm_backend()
 
     opts = options if options is not None else CompileOptions()
     prog = progress if progress is not None else QuietProgress()

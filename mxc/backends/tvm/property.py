@@ -19,7 +19,7 @@ Nodes it never takes:
 * anything :func:`~mxc.backends.tvm.converter.support_reason` rejects
   (unknown op, no converter, unsupported dtype, dynamic shape ...).
 
-Importing this module registers the backend (``optimize_graph(g, "tvm",
+:func:`register_tvm_backend` registers the backend (``optimize_graph(g, "tvm",
 shapes=..., dtypes=..., clear=False)``) and the ``_tvm_subgraph`` operator;
 TVM itself is imported only when a partitioning runs.
 """
@@ -34,14 +34,12 @@ from ...compiler.ops.subgraph import register_subgraph_op
 from ...compiler.partition import (PartitionContext, SubgraphProperty, SubgraphSelector,
                                    register_subgraph_property)
 
-__all__ = ["BACKEND", "SUBGRAPH_OP", "TVMSubgraphProperty", "TVMSelector", "is_tvm_region"]
+__all__ = ["BACKEND", "SUBGRAPH_OP", "register_tvm_backend", "TVMSubgraphProperty",
+           "TVMSelector", "is_tvm_region"]
 
 BACKEND = "tvm"
 #: the operator of a region compiled by TVM (its reference forward runs the nested graph)
 SUBGRAPH_OP = "_tvm_subgraph"
-
-register_subgraph_op(SUBGRAPH_OP, override=True)
-
 
 def is_tvm_region(node: Node) -> bool:
     return node.op == SUBGRAPH_OP and bool(node.subgraphs)
@@ -176,7 +174,22 @@ def merge_regions(graph: Graph, regions: list[Node], name: str) -> Node:
     return node
 
 
-register_subgraph_property(BACKEND, TVMSubgraphProperty)
+def register_tvm_backend() -> None:
+    """Register the ``_tvm_subgraph`` operator and the ``"tvm"`` subgraph backend.
+
+    Explicit rather than a side effect of importing this module: whoever needs
+    them calls it (lowering, before it partitions; ``mxc.draw`` and the CLI,
+    before they read a partitioned JSON; :mod:`mxc.symbol`, through
+    :func:`~mxc.compiler.partition.provide_subgraph_backend`, for
+    ``optimize_for("tvm")``).  Idempotent, and it re-registers what a rolled-
+    back extension load removed.
+    """
+    from ...compiler.ops.registry import has_op
+    from ...compiler.partition.registry import BACKENDS
+    if not has_op(SUBGRAPH_OP):
+        register_subgraph_op(SUBGRAPH_OP, override=True)
+    if BACKENDS.get(BACKEND) is None:
+        register_subgraph_property(BACKEND, TVMSubgraphProperty)
 
 
 def _require_input_shapes(graph: Graph, shapes) -> None:

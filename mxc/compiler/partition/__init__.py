@@ -23,8 +23,9 @@ from .custom import (ANY_SUBGRAPH, UNSUPPORTED, CustomSubgraphProperty, Partitio
 from .default_property import DefaultSubgraphProperty
 from .property import PartitionContext, SubgraphProperty
 from .registry import (SubgraphBackend, get_subgraph_backend, has_subgraph_backend,
-                       list_subgraph_backends, register_subgraph_backend,
-                       register_subgraph_property, unregister_subgraph_backend)
+                       list_subgraph_backends, provide_subgraph_backend,
+                       register_subgraph_backend, register_subgraph_property,
+                       unregister_subgraph_backend)
 from .selector import OpNameSelector, SubgraphSelector, canonical_op_name, parse_op_names
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "SubgraphProperty", "PartitionContext", "DefaultSubgraphProperty",
     "SubgraphBackend", "register_subgraph_backend", "register_subgraph_property",
     "get_subgraph_backend", "has_subgraph_backend", "list_subgraph_backends",
+    "provide_subgraph_backend",
     "unregister_subgraph_backend",
     "Partitioner", "Strategy", "CustomSubgraphProperty", "register_partitioner",
     "get_partitioner", "UNSUPPORTED", "ANY_SUBGRAPH", "EXT_SHAPE_ATTR", "EXT_DTYPE_ATTR",

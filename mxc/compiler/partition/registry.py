@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
-import sys
 from typing import Any, Callable
 
 from ...errors import PartitionError
@@ -32,7 +30,7 @@ from .property import SubgraphProperty
 
 __all__ = ["SubgraphBackend", "register_subgraph_backend", "register_subgraph_property",
            "get_subgraph_backend", "list_subgraph_backends", "unregister_subgraph_backend",
-           "has_subgraph_backend"]
+           "has_subgraph_backend", "provide_subgraph_backend"]
 
 PropertyFactory = Callable[[], SubgraphProperty]
 
@@ -120,7 +118,7 @@ def _checked(backend: str, label: str, fn: Callable, kw: dict) -> SubgraphProper
 
 def _unknown_backend(name: str) -> PartitionError:
     import difflib
-    names = sorted(set(BACKENDS.names()) | set(_provided()))
+    names = sorted(set(BACKENDS.names()) | set(_PROVIDERS))
     close = difflib.get_close_matches(name, names, n=1)
     return PartitionError(f"unknown subgraph backend {name!r}"
                           + (f" (did you mean {close[0]!r}?)" if close else "")
@@ -163,27 +161,35 @@ def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
 
 
 def has_subgraph_backend(name: str) -> bool:
-    return name in BACKENDS or name in _provided()
+    return name in BACKENDS or name in _PROVIDERS
 
 
 def get_subgraph_backend(name: str) -> SubgraphBackend:
     """The backend *name*; :class:`~mxc.errors.PartitionError` lists the known ones."""
     backend = BACKENDS.get(name)
-    if backend is None and name in _provided():
-        importlib.import_module(_provided()[name])   # registers it (e.g. "tvm")
+    if backend is None and name in _PROVIDERS:
+        _PROVIDERS[name]()   # registers it (e.g. "tvm")
     return BACKENDS.lookup(name)
 
 
-def _provided() -> dict[str, str]:
-    """Backends a higher layer provides by module name (``mxc.SUBGRAPH_BACKEND_MODULES``:
-    ``{"tvm": "mxc.backends.tvm.property"}``), imported the first time they are asked
-    for -- so ``optimize_for("tvm")`` works without importing the backend first."""
-    root = sys.modules.get(__name__.split(".", 1)[0])
-    return dict(getattr(root, "SUBGRAPH_BACKEND_MODULES", {}) or {})
+#: backends a higher layer provides, registered the first time they are asked for:
+#: name -> a function that registers the backend (see :func:`provide_subgraph_backend`)
+_PROVIDERS: dict[str, Callable[[], None]] = {}
+
+
+def provide_subgraph_backend(name: str, register: Callable[[], None]) -> None:
+    """Announce backend *name*, registered by calling *register* the first time it is asked for.
+
+    A layer above the compiler (the TVM backend) cannot be imported from here;
+    the layer that knows it (:mod:`mxc.symbol`, for ``optimize_for("tvm")``)
+    hands in the function that registers it, so the dependency is an explicit
+    call instead of a module name looked up at run time.
+    """
+    _PROVIDERS[name] = register
 
 
 def list_subgraph_backends() -> list[str]:
-    return sorted(set(BACKENDS.names()) | set(_provided()))
+    return sorted(set(BACKENDS.names()) | set(_PROVIDERS))
 
 
 def unregister_subgraph_backend(name: str) -> None:
