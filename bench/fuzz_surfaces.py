@@ -27,7 +27,9 @@ so an expected outcome is success or an :class:`mxc.errors.MxcError`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -39,6 +41,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SURFACES = ("native_library", "signing", "mxnet")
 _SPLIT = b"\x00--mxc-fuzz--\x00"
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    """Silence one logger while a fuzz input runs, and give it back as it was: the
+    targets also run inside the test suite, whose later tests read those warnings."""
+    logger = logging.getLogger(logger_name)
+    saved, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = saved
 
 
 def _mutator(seeds, rng):
@@ -118,10 +132,12 @@ class NativeLibraryTarget:
         self._exercise()
 
     def _exercise(self) -> None:
-        import logging
+        with _quiet("mxc.library"):     # "no CPU forward" warnings
+            self._exercise_quietly()
+
+    def _exercise_quietly(self) -> None:
         import mxc
         from mxc.compiler.symbol import builder
-        logging.getLogger("mxc.library").disabled = True   # "no CPU forward" warnings
         from mxc.library_native import calls, op_entry
         record = None
         try:
@@ -177,13 +193,15 @@ class SigningTarget:
         return self.mutate()
 
     def __call__(self, data: bytes) -> None:
-        import logging
+        with _quiet("mxc.signing"):     # private-key warnings
+            self._check(data)
+
+    def _check(self, data: bytes) -> None:
         from mxc.runtime.signing import NamedKey, load_public_key, verify_manifest
         from mxc.runtime.signing import _raw_public
         parts = data.split(_SPLIT)
         sig, key, manifest = (parts + [b"", b"", b""])[:3] if len(parts) >= 3 else \
             (data, self.public, self.manifest)
-        logging.getLogger("mxc.signing").disabled = True     # private-key warnings
         if key[:1] == b"N":
             key = NamedKey(key[1:], "mlp@3")
         verify_manifest(manifest, sig, key, "<fuzz>")

@@ -120,9 +120,9 @@ def check_tuning_dependencies(search: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..backends.tvm.options import TuneOptions
     from ..backends.tvm.tune import tune_model
-    check_tuning_dependencies(args.search)
     loaded = load_model(args)
-    require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})
+    require_shapes(args, loaded[0], {**loaded[1], **loaded[2]})   # usage errors come first
+    check_tuning_dependencies(args.search)
     mod, target, compile_options = lower_args_model(args, loaded)
     margin = {} if args.keep_margin is None else {"keep_margin": args.keep_margin}
     report = tune_model(mod, TuneOptions(

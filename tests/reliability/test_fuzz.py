@@ -58,6 +58,9 @@ def test_mutation_fuzzing_finds_no_unexpected_exception(target, workdir):
                     per_input_s=30, workdir=workdir)
     assert res["inputs"] == budget
     assert res["unexpected"] == 0, json.dumps(res["distinct_unexpected"], indent=1)[:4000]
+    import logging
+    silenced = [name for name in ("mxc.library", "mxc.signing") if logging.getLogger(name).disabled]
+    assert not silenced, f"the {target} target left logger(s) {silenced} disabled"
 
 
 # ---------------------------------------------------------------------------------------
