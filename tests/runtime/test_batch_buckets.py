@@ -160,3 +160,36 @@ def test_mxc_compile_takes_a_range_and_buckets(tmp_path, capsys):
     sess = rt.load(out)
     assert sess.buckets == [2, 6]
     assert sess.run({"data": np.ones((5, 784), "float32")})[0].shape == (5, 10)
+
+
+def test_the_manifest_spells_the_range_so_the_triton_export_batches(built):
+    from mxc.serving.triton import triton_config
+    man = rt.read_manifest(built["mlp"][0])
+    assert man["inputs"][0]["shape"] == [[1, 8], 784]
+    assert man["outputs"][0]["shape"] == [[1, 8], 10]
+    config = triton_config(man, "mlp", max_batch_size=32)
+    assert "max_batch_size: 8" in config and "dynamic_batching" in config
+    assert "dims: [ 784 ]" in config and "dims: [ 10 ]" in config
+
+
+def test_the_serving_batcher_groups_requests_on_the_sessions_declared_range(built):
+    import asyncio
+
+    from mxc.serving.batcher import AdaptiveBatcher, batch_range
+    path, static, data, row = built["mlp"]
+    sess = rt.load(path)
+    calls = []
+
+    def run(feeds):
+        calls.append(feeds[data].shape[0])
+        return sess.run(feeds)
+    batcher = AdaptiveBatcher(run, batch_range(sess), max_batch_size=32, max_latency_ms=1000)
+    assert batcher.batching and batcher.cap == 8     # the range's top, not 32
+    xs = np.random.default_rng(3).standard_normal((11, 1, *row)).astype("float32")
+
+    async def submit_all():
+        return await asyncio.gather(*(batcher.submit({data: x}) for x in xs))
+    outs = asyncio.run(submit_all())
+    assert sorted(calls) == [3, 8]
+    for x, (out,) in zip(xs, outs):
+        np.testing.assert_allclose(out, static[1].run({data: x})[0], rtol=1e-5, atol=1e-6)

@@ -30,12 +30,23 @@ class BucketedModel:
         self._session = None
         shared = all(params_equal(m.params, self.top.params) for m in models.values())
         self._shared_params = shared
-        self.manifest = {**self.top.manifest, "dynamic_batch": {
-            "range": [rng.lo, rng.hi], "axes": dict(rng.axes), "buckets": list(buckets),
-            "output_axes": dict(output_axes),
-            "members": {str(b): bucket_members(b, b == buckets[-1], m.executable is not None,
-                                               bool(m.params), shared)
-                        for b, m in models.items()}}}
+        span = [rng.lo, rng.hi]   # the ranged dimension, as Triton's export reads it
+        members = {str(b): bucket_members(b, b == buckets[-1], m.executable is not None,
+                                          bool(m.params), shared) for b, m in models.items()}
+        self.manifest = {
+            **self.top.manifest,
+            "inputs": _ranged(self.top.manifest.get("inputs"), rng.axes, span),
+            "outputs": _ranged(self.top.manifest.get("outputs"), output_axes, span),
+            "dynamic_batch": {"range": span, "axes": dict(rng.axes), "buckets": list(buckets),
+                              "output_axes": dict(output_axes), "members": members}}
+
+    @property
+    def inputs(self) -> list[dict]:
+        return [i for i in self.manifest["inputs"] if not i.get("optional")]
+
+    @property
+    def outputs(self) -> list[dict]:
+        return list(self.manifest["outputs"])
 
     def __getattr__(self, name: str) -> Any:   # graph, plan, params, regions, host_nodes ...
         if name in ("top", "buckets"):
@@ -82,3 +93,14 @@ class BucketedModel:
         return (f"batch range {self.range.text()} on "
                 f"{', '.join(f'{n}[{a}]' for n, a in self.range.axes.items())}, buckets "
                 f"{', '.join(map(str, self.bucket_sizes))}\n" + self.top.summary())
+
+
+def _ranged(entries: Any, axes: Mapping[str, int], span: list[int]) -> list[dict]:
+    """Manifest tensor entries with the batch dimension of those in *axes* as ``[LO, HI]``."""
+    out = []
+    for e in entries or []:
+        shape = list(e["shape"])
+        if e["name"] in axes:
+            shape[axes[e["name"]]] = list(span)
+        out.append({**e, "shape": shape})
+    return out
