@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ExecutionError
 from .info import TensorInfo
+from .session import Session
 
 #: the name of the ranged dimension in ``TensorInfo.shape`` (ONNX Runtime shows a
 #: symbolic dimension as its name)
@@ -123,15 +124,10 @@ class BucketSession:
     def outputs(self) -> list[TensorInfo]:
         return [self._info(t, self._out_axes) for t in self.manifest.get("outputs") or []]
 
-    def get_inputs(self) -> list[TensorInfo]:
-        return self.inputs
-
-    def get_outputs(self) -> list[TensorInfo]:
-        return self.outputs
-
-    @property
-    def target(self) -> str:
-        return str((self.manifest.get("target") or {}).get("string", "?"))
+    # ONNX Runtime's spellings and the target string, as a single-batch session has them
+    get_inputs = Session.get_inputs
+    get_outputs = Session.get_outputs
+    target = Session.target
 
     def range_text(self) -> str:
         return f"{self.batch_range[0]}..{self.batch_range[1]}"

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...runtime.buckets import bucket_members, params_equal
+from .compile import CompiledModel
 
 
 class BucketedModel:
@@ -40,13 +41,9 @@ class BucketedModel:
             "dynamic_batch": {"range": span, "axes": dict(rng.axes), "buckets": list(buckets),
                               "output_axes": dict(output_axes), "members": members}}
 
-    @property
-    def inputs(self) -> list[dict]:
-        return [i for i in self.manifest["inputs"] if not i.get("optional")]
-
-    @property
-    def outputs(self) -> list[dict]:
-        return list(self.manifest["outputs"])
+    # the manifest's entries, the batch dimension spelled [LO, HI]
+    inputs = CompiledModel.inputs
+    outputs = CompiledModel.outputs
 
     def __getattr__(self, name: str) -> Any:   # graph, plan, params, regions, host_nodes ...
         if name in ("top", "buckets"):
