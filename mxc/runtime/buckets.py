@@ -69,11 +69,15 @@ def validate_dynamic(man: Mapping[str, Any], path: Any) -> None:
             and buckets[-1] == rng[1]):
         raise fail(f"buckets: expected increasing sizes in {rng[0]}..{rng[1]} ending at "
                    f"{rng[1]}, got {buckets!r}")
-    for key in ("axes", "output_axes"):
+    for key, entries, every in (("axes", "inputs", False), ("output_axes", "outputs", True)):
         axes = dyn.get(key)
+        ranks = {t.get("name"): len(t.get("shape") or ()) for t in man.get(entries) or []
+                 if isinstance(t, dict)}
         if not (isinstance(axes, dict) and axes and all(
-                isinstance(k, str) and type(v) is int and v >= 0 for k, v in axes.items())):
-            raise fail(f"{key}: expected {{name: axis}}, got {axes!r}")
+                isinstance(k, str) and type(v) is int and 0 <= v < ranks.get(k, 0)
+                for k, v in axes.items())) or (every and set(axes) != set(ranks)):
+            raise fail(f"{key}: expected {{name: axis}} for {'every one' if every else 'some'} "
+                       f"of the manifest's {entries}, got {axes!r}")
     members, listed = dyn.get("members"), man.get("members") or {}
     if not isinstance(members, dict) or sorted(members) != sorted(map(str, buckets)):
         raise fail("members: expected the members of every bucket")

@@ -193,3 +193,58 @@ def test_the_serving_batcher_groups_requests_on_the_sessions_declared_range(buil
     assert sorted(calls) == [3, 8]
     for x, (out,) in zip(xs, outs):
         np.testing.assert_allclose(out, static[1].run({data: x})[0], rtol=1e-5, atol=1e-6)
+
+
+def _custom_op_net(op_name: str, forward):
+    from mxc import sym as S
+
+    @mxc.register_custom_op(op_name)
+    class Op(mxc.CustomOp):
+        def parse_attrs(self, attrs):
+            return 1, 1
+
+        def infer_shape(self, attrs, in_shapes):
+            return in_shapes, [in_shapes[0]]
+
+        def forward(self, attrs, inputs, outputs):
+            return [forward(inputs[0])]
+    net = S.relu(S.FullyConnected(S.var("data"), num_hidden=8, name="fc1"))
+    net = S.FullyConnected(getattr(S, op_name)(net, name="op"), num_hidden=3, name="fc2")
+    rng = np.random.RandomState(0)
+    weights = {"fc1_weight": rng.randn(8, 5).astype("f"), "fc1_bias": np.zeros(8, "f"),
+               "fc2_weight": rng.randn(3, 8).astype("f"), "fc2_bias": np.zeros(3, "f")}
+    return net, weights
+
+
+def test_a_host_fallback_node_runs_in_a_bucket_when_its_rows_are_independent():
+    net, weights = _custom_op_net("bucket_test_scale", lambda x: x * 0.5)
+    dyn = mxc.compile(net, weights, {"data": ((1, 4), 5)})
+    assert "op" in dyn.host_nodes
+    x = np.random.default_rng(2).standard_normal((3, 5)).astype("float32")
+    want = mxc.compile(net, weights, {"data": (3, 5)}).run({"data": x})[0]
+    np.testing.assert_allclose(dyn.run({"data": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_host_fallback_node_that_mixes_rows_is_refused():
+    from mxc.errors import BackendError
+    net, weights = _custom_op_net("bucket_test_center", lambda x: x - x.mean(axis=0))
+    with pytest.raises(BackendError, match=r"mixes rows of the batch"):
+        mxc.compile(net, weights, {"data": ((1, 4), 5)})
+
+
+@pytest.mark.parametrize("field, value", [("output_axes", {"nope": 0}), ("axes", {"data": 5}),
+                                          ("buckets", [1, 2, 4]), ("range", [8, 1])])
+def test_a_forged_dynamic_batch_section_is_refused_at_load(built, tmp_path, field, value):
+    import json
+    src = built["mlp"][0]
+    forged = tmp_path / "forged.mxc"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(forged, "w") as zout:
+        for info in zin.infolist():
+            data_ = zin.read(info)
+            if info.filename == "manifest.json":
+                man = json.loads(data_)
+                man["dynamic_batch"][field] = value
+                data_ = json.dumps(man).encode()
+            zout.writestr(info, data_)
+    with pytest.raises(ArtifactError, match=rf"dynamic_batch: {field}"):
+        rt.load(forged)
