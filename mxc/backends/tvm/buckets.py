@@ -29,9 +29,11 @@ log = logging.getLogger(__name__)
 
 #: rows of the batch the row-independence check runs (fewer when the range is smaller)
 CHECK_ROWS = 3
-#: how close each row's outputs alone must be to the same row inside the batch (float32
-#: reference kernels: BLAS may sum a row in another order when the batch differs)
-ROW_RTOL, ROW_ATOL = 1e-4, 1e-5
+#: how close each row's outputs alone must be to the same row inside the batch, relative to
+#: the output's largest magnitude: float32 reference kernels (BLAS) may sum a row in another
+#: order when the batch differs, and deep models amplify that (the corpus's own tolerances
+#: reach 1e-3 for mobilenets); rows that interact differ by the size of the values
+ROW_TOL = 1e-3
 
 ADVICE = ("compile one static artifact per batch size you serve instead "
           "(--shape data=1,... and --shape data=8,...)")
@@ -167,7 +169,9 @@ def check_rows_independent(graph: Any, params: Mapping[str, np.ndarray], rng: Ba
         for k, (out, alone) in enumerate(zip(whole, row)):
             inside = np.take(out, [i], axis=axes[k])
             if inside.dtype.kind == "f":
-                same = np.allclose(inside, alone, rtol=ROW_RTOL, atol=ROW_ATOL, equal_nan=True)
+                scale = float(np.max(np.abs(out), initial=0.0, where=np.isfinite(out)))
+                same = np.allclose(inside, alone, rtol=ROW_TOL, atol=ROW_TOL * scale,
+                                   equal_nan=True)
             else:
                 same = np.array_equal(inside, alone)
             if not same:
