@@ -248,3 +248,9 @@ def test_a_forged_dynamic_batch_section_is_refused_at_load(built, tmp_path, fiel
             zout.writestr(info, data_)
     with pytest.raises(ArtifactError, match=rf"dynamic_batch: {field}"):
         rt.load(forged)
+
+
+def test_mxc_run_of_a_model_with_a_range_and_generated_inputs_is_a_usage_error(capsys):
+    assert main(["run", str(MLP / "mlp-symbol.json"), "--params", str(MLP / "mlp-0000.params"),
+                 "--shape", "data=1..4,784", "--fill-mode", "random"]) == USAGE_EXIT_CODE
+    assert "needs one batch size for 'data', not a range" in capsys.readouterr().err
