@@ -13,8 +13,7 @@ interleaved in ``--blocks`` blocks so a burst of load elsewhere hits them alike:
 
 Reported: images per second of each (median over blocks) and the churn cost
 ratio (seconds per call on a new thread / on a long-lived thread).  Dynamic
-batch vs static is not measured: a batch range is refused at compile time
-(see docs/compiling-and-deploying.md, "Batch size").
+batch (a bucketed artifact) vs static artifacts: ``bench/bench_buckets.py``.
 
     python bench/bench_serving.py [--models squeezenet1.1,mobilenetv2_0.25,resnet18_v1]
         [--k 4] [--calls 8] [--blocks 5] [--json out.json]

@@ -11,23 +11,27 @@ from ..errors import FrontendError, MxcError
 from ..utils import atomic_write_bytes
 
 
-def _dims(text: str, dims: str) -> tuple[int, ...]:
-    parts = dims.split(",") if "," in dims or "x" not in dims else dims.split("x")
-    ranges = [(axis, d) for axis, d in enumerate(parts) if ".." in d]
-    if ranges:  # a dynamic dimension, data=1..64,3,224,224: refused with the reason
-        from ..backends.tvm.lower import SHAPE_RANGE_REFUSAL
-        axis, d = ranges[0]
-        raise argparse.ArgumentTypeError(f"dimension {axis} of {text!r} is the range {d}; "
-                                         f"dynamic dimensions are not supported: "
-                                         f"{SHAPE_RANGE_REFUSAL}")
+def _dim(text: str, d: str) -> int | tuple[int, int]:
+    """One dimension: ``7``, or a batch range ``1..64`` -> ``(1, 64)``."""
+    lo, sep, hi = d.partition("..")
     try:
-        shape = tuple(int(d) for d in parts) if dims.strip() else ()
+        return (int(lo), int(hi)) if sep else int(d)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"dimensions must be integers in {text!r}") from None
-    if any(d <= 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"dimensions must be integers (or a range LO..HI) in "
+                                         f"{text!r}") from None
+
+
+def _dims(text: str, dims: str) -> tuple:
+    parts = dims.split(",") if "," in dims or "x" not in dims else dims.split("x")
+    shape = tuple(_dim(text, d) for d in parts) if dims.strip() else ()
+    ranges = [d for d in shape if isinstance(d, tuple)]
+    if any(not 1 <= lo < hi for lo, hi in ranges):
+        raise argparse.ArgumentTypeError(f"a dimension range LO..HI needs 1 <= LO < HI in "
+                                         f"{text!r}")
+    if any(d <= 0 for d in shape if not isinstance(d, tuple)):
         raise argparse.ArgumentTypeError(
             f"dimensions must be positive in {text!r} (a 0 makes an empty tensor mxc does not "
-            f"compile; -1 or ? is not a static shape)")
+            f"compile; -1 or ? is not a static shape; a batch range is LO..HI)")
     return shape
 
 
@@ -106,7 +110,8 @@ def require_shapes(args: argparse.Namespace, sym, params: dict) -> None:
     from ..errors import MxcError
     from .usage import UsageError
     given = {n: tuple(v.shape) for n, v in params.items()}
-    given.update(shapes_of(args))
+    given.update({n: tuple(d[0] if isinstance(d, tuple) else d for d in shape)
+                  for n, shape in shapes_of(args).items()})   # a range: its lowest batch
     try:
         arg_shapes = sym.infer_shape_partial(**given)[0]
     except MxcError:

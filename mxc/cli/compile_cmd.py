@@ -97,7 +97,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="bind this model name and version (e.g. resnet50@3) into the "
                         "signature, so `mxc run --verify-name NAME` refuses an artifact signed "
                         "for another name (an older version signed with the same key)")
+    p.add_argument("--batch-buckets", metavar="B1,B2,...", type=parse_buckets, default=None,
+                   help="with a batch range (--shape data=1..64,...): the batch sizes to "
+                        "compile, e.g. 1,8,64 (default: the powers of two in the range and "
+                        "its top); a batch runs on the smallest bucket that holds it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def parse_buckets(text: str) -> list[int]:
+    """``1,8,64`` -> ``[1, 8, 64]``."""
+    try:
+        buckets = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected batch sizes B1,B2,... got {text!r}"
+                                         ) from None
+    if any(b < 1 for b in buckets):
+        raise argparse.ArgumentTypeError(f"batch sizes must be at least 1 in {text!r}")
+    return buckets
 
 
 def parse_dump_code(text: str) -> tuple[list[str], Path | None]:
@@ -144,7 +160,8 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
     sym, arg, aux = loaded if loaded is not None else load_model(args)
     model = compile_with(sym, (arg, aux), shapes if shapes is not None else shapes_of(args),
                          dtypes if dtypes is not None else dict(args.dtype), options_of(args),
-                         progress=stage_display(progress), check_inputs=check_inputs)
+                         progress=stage_display(progress), check_inputs=check_inputs,
+                         buckets=getattr(args, "batch_buckets", None))
     if getattr(args, "precision", "fp32") == "auto":   # say what auto chose, and why
         import sys
         from .inspect_cmd import precision_line

@@ -191,11 +191,21 @@ def inspect_artifact(path: str, as_json: bool) -> int:
     if env:
         print("  options from the environment: "
               + ", ".join(f"{k}={v}" for k, v in sorted(env.items())))
-    for title in ("inputs", "outputs"):
+    dyn = man.get("dynamic_batch") or {}
+    if dyn:
+        lo, hi = dyn["range"]
+        print(f"dynamic batch: {lo}..{hi}, compiled buckets "
+              f"{', '.join(map(str, dyn['buckets']))} (a batch runs on the smallest bucket that "
+              f"holds it, padded)")
+    for title, axes in (("inputs", dyn.get("axes") or {}), ("outputs", dyn.get("output_axes")
+                                                            or {})):
         print(f"{title}:")
         for e in man.get(title, ()):
             extra = "  (optional)" if e.get("optional") else ""
-            print(f"  {e['name']:<40} {_shape_text(e['shape']):<20} {e['dtype']}{extra}")
+            shape = list(e["shape"])
+            if e["name"] in axes:
+                shape[axes[e["name"]]] = "{}..{}".format(*dyn["range"])
+            print(f"  {e['name']:<40} {_shape_text(shape):<20} {e['dtype']}{extra}")
     print(f"compiled regions: {len(man.get('regions', ()))}")
     for r in man.get("regions", ()):
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(r["ops"].items()))

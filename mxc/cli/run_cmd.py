@@ -166,6 +166,11 @@ def _generate(args, specs: list[tuple[str, tuple, str]], feeds: dict) -> dict:
             from .usage import UsageError
             raise UsageError(f"--fill-mode needs the shape of {name!r}: give --shape "
                              f"{name}=D1,D2,...")
+        if any(isinstance(d, tuple) for d in shape):
+            from .usage import UsageError
+            raise UsageError(f"--fill-mode needs one batch size for {name!r}, not a range: "
+                             f"compile the range with `mxc compile`, then run the artifact "
+                             f"with --shape {name}=B,...")
         dt = numpy_dtype(dtype)
         if args.fill_mode == "zeros":
             out[name] = np.zeros(shape, dt)
@@ -193,7 +198,8 @@ def _artifact(args):
     shapes = _artifact_shapes(args, session)
     feeds = load_inputs(args.inputs, names)
     _check_feeds(args, feeds, session.input_names, names)
-    feeds = _generate(args, [(i.name, shapes.get(i.name, i.shape), i.dtype)
+    from ..runtime.shapes import example_shape
+    feeds = _generate(args, [(i.name, shapes.get(i.name, example_shape(i)), i.dtype)
                              for i in session.inputs], feeds)
     return _Runner(session.run, [o.name for o in session.outputs], session), feeds
 
@@ -211,8 +217,8 @@ def _artifact_shapes(args, session) -> dict[str, tuple[int, ...]]:
     for name, shape in shapes.items():
         if not accepts(info[name], shape):
             raise UsageError(f"--shape {name}={','.join(map(str, shape))}: {args.model} takes "
-                             f"{shape_text(info[name])} (compiled for that shape; compile "
-                             f"again with --shape {name}=... for another)")
+                             f"{shape_text(info[name])} (compiled for that shape or batch "
+                             f"range; compile again with --shape {name}=... for another)")
     return shapes
 
 

@@ -52,6 +52,9 @@ from .validate import validate_manifest
 
 FORMAT = "mxc-artifact"
 FORMAT_VERSION = 1
+#: a dynamic-batch artifact (batch buckets, :mod:`mxc.runtime.buckets`): a version a
+#: runtime that reads 1 only refuses ("written by a newer mxc")
+BUCKETS_FORMAT_VERSION = 2
 ZIP_COMMENT = f"{FORMAT} {FORMAT_VERSION}".encode()
 MANIFEST = "manifest.json"
 GRAPH = "graph.json"
@@ -70,6 +73,7 @@ class Artifact:
     library: bytes | None = None
     path: str | None = None
     plan: Plan | None = None   # ``graph`` validated and typed (what a Session executes)
+    members: dict[str, bytes] = field(default_factory=dict)  # the other buckets' members
 
 
 # ---------------------------------------------------------------------------
@@ -77,8 +81,11 @@ class Artifact:
 # ---------------------------------------------------------------------------
 def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: Plan | Mapping,
                    params: Mapping[str, np.ndarray], library: bytes | None, *,
-                   sign: Any = None) -> None:
+                   sign: Any = None, extra: Mapping[str, bytes] | None = None) -> None:
     """Write an artifact atomically: *path* is either the complete file or untouched.
+
+    *extra*: more members by name (the other buckets of a dynamic-batch artifact,
+    whose manifest's ``dynamic_batch`` section makes it format version 2).
 
     *manifest* gets its ``format``, ``format_version`` and ``members`` entries
     filled in here.  *sign*: an Ed25519 private key (PEM file path, bytes or
@@ -91,7 +98,9 @@ def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: 
         members[PARAMS] = npz_bytes(params)
     if library is not None:
         members[LIBRARY] = library
-    man = {"format": FORMAT, "format_version": FORMAT_VERSION, **dict(manifest)}
+    members.update(extra or {})
+    version = BUCKETS_FORMAT_VERSION if "dynamic_batch" in manifest else FORMAT_VERSION
+    man = {"format": FORMAT, "format_version": version, **dict(manifest)}
     man["members"] = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                       for name, data in members.items()}
     man_bytes = json.dumps(man, indent=1).encode()
@@ -101,7 +110,7 @@ def write_artifact(path: str | os.PathLike, manifest: Mapping[str, Any], graph: 
         signature = sign_manifest(man_bytes, sign)
     with atomic_open(path) as fh:
         with zipfile.ZipFile(fh, "w") as zf:
-            zf.comment = ZIP_COMMENT
+            zf.comment = f"{FORMAT} {version}".encode()
             _write_member(zf, MANIFEST, man_bytes)
             if signature is not None:
                 _write_member(zf, SIGNATURE, signature)
@@ -199,7 +208,8 @@ def read_artifact(path: str | os.PathLike, *, check_target: bool = True,
     plan = Plan.from_json(graph, path, check_bytes=lambda shape, dtype, what: _check_alloc(
         shape, dtype, what, path))
     params = _read_npz(data[PARAMS], path) if PARAMS in data else {}
-    return Artifact(man, graph, params, data.get(LIBRARY), str(path), plan)
+    rest = {k: v for k, v in data.items() if k not in (GRAPH, PARAMS, LIBRARY)}
+    return Artifact(man, graph, params, data.get(LIBRARY), str(path), plan, rest)
 
 
 def _open_zip(path) -> zipfile.ZipFile:
@@ -267,12 +277,18 @@ def _parse_manifest(data: bytes, path) -> dict:
         raise ArtifactError(f"{path}: not an mxc artifact (manifest format "
                             f"{man.get('format') if isinstance(man, dict) else None!r})")
     version = man.get("format_version")
-    if version != FORMAT_VERSION or isinstance(version, bool):
+    if version not in (FORMAT_VERSION, BUCKETS_FORMAT_VERSION) or isinstance(version, bool):
         hint = ("written by a newer mxc; upgrade mxc" if isinstance(version, int)
-                and version > FORMAT_VERSION else "recompile the model with this mxc")
+                and version > BUCKETS_FORMAT_VERSION else "recompile the model with this mxc")
         raise ArtifactError(f"{path}: artifact format version {version!r}, this mxc reads "
-                            f"version {FORMAT_VERSION} ({hint})")
+                            f"versions {FORMAT_VERSION} and {BUCKETS_FORMAT_VERSION} ({hint})")
     validate_manifest(man, path, max_member=MAX_MEMBER_BYTES)
+    if version == BUCKETS_FORMAT_VERSION or "dynamic_batch" in man:
+        if version != BUCKETS_FORMAT_VERSION:
+            raise ArtifactError(f"{path}: manifest.json: a dynamic_batch section in a format "
+                                f"version {version} artifact; the file was modified")
+        from .buckets import validate_dynamic
+        validate_dynamic(man, path)
     return man
 
 

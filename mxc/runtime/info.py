@@ -17,8 +17,17 @@ class TensorInfo:
     """Name, shape and dtype of a model input or output (ONNX Runtime's ``NodeArg``)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]   # a dynamic batch is the name ``'batch'`` (as ORT shows it)
     dtype: str
+    #: ``(lo, hi)`` when the dimension ``batch_axis`` takes any batch in that range
+    batch_range: tuple[int, int] | None = None
+    batch_axis: int | None = None
+
+    def __repr__(self) -> str:
+        extra = (f", batch_range={self.batch_range}, batch_axis={self.batch_axis}"
+                 if self.batch_range is not None else "")
+        return (f"TensorInfo(name={self.name!r}, shape={self.shape!r}, dtype={self.dtype!r}"
+                f"{extra})")
 
     @property
     def type(self) -> str:

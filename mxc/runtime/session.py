@@ -501,8 +501,12 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     if art.manifest.get("libraries") or libraries:  # imported only when there is one
         from .libraries import attach_libraries
         attach_libraries(art.manifest, libraries, str(path))
-    sess = session_from_parts(art.plan or art.graph, art.manifest, art.params, art.library,
-                              source=str(path), threads=threads)
+    if "dynamic_batch" in art.manifest:   # one compiled bucket per batch size
+        from .buckets import load_buckets
+        sess = load_buckets(art, str(path), threads)
+    else:
+        sess = session_from_parts(art.plan or art.graph, art.manifest, art.params,
+                                  art.library, source=str(path), threads=threads)
     sess._origin = (os.path.abspath(path), [os.path.abspath(p) for p in libraries or ()],
                     verify_key, threads)
     return sess

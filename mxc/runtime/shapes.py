@@ -11,14 +11,35 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .session import TensorInfo
+import numpy as np
+
+from .info import TensorInfo
 
 
 def accepts(info: TensorInfo, shape: Sequence[int]) -> bool:
-    """True when the input *info* can be fed an array of *shape*."""
-    return tuple(int(d) for d in shape) == tuple(info.shape)
+    """True when the input *info* can be fed an array of *shape* (any batch in its
+    range on a dynamic-batch artifact's batch axis)."""
+    if len(shape) != len(info.shape) or not all(isinstance(d, (int, np.integer))
+                                                for d in shape):
+        return False
+    for axis, (d, want) in enumerate(zip(shape, info.shape)):
+        if axis == info.batch_axis and info.batch_range is not None:
+            if not info.batch_range[0] <= int(d) <= info.batch_range[1]:
+                return False
+        elif int(d) != want:
+            return False
+    return True
 
 
 def shape_text(info: TensorInfo) -> str:
-    """What *info* takes, as ``--shape`` writes it: ``data=4,784``."""
-    return f"{info.name}={','.join(map(str, info.shape))}"
+    """What *info* takes, as ``--shape`` writes it: ``data=4,784``, ``data=1..64,784``."""
+    dims = [f"{info.batch_range[0]}..{info.batch_range[1]}"
+            if axis == info.batch_axis and info.batch_range is not None else str(d)
+            for axis, d in enumerate(info.shape)]
+    return f"{info.name}={','.join(dims)}"
+
+
+def example_shape(info: TensorInfo) -> tuple[int, ...]:
+    """A shape *info* takes: its own, the lowest batch of a range on the batch axis."""
+    return tuple(info.batch_range[0] if axis == info.batch_axis and info.batch_range
+                 else int(d) for axis, d in enumerate(info.shape))

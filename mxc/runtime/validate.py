@@ -63,13 +63,17 @@ class Fields:
         field = f"{where}.{key}" if where else key
         return [check(v, f"{field}[{i}]") for i, v in enumerate(values)]
 
-    def shape(self, v: Any, where: str, *, unknown_ok: bool = False) -> tuple:
+    def shape(self, v: Any, where: str, *, unknown_ok: bool = False,
+              range_ok: bool = False) -> tuple:
         if not isinstance(v, list):
             raise self.fail(where, f"expected a shape (a list of integers), got "
                                    f"{type(v).__name__}")
         for d in v:
             if d is None and unknown_ok:
                 continue
+            if range_ok and isinstance(d, list) and len(d) == 2 and all(
+                    _is(x, (int,)) and 1 <= x <= MAX_DIM for x in d) and d[0] < d[1]:
+                continue   # a dynamic batch [LO, HI]
             if not _is(d, (int,)) or not 0 <= d <= MAX_DIM:
                 raise self.fail(where, f"expected dimensions in [0, {MAX_DIM}], got {d!r}")
         return tuple(v)
@@ -129,7 +133,8 @@ def validate_manifest(man: Any, path: Any, *, max_member: int) -> None:
     def tensor(v: Any, where: str) -> None:
         v = f.obj(v, where)
         f.get(v, "name", where, (str,))
-        f.shape(f.get(v, "shape", where, (list,)), f"{where}.shape", unknown_ok=True)
+        f.shape(f.get(v, "shape", where, (list,)), f"{where}.shape", unknown_ok=True,
+                range_ok="dynamic_batch" in man)
         f.dtype(f.get(v, "dtype", where, (str,)), f"{where}.dtype")
         f.get(v, "optional", where, (bool,), required=False)
 

@@ -31,7 +31,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -191,7 +191,8 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
             db: str | os.PathLike | None = None, weights_as_inputs: bool = False,
             params_source: str | None = None, winograd: str | None = None,
             sign: Any = None, precision: str = "fp32",
-            check_inputs: Mapping[str, Any] | None = None) -> CompiledModel:
+            check_inputs: Mapping[str, Any] | None = None,
+            buckets: Sequence[int] | None = None) -> CompiledModel:
     """Compile a model ahead of time with TVM.
 
     Parameters
@@ -203,7 +204,10 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         ``arg:``/``aux:`` key prefixes are accepted) or an
         ``(arg_params, aux_params)`` pair as :func:`mxc.load_checkpoint` returns.
     shapes:
-        Shapes of the data inputs, ``{"data": (1, 3, 224, 224)}``.
+        Shapes of the data inputs, ``{"data": (1, 3, 224, 224)}``.  One dimension
+        may be a batch range, ``{"data": ((1, 64), 3, 224, 224)}`` (or
+        ``"1..64"``): the model is compiled once per batch bucket into one
+        artifact (:mod:`.buckets`; returns a :class:`~.bucket_model.BucketedModel`).
     dtypes:
         Dtypes of data inputs that are not float32, ``{"ids": "int32"}``.
     target:
@@ -262,6 +266,9 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         records the choice.
     check_inputs:
         the feeds ``precision="auto"`` checks on.
+    buckets:
+        the batch sizes a range is compiled for (default: the powers of two in
+        the range and its top, ``1..64`` -> 1, 2, 4, ..., 64).
 
     The environment variables that supplied a default are recorded in the
     manifest's ``environment``.  Returns a :class:`CompiledModel`.  Raises
@@ -274,16 +281,22 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
         weights_as_inputs=weights_as_inputs, params_source=params_source, winograd=winograd,
         precision=precision)
     return compile_with(sym, params, shapes, dtypes, options, progress=progress, sign=sign,
-                        check_inputs=check_inputs)
+                        check_inputs=check_inputs, buckets=buckets)
 
 
 def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = None,
                  dtypes: Mapping[str, Any] | None = None,
                  options: CompileOptions | None = None, *,
                  progress: ProgressArg = False, sign: Any = None,
-                 check_inputs: Mapping[str, Any] | None = None) -> CompiledModel:
+                 check_inputs: Mapping[str, Any] | None = None,
+                 buckets: Sequence[int] | None = None) -> CompiledModel:
     """:func:`compile` with its settings as one :class:`~.options.CompileOptions`
     (default: all defaults; nothing is read from the environment here)."""
+    from .buckets import compile_buckets, find_range
+    rng = find_range(shapes)
+    if rng is None and buckets is not None:
+        raise BackendError("batch buckets need a dimension range in the shapes "
+                           "(--shape data=1..64,...)")
     options = options if options is not None else CompileOptions()
     if options.db is not None:  # a wrong path fails now, not after the passes and lowering
         from .tune_db import check_database
@@ -291,6 +304,13 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
     if sign is not None:  # so does an unreadable key
         from ...runtime.signing import load_private_key
         sign = load_private_key(sign)
+    if rng is not None:   # one compile per batch bucket, into one artifact
+        model = compile_buckets(sym, params, shapes, dtypes, rng, buckets,
+                                lambda bucket_shapes: compile_with(
+                                    sym, params, bucket_shapes, dtypes, options,
+                                    progress=progress, check_inputs=check_inputs))
+        model.sign = sign
+        return model
     if options.precision == "bf16":   # a CPU without bf16 fails now, before the passes
         from .precision import check_request
         from .targets import resolve_target

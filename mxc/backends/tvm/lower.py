@@ -102,13 +102,11 @@ class LoweredModel:
 
 #: why a dimension range (``data=1..64,3,224,224``, ``((1, 64), 3, 224, 224)``) is refused
 SHAPE_RANGE_REFUSAL = (
-    "mxc compiles static shapes only, one batch size per artifact: its converter, its CPU "
-    "schedules (Winograd, channel padding, packed weights, the reduction rules) and the "
-    "load-time weight transforms are generated for fixed extents, so a symbolic batch "
-    "(Relax symbolic shapes) would lose them; and running a smaller batch inside a larger "
-    "compiled one (padding or splitting into buckets) is exact only when no operator mixes "
-    "rows across the batch axis, which mxc does not prove yet. Compile one artifact per "
-    "batch size you serve (e.g. --shape data=1,... and --shape data=8,...)")
+    "one lowering is for static shapes only: its converter, CPU schedules (Winograd, "
+    "channel padding, packed weights) and load-time weight transforms are generated for "
+    "fixed extents. `mxc compile`/mxc.compile compile a batch range as one lowering per "
+    "batch bucket (mxc.backends.tvm.buckets); lower or tune each batch size you serve "
+    "(e.g. --shape data=1,... and --shape data=8,...)")
 
 
 def refuse_shape_ranges(shapes: Mapping[str, Any]) -> None:

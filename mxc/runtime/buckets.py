@@ -1,0 +1,259 @@
+"""Running a dynamic-batch artifact: one compiled bucket per batch size, chosen per call.
+
+An artifact compiled for a batch range (``mxc compile --shape data=1..64,...``)
+holds one runtime plan and library per *bucket* batch size (format version 2,
+manifest section ``dynamic_batch``); the top bucket's are the usual
+``graph.json``/``lib.so``, the others ``buckets/<b>/...``; ``params.npz`` is
+stored once when every bucket's parameters are the same (they do not depend on
+the batch).  :class:`BucketSession` runs a batch ``b`` on the smallest bucket
+``>= b``: the ranged inputs are padded to the bucket by repeating their last
+row (so ops like log or division see real values), the outputs sliced back to
+``b`` along their batch axis; a batch equal to a bucket runs unchanged.  The
+compiler proved the rows of the batch independent before writing the artifact
+(:mod:`mxc.backends.tvm.buckets`).
+
+Each bucket's library is loaded on first use, not at load: every library holds
+its own copy of the compiled-in weights, so a server that only ever sees small
+batches maps only the small buckets.  Every member is still read and its
+checksum (and signature, when verified) checked at load.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ArtifactError, ExecutionError
+from .info import TensorInfo
+from .session import Session
+
+#: the name of the ranged dimension in ``TensorInfo.shape`` (ONNX Runtime shows a
+#: symbolic dimension as its name)
+BATCH_SYMBOL = "batch"
+
+
+def bucket_members(batch: int, top: bool, library: bool, params: bool, shared: bool
+                   ) -> dict[str, str]:
+    """Where bucket *batch*'s members live in the artifact (keys: the top bucket's names)."""
+    from .artifact import GRAPH, LIBRARY, PARAMS
+    prefix = "" if top else f"buckets/{batch}/"
+    out = {GRAPH: prefix + GRAPH}
+    if library:
+        out[LIBRARY] = prefix + LIBRARY
+    if params:
+        out[PARAMS] = PARAMS if shared else prefix + PARAMS
+    return out
+
+
+def params_equal(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in a)
+
+
+def validate_dynamic(man: Mapping[str, Any], path: Any) -> None:
+    """Check the ``dynamic_batch`` section of a version-2 manifest."""
+    def fail(what: str) -> ArtifactError:
+        return ArtifactError(f"{path}: manifest.json: dynamic_batch: {what}; the artifact is "
+                             f"corrupt or was modified")
+    dyn = man.get("dynamic_batch")
+    if not isinstance(dyn, dict):
+        raise fail("missing (a format version 2 artifact has a batch range)")
+    rng, buckets = dyn.get("range"), dyn.get("buckets")
+    if not (isinstance(rng, list) and len(rng) == 2 and all(type(x) is int for x in rng)
+            and 1 <= rng[0] < rng[1]):
+        raise fail(f"range: expected [LO, HI] with 1 <= LO < HI, got {rng!r}")
+    if not (isinstance(buckets, list) and buckets and all(type(b) is int for b in buckets)
+            and buckets == sorted(set(buckets)) and rng[0] <= buckets[0]
+            and buckets[-1] == rng[1]):
+        raise fail(f"buckets: expected increasing sizes in {rng[0]}..{rng[1]} ending at "
+                   f"{rng[1]}, got {buckets!r}")
+    for key, entries, every in (("axes", "inputs", False), ("output_axes", "outputs", True)):
+        axes = dyn.get(key)
+        ranks = {t.get("name"): len(t.get("shape") or ()) for t in man.get(entries) or []
+                 if isinstance(t, dict)}
+        if not (isinstance(axes, dict) and axes and all(
+                isinstance(k, str) and type(v) is int and 0 <= v < ranks.get(k, 0)
+                for k, v in axes.items())) or (every and set(axes) != set(ranks)):
+            raise fail(f"{key}: expected {{name: axis}} for {'every one' if every else 'some'} "
+                       f"of the manifest's {entries}, got {axes!r}")
+    members, listed = dyn.get("members"), man.get("members") or {}
+    if not isinstance(members, dict) or sorted(members) != sorted(map(str, buckets)):
+        raise fail("members: expected the members of every bucket")
+    for b, names in members.items():
+        if not isinstance(names, dict) or any(n not in listed for n in names.values()) \
+                or "graph.json" not in names:
+            raise fail(f"members[{b!r}]: names a member the artifact does not list")
+
+
+class BucketSession:
+    """A session over the buckets of a dynamic-batch artifact (see the module docs).
+
+    *parts*: ``{bucket: (plan, params, library bytes or None)}``.  Has the
+    :class:`~mxc.runtime.Session` API; ``inputs``/``get_inputs()`` show the
+    ranged dimension as ``'batch'`` (ONNX Runtime's symbolic dimension) and
+    :attr:`batch_range` gives the range.
+    """
+
+    def __init__(self, manifest: Mapping, parts: Mapping[int, tuple], *, source: str,
+                 threads: int | None = None):
+        self.manifest = dict(manifest)
+        self.source = source
+        dyn = self.manifest["dynamic_batch"]
+        self.batch_range: tuple[int, int] = (int(dyn["range"][0]), int(dyn["range"][1]))
+        self.buckets: list[int] = [int(b) for b in dyn["buckets"]]
+        self._axes: dict[str, int] = dict(dyn["axes"])
+        self._out_axes: dict[str, int] = dict(dyn["output_axes"])
+        self._parts = dict(parts)
+        self._threads = threads
+        self._sessions: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._origin = None
+
+    # -- metadata ------------------------------------------------------------------
+    def _info(self, t: Mapping, axes: Mapping[str, int]) -> TensorInfo:
+        axis = axes.get(t["name"])
+        shape = tuple(BATCH_SYMBOL if k == axis else d for k, d in enumerate(t["shape"]))
+        return TensorInfo(t["name"], shape, t["dtype"],
+                          batch_range=self.batch_range if axis is not None else None,
+                          batch_axis=axis)
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        return [self._info(t, self._axes) for t in self.manifest.get("inputs") or []
+                if not t.get("optional")]
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        return [self._info(t, self._out_axes) for t in self.manifest.get("outputs") or []]
+
+    # ONNX Runtime's spellings and the target string, as a single-batch session has them
+    get_inputs = Session.get_inputs
+    get_outputs = Session.get_outputs
+    target = Session.target
+
+    def range_text(self) -> str:
+        return f"{self.batch_range[0]}..{self.batch_range[1]}"
+
+    def __getattr__(self, name: str) -> Any:   # device, threads, regions, host_nodes, ...
+        if name.startswith("__") or name in ("_parts", "_sessions", "buckets"):
+            raise AttributeError(name)
+        return getattr(self.bucket_session(self.buckets[-1]), name)
+
+    def __reduce__(self):
+        from .session import _reload
+        if self._origin is None:
+            raise ArtifactError(f"{self.source}: a session not loaded from an artifact file "
+                                f"cannot be pickled; save the model and pickle "
+                                f"mxc.runtime.load(PATH)")
+        path, libraries, key, threads = self._origin
+        if key is not None:
+            from .signing import public_key_bytes
+            key = public_key_bytes(key)
+        return _reload, (path, libraries, key, threads)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self.inputs)
+        return (f"<mxc.runtime.Session {self.source} target={self.target!r} inputs=({ins}) "
+                f"batch={self.range_text()} buckets={self.buckets}>")
+
+    # -- buckets -------------------------------------------------------------------
+    def bucket_session(self, bucket: int):
+        """The :class:`~mxc.runtime.Session` of *bucket*, its library loaded on first use."""
+        sess = self._sessions.get(bucket)
+        if sess is None:
+            from .session import session_from_parts
+            with self._lock:
+                sess = self._sessions.get(bucket)
+                if sess is None:
+                    plan, params, library = self._parts[bucket]
+                    sess = session_from_parts(plan, self.manifest, params, library,
+                                              source=f"{self.source} (bucket {bucket})",
+                                              threads=self._threads)
+                    self._sessions[bucket] = sess
+        return sess
+
+    def batch_of(self, feeds: Mapping[str, Any]) -> int:
+        """The batch of *feeds* (the size of their ranged dimension); an
+        :class:`~mxc.errors.ExecutionError` naming the range when it lies outside."""
+        if not isinstance(feeds, Mapping):
+            raise ExecutionError(f"run() takes a dict of input name -> array, got "
+                                 f"{type(feeds).__name__}")
+        sizes = {}
+        for name, axis in self._axes.items():
+            if name in feeds:
+                shape = getattr(feeds[name], "shape", None)
+                shape = tuple(shape) if shape is not None else np.shape(feeds[name])
+                if len(shape) <= axis:
+                    raise ExecutionError(f"input {name!r}: shape {shape} has no dimension "
+                                         f"{axis}, the batch (range {self.range_text()})")
+                sizes[name] = int(shape[axis])
+        if not sizes:
+            missing = ", ".join(map(repr, self._axes))
+            raise ExecutionError(f"missing input(s) {missing}")
+        if len(set(sizes.values())) > 1:
+            listing = ", ".join(f"{n}: {b}" for n, b in sizes.items())
+            raise ExecutionError(f"inputs have different batch sizes ({listing}); they share "
+                                 f"one batch in {self.range_text()}")
+        b = next(iter(sizes.values()))
+        lo, hi = self.batch_range
+        if not lo <= b <= hi:
+            name = next(iter(sizes))
+            raise ExecutionError(f"input {name!r}: batch {b} (dimension {self._axes[name]}) is "
+                                 f"outside the artifact's batch range {lo}..{hi}; split the "
+                                 f"batch or compile a wider range")
+        return b
+
+    # -- running -------------------------------------------------------------------
+    def run(self, feeds: Any, input_feed: Mapping[str, Any] | None = None, run_options=None,
+            *, profile: bool = False):
+        """:meth:`mxc.runtime.Session.run` on the smallest bucket that holds the batch."""
+        if input_feed is not None or feeds is None:
+            top = self.bucket_session(self.buckets[-1])
+            wanted = top._output_indices(feeds)
+            result = self.run(input_feed if input_feed is not None else {}, profile=profile)
+            outs, prof = result if profile else (result, None)
+            picked = [outs[i] for i in wanted]
+            return (picked, prof) if profile else picked
+        b = self.batch_of(feeds)
+        bucket = next(x for x in self.buckets if x >= b)
+        sess = self.bucket_session(bucket)
+        if bucket == b:
+            return sess.run(feeds, profile=profile)
+        rows = np.minimum(np.arange(bucket), b - 1)   # the last row repeated
+        padded = {k: (np.take(np.asarray(v), rows, axis=self._axes[k]) if k in self._axes
+                      else v) for k, v in feeds.items()}
+        result = sess.run(padded, profile=profile)
+        outs, prof = result if profile else (result, None)
+        sliced = []
+        for info, out in zip(self.outputs, outs):
+            axis = info.batch_axis
+            view = out[(slice(None),) * axis + (slice(0, b),)]
+            sliced.append(view if axis == 0 else np.ascontiguousarray(view))
+        return (sliced, prof) if profile else sliced
+
+
+def load_buckets(art: Any, source: str, threads: int | None) -> BucketSession:
+    """A :class:`BucketSession` over the decoded artifact *art* (members checked)."""
+    from .artifact import GRAPH, LIBRARY, PARAMS, _read_npz
+    from .plan import Plan
+    dyn = art.manifest["dynamic_batch"]
+    parts = {}
+    for b in dyn["buckets"]:
+        names = dyn["members"][str(b)]
+        if names[GRAPH] == GRAPH:
+            parts[b] = (art.plan or art.graph, art.params, art.library)
+            continue
+        import json
+        try:
+            graph = json.loads(art.members[names[GRAPH]])
+        except ValueError as exc:
+            raise ArtifactError(f"{source}: {names[GRAPH]} is not valid JSON ({exc})") from None
+        plan = Plan.from_json(graph, source)
+        pname = names.get(PARAMS)
+        params = (art.params if pname == PARAMS else
+                  _read_npz(art.members[pname], source) if pname else {})
+        lib = art.members.get(names[LIBRARY]) if LIBRARY in names else None
+        parts[b] = (plan, params, lib)
+    return BucketSession(art.manifest, parts, source=source, threads=threads)
