@@ -35,12 +35,10 @@ them to a module.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 
 import tvm
 from tvm import s_tir, tirx
-from tvm.target import Target
 
 from .elementwise import rule_elementwise
 from .microarch import CpuInfo, cpu_info  # noqa: F401 - re-exported: the schedules' API
@@ -51,11 +49,6 @@ from .reduction import rule_reduction, tile_shape  # noqa: F401 - tile_shape re-
 log = logging.getLogger(__name__)
 
 _SCHEDULED = "tirx.is_scheduled"
-
-#: called with each kernel's name as the default schedules reach it (the compile's
-#: progress line names the kernel being built)
-KERNEL_WATCH: contextvars.ContextVar = contextvars.ContextVar("mxc_kernel_watch", default=None)
-
 
 def rule_fallback(func: tirx.PrimFunc, info: CpuInfo):
     """Parallelise the outermost data-parallel loop of each root block."""
@@ -131,17 +124,19 @@ def _is_scheduled(func) -> bool:
                 int(func.attrs[_SCHEDULED]) == 1)
 
 
-def cpu_schedule_pass(target: Target, stats: dict | None = None) -> tvm.transform.Pass:
-    """A module pass giving every unscheduled PrimFunc a default CPU schedule."""
-    info = cpu_info(target)
+def cpu_schedule_pass(ctx, stats: dict | None = None) -> tvm.transform.Pass:
+    """A module pass giving every unscheduled PrimFunc a default CPU schedule for the
+    build *ctx* (:class:`..build_context.BuildContext`: its CPU; its ``progress`` hook
+    hears each kernel's name, for the compile's progress line)."""
+    info = ctx.cpu
 
     @tvm.transform.module_pass(opt_level=0, name="MxcCpuDefaultSchedule")
     def _pass(mod, _ctx):
         def schedule(gv, func):
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
                 return None
-            if (watch := KERNEL_WATCH.get()) is not None:
-                watch(gv.name_hint)
+            if ctx.progress is not None:
+                ctx.progress(gv.name_hint)
             name, new = schedule_func(func, info)
             if stats is not None:
                 stats[gv.name_hint] = name
