@@ -56,7 +56,7 @@ def _database(db_dir: str, winograd: str, precision: str) -> None:
     from mxc.backends.tvm.build_context import options_context
     from mxc.backends.tvm.converter import lower_graph
     from mxc.backends.tvm.options import TuneOptions
-    from mxc.backends.tvm.schedules.cpu import cpu_info, default_schedule
+    from mxc.backends.tvm.schedules.cpu import default_schedule
     from mxc.backends.tvm.tune import _tuning_target, extract_tasks
     from mxc.backends.tvm.tune_db import open_database
     y, params = _model()
@@ -64,7 +64,7 @@ def _database(db_dir: str, winograd: str, precision: str) -> None:
     tgt = _tuning_target(resolve_target("llvm"))
     ctx = options_context(TuneOptions(winograd=winograd, precision=precision), tgt)
     task_mod = extract_tasks(mod, tgt, ctx=ctx)[0].dispatched[0]
-    _, sch = default_schedule(task_mod["main"], cpu_info(tgt))
+    _, sch = default_schedule(task_mod["main"], ctx)
     database = open_database(db_dir)
     database.commit_tuning_record(ms.database.TuningRecord(
         sch.trace, database.commit_workload(task_mod), [1e-3], tgt,
@@ -125,3 +125,54 @@ def test_each_build_fills_its_own_records():
     a.records.winograd["convolutions"] += 1
     assert b.records.winograd["convolutions"] == 0
     assert (a.winograd, a.precision, b.winograd, b.precision) == ("on", "fp32", "auto", "bf16")
+
+
+def _broken_rule(func, info):
+    raise RuntimeError("deliberately broken")
+
+
+def _conv_module():
+    from mxc.backends.tvm.converter import lower_graph
+    x = S.var("data")
+    y = S.Convolution(x, kernel=(1, 1), num_filter=32, no_bias=True, name="c")
+    params = {"c_weight": np.random.RandomState(2).uniform(-1, 1, (32, 16, 1, 1))
+              .astype("float32")}
+    return y, params, lower_graph(y.graph, shapes=SHAPES, params=params)
+
+
+def _broken_context(strict: bool):
+    import dataclasses
+
+    from mxc.backends.tvm.build_context import build_context
+    from mxc.backends.tvm.schedules.cpu import RULES, ScheduleRule
+    ctx = build_context(resolve_target("llvm"), record=False, strict=strict)
+    return dataclasses.replace(ctx, rules=(ScheduleRule("broken_rule", _broken_rule), *RULES))
+
+
+def test_a_broken_schedule_rule_fails_a_strict_build_with_its_name():
+    from mxc.backends.tvm.build import build_module
+    from mxc.errors import BackendError
+    _, _, mod = _conv_module()
+    with pytest.raises(BackendError, match="schedule rule 'broken_rule' failed on kernel "
+                                           ".*RuntimeError: deliberately broken"):
+        build_module(mod, "llvm", ctx=_broken_context(strict=True))
+
+
+def test_a_broken_schedule_rule_is_logged_by_name_and_the_next_rule_used(caplog):
+    from mxc.backends.tvm.build import build_module
+    from mxc.backends.tvm.run import run_module
+    y, params, mod = _conv_module()
+    stats: dict = {}
+    with caplog.at_level("WARNING", logger="mxc.backends.tvm.schedules.cpu"):
+        exe = build_module(mod, "llvm", ctx=_broken_context(strict=False), stats=stats)
+    assert any("'broken_rule' failed" in r.getMessage() and "deliberately broken"
+               in r.getMessage() for r in caplog.records), caplog.records
+    assert "reduction" in stats.values() and "broken_rule" not in stats.values(), stats
+    feed = np.random.RandomState(3).uniform(-1, 1, SHAPES["data"]).astype("float32")
+    want = run_graph(y.graph, {**params, "data": feed})[0]
+    np.testing.assert_allclose(run_module(exe, [feed])[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_test_suite_builds_strictly():
+    from mxc.backends.tvm.build_context import build_context
+    assert build_context(resolve_target("llvm")).strict

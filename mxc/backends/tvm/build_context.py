@@ -62,6 +62,8 @@ class BuildContext:
     progress: Callable[[str], None] | None = None
     #: a schedule rule's exception fails the build (tests) instead of being logged
     strict: bool = False
+    #: the default-schedule rules, in order (None: :data:`.schedules.cpu.RULES`)
+    rules: tuple | None = None
     options: Any = None               #: the Compile/TuneOptions it was made from
 
     @property

@@ -266,7 +266,8 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
             "target": str(tgt), "trials": int(trials),
             "trials_run": sum(prog.run_counts.values()), "tasks": len(report.tasks),
             "tasks_tuned": len(names), "task_names": [r.name for r in report.tasks],
-            "search": options.search, "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
+            "search": options.search,
+            "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
             "started": datetime.datetime.fromtimestamp(
                 start, datetime.timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.time() - start, 3), "status": status,
@@ -345,10 +346,11 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
                 rep.trials_run = prog.run_counts.get(rep.name, 0)
                 check_interrupt()
                 if verify is not None:
-                    _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
+                    _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin,
+                            ctx)
         for rep, task in verify or ():
             check_interrupt()
-            _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
+            _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin, ctx)
     finally:
         for obj in (builder, runner):
             pool = getattr(obj, "pool", None)
@@ -359,11 +361,11 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
                     pass
 
 
-def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin) -> None:
+def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin, ctx) -> None:
     """Re-measure *task*'s best record against its default schedule (into *rep*)."""
     from .tune_verify import verify_task
     rep.verdict = verify_task(rep.name, task.dispatched[0], target, database, db_dir, measure,
-                              margin=keep_margin)
+                              margin=keep_margin, ctx=ctx)
     if rep.verdict is not None and stream is not None:
         print(f"[mxc tune] {rep.name}: {rep.verdict.describe()}", file=stream, flush=True)
 
@@ -373,11 +375,11 @@ def _measure_default(task, target, database, builder, runner, ctx) -> float | No
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from .schedules.cpu import cpu_info, default_schedule
+    from .schedules.cpu import default_schedule
     task_mod = task.dispatched[0]
     func = task_mod["main"]
     try:
-        _, sch = default_schedule(func, cpu_info(target))
+        _, sch = default_schedule(func, ctx)
         if sch is None:
             return None
         args_info = ArgInfo.from_prim_func(func)

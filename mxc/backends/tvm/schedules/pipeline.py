@@ -40,10 +40,11 @@ def graph_passes(ctx: BuildContext, layout: bool = True) -> list:
 
 def cpu_pipeline(target: tvm.target.Target, *, db: str | None = None, layout: bool = True,
                  schedule: bool = True, stats: dict | None = None,
-                 ctx: BuildContext | None = None) -> tvm.transform.Pass:
+                 ctx: BuildContext | None = None, rules: list | None = None) -> tvm.transform.Pass:
     """Graph passes, tuned schedules from *db*, default schedules, VM lowering.
 
-    *ctx*: the build's context (default: a module built on its own for *target*)."""
+    *ctx*: the build's context (default: a module built on its own for *target*);
+    *rules*: the default-schedule rules (default :data:`.cpu.RULES`)."""
     from tvm.relax.backend.cpu_generic import pipeline as cpu
     if ctx is None:
         ctx = build_context(target, db=db, record=False)
@@ -59,7 +60,7 @@ def cpu_pipeline(target: tvm.target.Target, *, db: str | None = None, layout: bo
                 database = applied_database(db)
                 with database:   # (a work_dir argument would make the pass log a warning)
                     mod = relax.transform.MetaScheduleApplyDatabase()(mod)
-            passes = [cpu_schedule_pass(ctx, stats)] if schedule else []
+            passes = [cpu_schedule_pass(ctx, stats, rules)] if schedule else []
             passes += cpu.dataflow_lower_passes(target) + cpu.finalize_passes(target)
             return tvm.transform.Sequential(passes)(mod)
 
