@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         rpc_workers=args.rpc_workers, trials_per_iter=args.batch, timeout_s=args.timeout,
         all_kernels=args.all_kernels, search=args.search, seed_default=args.seed_default,
         seed=args.seed, progress=not args.quiet, verbose=args.verbose_tuning,
-        winograd=compile_options.winograd, verify=args.verify, **margin,
+        winograd=compile_options.winograd, precision=compile_options.precision,
+        verify=args.verify, **margin,
         only=[t for t in args.tasks.split(",") if t] if args.tasks else None,
         model_info={"model": model_name(args.model), "symbol": str(Path(args.model).resolve()),
                     "shapes": {k: list(v) for k, v in shapes_of(args).items()}}))

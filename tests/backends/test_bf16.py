@@ -84,9 +84,10 @@ def _ref_conv(x, w, stride, pad, relu=True):
 
 
 def _build(mod, target, stats=None):
-    with bf16.choose("bf16") as record:
-        exe = build_module(mod, target, stats=stats)
-    return exe, record
+    from mxc.backends.tvm.build_context import build_context
+    ctx = build_context(resolve_target(target), precision="bf16")
+    exe = build_module(mod, target, stats=stats, ctx=ctx)
+    return exe, ctx.records.precision
 
 
 def _asm(exe) -> str:

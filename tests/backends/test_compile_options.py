@@ -49,10 +49,14 @@ def test_options_are_checked_when_made():
         TuneOptions(trials=0)
 
 
-def test_winograd_modes_match_the_schedule():
+def test_the_build_context_checks_the_winograd_mode_like_the_options():
     pytest.importorskip("tvm")
-    from mxc.backends.tvm.schedules import winograd
-    assert WINOGRAD_MODES == winograd.MODES
+    from mxc.backends.tvm.build_context import build_context
+    from mxc.backends.tvm.targets import resolve_target
+    for mode in WINOGRAD_MODES:
+        assert build_context(resolve_target("llvm"), winograd=mode).winograd == mode
+    with pytest.raises(BackendError, match="winograd must be one of auto, on, off"):
+        build_context(resolve_target("llvm"), winograd="sometimes")
 
 
 def test_environment_reaches_the_manifest_and_library_code_ignores_it(monkeypatch):

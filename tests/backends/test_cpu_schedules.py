@@ -122,11 +122,11 @@ def test_channel_concatenation(split):
     _check(y, {"data": (1, 4, 11, 11)})
 
 
-def _kernel_rules(sym, shapes, target="llvm"):
+def _kernel_rules(sym, shapes, target="llvm", ctx=None):
     params = _params(sym, shapes)
     mod = lower_graph(sym.graph, shapes=shapes, params=params)
     stats: dict = {}
-    build_module(mod, target, stats=stats)
+    build_module(mod, target, stats=stats, ctx=ctx)
     return stats
 
 
@@ -399,11 +399,12 @@ def test_auto_winograd_from_7x7(side, transformed):
 
 def test_winograd_can_be_switched_off():
     # (MXC_WINOGRAD=0 reaches this switch through the options layer: test_compile_options.py)
-    from mxc.backends.tvm.schedules.winograd import choose
+    from mxc.backends.tvm.build import resolve_target
+    from mxc.backends.tvm.build_context import build_context
     x = S.var("data")
     y = S.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=16, name="c")
-    with choose("off"):
-        rules = _kernel_rules(y, {"data": (1, 16, 16, 16)})
+    ctx = build_context(resolve_target("llvm"), winograd="off", record=False)
+    rules = _kernel_rules(y, {"data": (1, 16, 16, 16)}, ctx=ctx)
     assert not any("winograd" in k for k in rules), rules
 
 

@@ -185,15 +185,15 @@ def test_a_load_step_may_only_read_stored_parameters(compiled, tmp_path):
 def test_a_module_built_on_its_own_keeps_the_transformed_weights_compiled_in():
     """Outside ``mxc.compile`` (no region to feed) the transform is folded in numpy:
     the function keeps its signature and its outputs."""
-    from mxc.backends.tvm.build import build_module
+    from mxc.backends.tvm.build import build_module, resolve_target
+    from mxc.backends.tvm.build_context import build_context
     from mxc.backends.tvm.converter import lower_graph
     from mxc.backends.tvm.run import run_module
-    from mxc.backends.tvm.schedules.winograd import choose
     y, params, data = _model(channels=16, side=8)
     mod = lower_graph(y.graph, shapes={"data": data.shape}, params=params)
-    with choose("on") as stats:
-        exe = build_module(mod, "llvm")
-    assert stats["convolutions"] == 2
+    ctx = build_context(resolve_target("llvm"), winograd="on")   # no region to lift
+    exe = build_module(mod, "llvm", ctx=ctx)
+    assert ctx.records.winograd["convolutions"] == 2
     assert "_transform_params" not in exe.as_text()
     got = run_module(exe, [data])[0]            # main still takes the data only
     want = run_graph(y.graph, {**params, "data": data})[0]

@@ -82,8 +82,9 @@ def _naive(task):
 
 
 def _mxc_default(task, target):
-    from mxc.backends.tvm.schedules.cpu import cpu_info, default_schedule
-    _, sch = default_schedule(task.dispatched[0]["main"], cpu_info(target))
+    from mxc.backends.tvm.schedules.cpu import default_schedule
+    from mxc.backends.tvm.build_context import build_context
+    _, sch = default_schedule(task.dispatched[0]["main"], build_context(target, record=False))
     assert sch is not None
     return sch
 

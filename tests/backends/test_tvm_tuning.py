@@ -235,14 +235,15 @@ def test_default_schedule_gives_the_search_tile_sizes_to_vary(tuned_cnn):
     from tvm.s_tir import meta_schedule as ms
 
     from mxc.backends.tvm.build import resolve_target
-    from mxc.backends.tvm.schedules.cpu import cpu_info, default_schedule
+    from mxc.backends.tvm.schedules.cpu import default_schedule
+    from mxc.backends.tvm.build_context import build_context
     from mxc.backends.tvm.tune import _tuning_target, extract_tasks
     mod = tuned_cnn[0]
     target = _tuning_target(resolve_target("llvm"))
     varied = 0
     for task in extract_tasks(mod, target):
         task_mod = task.dispatched[0]
-        _, sch = default_schedule(task_mod["main"], cpu_info(target))
+        _, sch = default_schedule(task_mod["main"], build_context(target, record=False))
         tiles = [i for i in sch.trace.insts if i.kind.name == "SamplePerfectTile"]
         assert tiles, task.task_name
         context = ms.TuneContext(mod=task_mod, target=target, space_generator="post-order-apply",

@@ -100,7 +100,7 @@ def gpu_schedule_pass():
 
 
 def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = None,
-                   optimize: bool = True, stats: dict | None = None):
+                   optimize: bool = True, stats: dict | None = None, ctx=None):
     """The Relax pipeline mxc compiles *target* with.
 
     CPU (``optimize=True``, the default): mxc's CPU pipeline
@@ -115,7 +115,8 @@ def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = 
         if not optimize:
             return relax.get_default_pipeline(target)
         from .schedules.pipeline import cpu_pipeline
-        return cpu_pipeline(target, db=None if db is None else os.fspath(db), stats=stats)
+        return cpu_pipeline(target, db=None if db is None else os.fspath(db), stats=stats,
+                            ctx=ctx)
     from tvm.relax.backend.cuda import pipeline as cuda
 
     @tvm.transform.module_pass(opt_level=0, name="MxcGpuPipeline")
@@ -138,7 +139,8 @@ def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = 
 def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
                  db: str | os.PathLike | None = None,
                  optimize: bool = True,
-                 stats: dict | None = None) -> relax.VMExecutable:
+                 stats: dict | None = None,
+                 ctx=None) -> relax.VMExecutable:
     """Compile a Relax module (from :func:`lower_graph`) for *target*.
 
     Returns the Relax VM executable; run it with :func:`mxc.backends.tvm.run_module`
@@ -156,30 +158,39 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
     stats:
         a dict to fill with ``{kernel name: rule}`` -- which default schedule
         each kernel got (``None``: none applied; kernels tuned from *db* are absent).
+    ctx:
+        the build's :class:`~mxc.backends.tvm.build_context.BuildContext` (Winograd
+        mode, precision, load-time lifting, the records they fill); default: a module
+        built on its own, with the defaults (``mxc.compile`` passes its own).
     """
+    from .tvm_threads import per_thread_block_builders
+    per_thread_block_builders()   # legalization builds Relax in this thread
     tgt = resolve_target(target)
     if db is None:
         db = current_database()
     if db is not None:
         from .tune import check_database
         db = check_database(db)
-    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats)
+    if ctx is None and not is_gpu_target(tgt):
+        from .build_context import build_context
+        ctx = build_context(tgt, db=db, record=False)
+    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats, ctx=ctx)
     tir = "default"
     if optimize and not is_gpu_target(tgt):
         from .schedules.tir_pipeline import tir_pipeline
         tir = tir_pipeline()
-    ctx = (device_compiler(str(tgt.attrs.get("arch", DEFAULT_CUDA_ARCH)))
-           if tgt.kind.name == "cuda" else contextlib.nullcontext())
+    device = (device_compiler(str(tgt.attrs.get("arch", DEFAULT_CUDA_ARCH)))
+              if tgt.kind.name == "cuda" else contextlib.nullcontext())
     # a Ctrl-C reaching TVM's C++ code comes back as whatever TVM makes of it (often an
     # empty RuntimeError): the watch turns the failure it causes into KeyboardInterrupt
     with watch_interrupts():
-        return _compile(mod, tgt, pipeline, tir, ctx, db, optimize, stats)
+        return _compile(mod, tgt, pipeline, tir, device, db, optimize, stats, ctx)
 
 
-def _compile(mod, tgt, pipeline, tir, ctx, db, optimize, stats):
+def _compile(mod, tgt, pipeline, tir, device, db, optimize, stats, ctx):
     """``tvm.compile``, once more without vectorisation if an intrinsic has no vector form."""
     try:
-        with ctx:
+        with device:
             return tvm.compile(mod, target=tgt, relax_pipeline=pipeline, tir_pipeline=tir)
     except BackendError:
         raise
@@ -194,7 +205,8 @@ def _compile(mod, tgt, pipeline, tir, ctx, db, optimize, stats):
                                                required_pass=cur.required_pass,
                                                disabled_pass=cur.disabled_pass,
                                                instruments=list(cur.instruments)):
-                    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats)
+                    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats,
+                                              ctx=ctx)
                     return tvm.compile(mod, target=tgt, relax_pipeline=pipeline,
                                        tir_pipeline=tir)
             except Exception:  # noqa: BLE001 - report the first error

@@ -41,23 +41,17 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
             tuning.foreign = foreign_records_message(db, tgt)
             if tuning.foreign:
                 log.warning("%s", tuning.foreign)
-        from . import load_time as _load_time
+        from .build_context import options_context
         from .precision import check_request
-        from .schedules import bf16 as _bf16
         from .schedules import winograd as _winograd
-        from .schedules.cpu import KERNEL_WATCH
         check_request(options.precision, tgt)
-        watching = KERNEL_WATCH.set(lambda kernel: prog.note(f"kernel {kernel}"))
-        with _winograd.choose(options.winograd) as wino, _bf16.choose(options.precision) as bf, \
-                _load_time.lifting(lowered.region_functions()) as lifted:
-            try:
-                executable = _build(lowered.module, tgt, prog, db, tuning)
-            finally:
-                KERNEL_WATCH.reset(watching)
-        record.lifted = lifted
+        ctx = options_context(options, tgt, db=db, lift=lowered.region_functions(),
+                              progress=lambda kernel: prog.note(f"kernel {kernel}"))
+        executable = _build(lowered.module, tgt, prog, db, tuning, ctx)
+        record.lifted = ctx.records.lifted
         if lowered.regions and tgt.kind.name == "llvm":
-            record.winograd = _winograd.manifest_record(wino, lifted)
-        record.precision = dict(bf)
+            record.winograd = _winograd.manifest_record(ctx.records.winograd, record.lifted)
+        record.precision = dict(ctx.records.precision)
     summary = "one library" if executable is not None else "nothing to compile"
     if tuning is not None:
         summary += (f", {len(tuning.tuned)} of {tuning.kernels} kernel(s) from the tuning "
@@ -67,9 +61,12 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
     return executable, record
 
 
-def _build(mod, tgt, prog: CompileProgress, db=None, tuning: "TunedKernels | None" = None):
+def _build(mod, tgt, prog: CompileProgress, db=None, tuning: "TunedKernels | None" = None,
+           ctx=None):
     from . import build as _build_module   # looked up per call (tests wrap build_module)
     kwargs = {} if db is None else {"db": db}
+    if ctx is not None and tgt.kind.name == "llvm":
+        kwargs["ctx"] = ctx
     instruments = []
     if prog.tty:
         instruments.append(_pass_counter(prog))

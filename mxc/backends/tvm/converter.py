@@ -425,6 +425,8 @@ class ModuleBuilder:
     """
 
     def __init__(self):
+        from .tvm_threads import per_thread_block_builders
+        per_thread_block_builders()   # concurrent compiles (see the module)
         self.bb = relax.BlockBuilder()
         self.functions: dict[str, FunctionInfo] = {}
 

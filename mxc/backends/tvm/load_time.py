@@ -6,10 +6,10 @@ themselves: Winograd's ``U = G g G^T`` is (m+2)^2/9 times the 3x3 weights
 made an artifact 1.6-2.5x its parameters.  Instead, a legalization emits the
 transform as a kernel on the constant weights and marks that kernel
 (:func:`mark_load_time`); the CPU pipeline's pass
-:func:`lift_load_time_transforms`, right after ``LegalizeOps``, then either
+:func:`lift_load_time_pass`, right after ``LegalizeOps``, then either
 
 * **lifts** the marked calls of a region function ``regionK`` (the functions
-  named by the :func:`lifting` block ``mxc.compile`` opens) into a new function
+  named by the build context's ``lift``, :mod:`.build_context`) into a new function
   ``regionK_transform_params`` (the weights in, a tuple of the transformed
   weights out) and makes the transformed weights trailing parameters of
   ``regionK``.  :func:`add_load_steps` records that in the runtime graph: the
@@ -32,9 +32,7 @@ compiling it (one LLVM build per call).
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import tvm
@@ -69,29 +67,6 @@ def mark_load_time(bb: relax.BlockBuilder, call: relax.Call, kind: str) -> relax
     gv = call.args[0]
     bb.update_func(gv, bb.get()[gv].with_attr(ATTR, kind))
     return call
-
-
-class _State(threading.local):
-    functions: frozenset = frozenset()
-    record: dict | None = None
-
-
-_STATE = _State()
-
-
-@contextlib.contextmanager
-def lifting(functions: Iterable[str]) -> Iterator[dict]:
-    """Within the block, builds lift the marked transforms of *functions*.
-
-    Yields a dict filled with ``{function: {"function": its load-time function,
-    "count": its outputs, "kinds": {kind: {"count", "stored_bytes": the constants
-    they read, "bytes": what they produce}}}}``."""
-    saved = (_STATE.functions, _STATE.record)
-    _STATE.functions, _STATE.record = frozenset(functions), {}
-    try:
-        yield _STATE.record
-    finally:
-        _STATE.functions, _STATE.record = saved
 
 
 def _marked_calls(mod: tvm.IRModule, func: relax.Function) -> list:
@@ -176,9 +151,19 @@ def _lift(bb: relax.BlockBuilder, name: str, func: relax.Function, calls: list) 
     return lifted, record
 
 
-@tvm.transform.module_pass(opt_level=0, name="MxcLiftLoadTimeTransforms")
-def lift_load_time_transforms(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    """Lift (or fold in numpy) the marked weight transforms (see the module docstring)."""
+def lift_load_time_pass(ctx) -> tvm.transform.Pass:
+    """The pass lifting the marked weight transforms of the build *ctx*'s ``lift``
+    functions into load-time functions (recorded in ``ctx.records.lifted``) and
+    folding the others in numpy (see the module docstring)."""
+
+    @tvm.transform.module_pass(opt_level=0, name="MxcLiftLoadTimeTransforms")
+    def _pass(mod: tvm.IRModule, _pass_ctx) -> tvm.IRModule:
+        return _lift_or_fold(mod, ctx.lift, ctx.records.lifted)
+
+    return _pass
+
+
+def _lift_or_fold(mod: tvm.IRModule, functions: frozenset, lifted: dict | None):
     work = [(gv, func, _marked_calls(mod, func)) for gv, func in mod.functions_items()
             if isinstance(func, relax.Function)]
     work = [w for w in work if w[2]]
@@ -186,10 +171,10 @@ def lift_load_time_transforms(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
         return mod
     bb = relax.BlockBuilder(mod)
     for gv, func, calls in work:
-        if gv.name_hint in _STATE.functions:
+        if gv.name_hint in functions:
             func, record = _lift(bb, gv.name_hint, func, calls)
-            if _STATE.record is not None:
-                _STATE.record[gv.name_hint] = record
+            if lifted is not None:
+                lifted[gv.name_hint] = record
         else:
             func = _fold(func, calls)
         bb.update_func(gv, func)

@@ -26,6 +26,9 @@ ENV_TUNING_DB = "MXC_TUNING_DB"
 ENV_WINOGRAD = "MXC_WINOGRAD"
 #: the GPU architecture of a ``cuda`` target that names none and runs on no visible GPU
 ENV_CUDA_ARCH = "MXC_CUDA_ARCH"
+#: ``1``: an exception inside a schedule rule fails the build (the test suite sets it)
+#: instead of being logged and the next rule tried (:mod:`.build_context`)
+ENV_STRICT_SCHEDULES = "MXC_STRICT_SCHEDULES"
 #: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
 ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
 
@@ -75,6 +78,12 @@ def _from_environment(given: dict, environ: Mapping[str, str] | None,
             given[option] = value
         used[var] = value
     return given, used
+
+
+def strict_schedules(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$MXC_STRICT_SCHEDULES`` asks schedule rules' exceptions to fail builds."""
+    env = os.environ if environ is None else environ
+    return (env.get(ENV_STRICT_SCHEDULES) or "").strip() not in ("", "0")
 
 
 _STATE = threading.local()
@@ -205,6 +214,9 @@ class TuneOptions:
     winograd:
         the Winograd mode the model will be compiled with (the kernels differ);
         None: auto.
+    precision:
+        the ``--precision`` the model will be compiled with (``bf16`` legalizes to
+        other kernels); ``fp32`` by default.
     verify:
         after tuning a kernel (or finding it tuned already), re-measure its best
         record against mxc's default schedule, interleaved, and let ``compile
@@ -235,6 +247,7 @@ class TuneOptions:
     verbose: bool = False
     model_info: Mapping[str, Any] | None = None
     winograd: str | None = None
+    precision: str = "fp32"
     verify: bool = True
     keep_margin: float = KEEP_MARGIN
     only: Sequence[str] | None = None
@@ -251,5 +264,6 @@ class TuneOptions:
 
     def __post_init__(self) -> None:
         check_winograd(self.winograd)
+        check_precision(self.precision)
         if self.trials < 1:
             raise BackendError(f"trials must be >= 1, not {self.trials}")

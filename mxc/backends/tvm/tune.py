@@ -50,7 +50,7 @@ from .tune_logs import metaschedule_logs, task_logger, tune_context
 from .tune_progress import TuneProgress, progress_callback
 from .tune_rpc import check_tracker
 from .targets import host_cpu_name, missing_on_host
-from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict
+from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict  # noqa: F401 - re-exported
 from .tune_workers import tensor_intrinsics_for, workers_deaf_to_ctrl_c
 
 # ---------------------------------------------------------------------------
@@ -123,13 +123,17 @@ def _to_module(mod_or_graph, shapes, params, dtypes):
     return lower_graph(graph, shapes=shapes, dtypes=dtypes, params=params)
 
 
-def fused_module(mod, target):
-    """*mod* after mxc's graph passes: the fused kernels :func:`build_module` schedules."""
+def fused_module(mod, target, ctx=None):
+    """*mod* after mxc's graph passes: the fused kernels :func:`build_module` schedules
+    in the build context *ctx* (default: a module built on its own for *target*)."""
     import tvm
 
+    from .build_context import build_context
     from .schedules.pipeline import graph_passes
+    if ctx is None:
+        ctx = build_context(target, record=False)
     with target:
-        return tvm.transform.Sequential(graph_passes(target))(mod)
+        return tvm.transform.Sequential(graph_passes(ctx))(mod)
 
 
 def _is_tunable(func) -> bool:
@@ -153,10 +157,11 @@ def _all_blocks(sch, root):
     return out
 
 
-def extract_tasks(mod, target, *, all_kernels: bool = False):
-    """MetaSchedule tasks of *mod*'s fused kernels (reductions only unless *all_kernels*)."""
+def extract_tasks(mod, target, *, all_kernels: bool = False, ctx=None):
+    """MetaSchedule tasks of *mod*'s fused kernels (reductions only unless *all_kernels*),
+    fused in the build context *ctx* (see :func:`fused_module`)."""
     from tvm.s_tir import meta_schedule as ms
-    fused = fused_module(mod, target)
+    fused = fused_module(mod, target, ctx)
     tasks = ms.relax_integration.extract_tasks(fused, target)
     if not all_kernels:
         tasks = [t for t in tasks if _is_tunable(t.dispatched[0]["main"])]
@@ -188,32 +193,27 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
 
 def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     """Tune every kernel of the Relax module *mod* as *options* say (``mxc tune``)."""
+    from .build_context import options_context
     from .targets import resolve_target
 
-    # the settings under the names the tuning loop below uses
-    (target, trials, db_dir, rpc, rpc_workers, trials_per_iter, max_workers, timeout_s,
-     all_kernels, search, seed_default, seed, progress, verbose, model_info, winograd,
-     verify, keep_margin, only) = (
-        options.target, options.trials, options.db_dir, options.rpc, options.rpc_workers,
-        options.trials_per_iter, options.max_workers, options.timeout_s, options.all_kernels,
-        options.search, options.seed_default, options.seed, options.progress, options.verbose,
-        options.model_info, options.winograd, options.verify, options.keep_margin,
-        options.only)
-    stream = sys.stderr if progress is True else (progress or None)
+    stream = sys.stderr if options.progress is True else (options.progress or None)
     start = time.time()
-    tgt = _tuning_target(resolve_target(target))
-    if rpc is not None:   # before any work: TVM's client would wait for it forever
-        check_tracker(*rpc)
-    proxy = measures_on_host_proxy(tgt, rpc)
+    tgt = _tuning_target(resolve_target(options.target))
+    if options.rpc is not None:   # before any work: TVM's client would wait for it forever
+        check_tracker(*options.rpc)
+    proxy = measures_on_host_proxy(tgt, options.rpc)
     tensor_intrinsics_for(tgt)
-    from .schedules.winograd import choose
+    # the context mxc.compile builds from the same options: the kernels tuned are the
+    # kernels compiled
+    ctx = options_context(options, tgt)
     try:
-        with watch_interrupts(), choose(winograd):
-            tasks = extract_tasks(mod, tgt, all_kernels=all_kernels)
+        with watch_interrupts():
+            tasks = extract_tasks(mod, tgt, all_kernels=options.all_kernels, ctx=ctx)
     except Exception as exc:
         raise BackendError(f"extracting tuning tasks failed: {type(exc).__name__}: {exc}") \
             from exc
-    db_dir = os.fspath(db_dir)
+    trials, only = options.trials, options.only
+    db_dir = os.fspath(options.db_dir)
     database = open_database(db_dir)
     report = TuneReport(db_dir=db_dir, target=str(tgt))
 
@@ -243,31 +243,31 @@ def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     names = [r.name for r in report.tasks if not r.skipped]
     goal = {r.name: trials for r in report.tasks}
     prog = TuneProgress(stream, names, goal, {r.name: r.trials_before for r in report.tasks})
-    workers = max_workers or _cpu_count()
+    workers = options.max_workers or _cpu_count()
     status = "failed"
     try:
         # Ctrl-C: the task in flight ends after its batch (progress_callback) and the run
         # with KeyboardInterrupt (a second Ctrl-C: at once); the worker processes leave it
         # to this one
-        with watch_interrupts(defer=True), metaschedule_logs(db_dir, console=verbose), \
-                workers_deaf_to_ctrl_c():
-            _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers,
-                         timeout_s, trials_per_iter, search, seed, seed_default, bool(proxy),
-                         verify=judged if verify and tgt.kind.name == "llvm" else None,
-                         keep_margin=keep_margin)
+        with watch_interrupts(defer=True), \
+                metaschedule_logs(db_dir, console=options.verbose), workers_deaf_to_ctrl_c():
+            _tune_groups(pending, tgt, database, prog, options, workers, ctx, bool(proxy),
+                         verify=judged if options.verify and tgt.kind.name == "llvm" else None)
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     finally:
         prog.close()
-        info = dict(model_info or {})
+        info = dict(options.model_info or {})
+        rpc = options.rpc
         append_tune_log(db_dir, {
             "model": info.pop("model", None), **info,
             "target": str(tgt), "trials": int(trials),
             "trials_run": sum(prog.run_counts.values()), "tasks": len(report.tasks),
             "tasks_tuned": len(names), "task_names": [r.name for r in report.tasks],
-            "search": search, "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
+            "search": options.search,
+            "rpc": None if rpc is None else f"{rpc[0]}:{rpc[1]}:{rpc[2]}",
             "started": datetime.datetime.fromtimestamp(
                 start, datetime.timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.time() - start, 3), "status": status,
@@ -289,10 +289,9 @@ def _verdict_log(verdict: Verdict) -> dict:
             "default_ms": verdict.default_ms, "rounds": verdict.rounds}
 
 
-def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers, timeout_s,
-                 trials_per_iter, search, seed, seed_default, proxy=False, *,
-                 verify: list | None = None, keep_margin: float = KEEP_MARGIN) -> None:
-    """Tune the pending tasks one at a time.
+def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: int, ctx,
+                 proxy: bool = False, *, verify: list | None = None) -> None:
+    """Tune the pending tasks one at a time, as *options* say, in the build context *ctx*.
 
     With *verify* (a list, possibly empty, of tasks tuned before this run), each
     task tuned now and each of those gets its best record re-measured against the
@@ -306,7 +305,9 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
     from tvm.s_tir import meta_schedule as ms
 
     from .tune_workers import BUILD_FUNC, PROXY_BUILD_FUNC, builder_init
-    runner = _runner(rpc, rpc_workers, timeout_s)
+    db_dir, search, timeout_s = os.fspath(options.db_dir), options.search, options.timeout_s
+    keep_margin = options.keep_margin
+    runner = _runner(options.rpc, options.rpc_workers, timeout_s)
     builder = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=max(timeout_s, 30),
                                       f_build=PROXY_BUILD_FUNC if proxy else BUILD_FUNC,
                                       initializer=builder_init)
@@ -319,8 +320,8 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                 prog.begin(rep.name)
                 if task.mod.attrs.get("tirx.is_scheduled", False):
                     continue   # scheduled already: nothing to search (as TVM skips it)
-                if seed_default:
-                    rep.default_ms = _measure_default(task, tgt, database, builder, runner)
+                if options.seed_default:
+                    rep.default_ms = _measure_default(task, tgt, database, builder, runner, ctx)
                     if rep.default_ms is not None:   # a record too: progress shows it as best
                         prog.best[rep.name] = rep.default_ms / 1e3
                     check_interrupt()
@@ -330,10 +331,11 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     with task_logger(db_dir, rep.name) as logger:
                         ms.tune_tasks(
                             tasks=[tune_context(task, logger, _strategy(search, remaining),
-                                                workers, seed)],
+                                                workers, options.seed)],
                             task_weights=[float(task.weight)], work_dir=db_dir,
                             max_trials_global=remaining, max_trials_per_task=remaining,
-                            num_trials_per_iter=max(1, min(trials_per_iter, remaining)),
+                            num_trials_per_iter=max(1, min(options.trials_per_iter,
+                                                           remaining)),
                             builder=builder, runner=runner, database=database,
                             measure_callbacks=callbacks, task_scheduler="round-robin",
                             # random search consults no cost model: no xgboost needed
@@ -344,10 +346,11 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                 rep.trials_run = prog.run_counts.get(rep.name, 0)
                 check_interrupt()
                 if verify is not None:
-                    _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
+                    _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin,
+                            ctx)
         for rep, task in verify or ():
             check_interrupt()
-            _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin)
+            _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin, ctx)
     finally:
         for obj in (builder, runner):
             pool = getattr(obj, "pool", None)
@@ -358,25 +361,25 @@ def _tune_groups(pending, tgt, db_dir, database, prog, workers, rpc, rpc_workers
                     pass
 
 
-def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin) -> None:
+def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin, ctx) -> None:
     """Re-measure *task*'s best record against its default schedule (into *rep*)."""
     from .tune_verify import verify_task
     rep.verdict = verify_task(rep.name, task.dispatched[0], target, database, db_dir, measure,
-                              margin=keep_margin)
+                              margin=keep_margin, ctx=ctx)
     if rep.verdict is not None and stream is not None:
         print(f"[mxc tune] {rep.name}: {rep.verdict.describe()}", file=stream, flush=True)
 
 
-def _measure_default(task, target, database, builder, runner) -> float | None:
+def _measure_default(task, target, database, builder, runner, ctx) -> float | None:
     """Measure mxc's default schedule of *task* and commit it as a tuning record."""
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from .schedules.cpu import cpu_info, default_schedule
+    from .schedules.cpu import default_schedule
     task_mod = task.dispatched[0]
     func = task_mod["main"]
     try:
-        _, sch = default_schedule(func, cpu_info(target))
+        _, sch = default_schedule(func, ctx)
         if sch is None:
             return None
         args_info = ArgInfo.from_prim_func(func)

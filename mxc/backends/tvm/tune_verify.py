@@ -219,14 +219,15 @@ def _decide(times: list[list[float]], margin: float) -> tuple[bool, float, float
 # ---------------------------------------------------------------------------
 # verifying one kernel
 # ---------------------------------------------------------------------------
-def default_module(func, target):
-    """*func* with mxc's default schedule (unscheduled when no rule fits: what an
-    untuned build compiles)."""
+def default_module(func, target, ctx=None):
+    """*func* with mxc's default schedule in the build context *ctx* (default: one
+    for *target*; unscheduled when no rule fits: what an untuned build compiles)."""
     from tvm import s_tir
 
-    from .schedules.cpu import cpu_info, default_schedule
+    from .build_context import build_context
+    from .schedules.cpu import default_schedule
     if target.kind.name == "llvm":
-        _, sch = default_schedule(func, cpu_info(target))
+        _, sch = default_schedule(func, ctx or build_context(target, record=False))
         if sch is not None:
             return sch.mod
     return s_tir.Schedule(func).mod
@@ -234,7 +235,7 @@ def default_module(func, target):
 
 def verify_task(task_name: str, task_mod, target, database, db_dir: str | os.PathLike,
                 measure: Measure, *, rounds: int = VERIFY_ROUNDS, margin: float = KEEP_MARGIN,
-                default_mod=None) -> Verdict | None:
+                default_mod=None, ctx=None) -> Verdict | None:
     """Re-measure the best record of kernel *task_mod* against its default schedule.
 
     Returns None when there is nothing to decide: no successful record, or the
@@ -265,7 +266,7 @@ def verify_task(task_name: str, task_mod, target, database, db_dir: str | os.Pat
         best.args_info))
     tuned_mod = just_best.query_ir_module(task_mod, target, task_name)
     if default_mod is None:
-        default_mod = default_module(task_mod["main"], target)
+        default_mod = default_module(task_mod["main"], target, ctx)
     if tuned_mod is None or tvm_ffi.structural_equal(tuned_mod, default_mod):
         return None
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,6 +1,6 @@
 """bfloat16 convolution and dense kernels on AVX512-BF16 (``vdpbf16ps``), float32 accumulation.
 
-``--precision bf16`` (:func:`choose`) rounds the weights of float32
+``--precision bf16`` (the build context's ``precision``) rounds the weights of float32
 convolutions and dense layers to bfloat16 at compile time and the activations
 to bfloat16 as each such kernel reads them; the products are summed in
 float32 by ``vdpbf16ps``, which multiplies 16 pairs of bfloat16 and adds each
@@ -32,8 +32,6 @@ the instruction) -- see docs/performance.md.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import logging
 
@@ -75,9 +73,6 @@ alwaysinline {{
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
 """
 
-_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("mxc_bf16", default=False)
-
-
 # ---------------------------------------------------------------------------
 # the choice
 # ---------------------------------------------------------------------------
@@ -104,31 +99,9 @@ def check_target(target, precision: str) -> None:
             f"--cpu sapphirerapids / znver4 to build for a CPU that has them")
 
 
-@contextlib.contextmanager
-def choose(precision: str | None):
-    """Within the block, float32 convolutions/dense layers legalize to bfloat16 kernels
-    when *precision* is ``bf16``; yields a record of how many did."""
-    record = {"mode": precision or "fp32", "kernels": 0}
-    token = _ACTIVE.set(precision == "bf16")
-    _STATS.set(record)
-    try:
-        yield record
-    finally:
-        _ACTIVE.reset(token)
-
-
-_STATS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mxc_bf16_stats",
-                                                                     default=None)
-
-
-def enabled() -> bool:
-    return _ACTIVE.get()
-
-
-def _count() -> None:
-    stats = _STATS.get()
-    if stats is not None:
-        stats["kernels"] += 1
+def _count(ctx) -> None:
+    if ctx.records.precision is not None:
+        ctx.records.precision["kernels"] += 1
 
 
 # ---------------------------------------------------------------------------
@@ -267,11 +240,12 @@ def _float32_operands(x, w, call) -> bool:
             and static_shape(x) is not None and static_shape(call) is not None)
 
 
-def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str):
-    """The bfloat16 kernel for a float32 NHWC/HWIO ``conv2d`` (None: not applicable)."""
+def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
+    """The bfloat16 kernel for a float32 NHWC/HWIO ``conv2d`` when the build's *ctx*
+    (:class:`..build_context.BuildContext`) asks for ``bf16`` (None: not applicable)."""
     a = call.attrs
     x, w = call.args
-    if not enabled() or not family or not _float32_operands(x, w, call) \
+    if ctx.precision != "bf16" or not family or not _float32_operands(x, w, call) \
             or int(a.groups) != 1 \
             or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return None
@@ -283,17 +257,17 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str):
     packed = pack_weights(weights)
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]))
-    _count()
+    _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
                       x, relax.const(packed, "uint16"), primfunc_name_hint=CONV_BLOCK)
 
 
-def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str):
+def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     """The bfloat16 kernel for ``[M, C] x const [C, N]`` float32 ``matmul`` (None: not
     applicable)."""
     x, w = call.args
-    if not enabled() or not family or not _float32_operands(x, w, call) \
+    if ctx.precision != "bf16" or not family or not _float32_operands(x, w, call) \
             or len(static_shape(x)) != 2 or len(static_shape(w)) != 2:
         return None
     c, n = (int(d) for d in static_shape(w))
@@ -301,7 +275,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str):
         return None
     dot_intrinsic()
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n))
-    _count()
+    _count(ctx)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n), x, relax.const(packed, "uint16"),
                       primfunc_name_hint="dense_bf16")
 

@@ -24,9 +24,14 @@ standalone activations): loops fused, outer part parallel, inner vectorised.
 ``fallback`` -- anything else: the outermost spatial loops of each block in
 parallel.
 
-Each rule works on a fresh schedule of the unmodified function and any error
-means "not applicable": the next rule is tried, the last resort being the
-unscheduled function (slow but correct).  The rules live in
+The rules are objects (:class:`ScheduleRule`, dlight's style) in an explicit
+list, :data:`RULES`, handed to the schedule pass.  Each works on a fresh
+schedule of the unmodified function and returns None when the kernel is not
+one it schedules: the next rule is tried, the last resort being the
+unscheduled function (slow but correct).  An exception inside a rule is a bug,
+not "not applicable": with the build context's ``strict`` (the test suite's
+``$MXC_STRICT_SCHEDULES``) it fails the build naming the rule; otherwise it is
+logged as a warning naming the rule, and the next rule is tried.  The rules live in
 :mod:`.reduction` (with the register-tile model :func:`tile_shape`),
 :mod:`.elementwise` and :mod:`.winograd`; they decide on facts read from the
 TIR's structure (:mod:`.tir_queries`).  This module orders them and applies
@@ -35,12 +40,10 @@ them to a module.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 
 import tvm
 from tvm import s_tir, tirx
-from tvm.target import Target
 
 from .elementwise import rule_elementwise
 from .microarch import CpuInfo, cpu_info  # noqa: F401 - re-exported: the schedules' API
@@ -52,10 +55,25 @@ log = logging.getLogger(__name__)
 
 _SCHEDULED = "tirx.is_scheduled"
 
-#: called with each kernel's name as the default schedules reach it (the compile's
-#: progress line names the kernel being built)
-KERNEL_WATCH: contextvars.ContextVar = contextvars.ContextVar("mxc_kernel_watch", default=None)
 
+class ScheduleRule:
+    """A default-schedule rule: ``apply(func, target, ctx)`` returns a traced
+    ``s_tir.Schedule`` of *func*, or None when *func* is not a kernel it schedules.
+
+    *ctx* is the build's :class:`~mxc.backends.tvm.build_context.BuildContext`
+    (its ``cpu`` is the cost-model row the rules decide with).  This base class
+    adapts a function ``schedule(func, cpu_info)``; a rule needing more overrides
+    :meth:`apply`."""
+
+    def __init__(self, name: str, schedule=None):
+        self.name = name
+        self._schedule = schedule
+
+    def apply(self, func: tirx.PrimFunc, target, ctx):
+        return self._schedule(func, ctx.cpu)
+
+    def __repr__(self) -> str:
+        return f"ScheduleRule({self.name!r})"
 
 def rule_fallback(func: tirx.PrimFunc, info: CpuInfo):
     """Parallelise the outermost data-parallel loop of each root block."""
@@ -81,46 +99,63 @@ def rule_fallback(func: tirx.PrimFunc, info: CpuInfo):
     return sch if done else None
 
 
-def rule_winograd(func: tirx.PrimFunc, info: CpuInfo):
+def _winograd(func: tirx.PrimFunc, info: CpuInfo):
     from .winograd import rule_winograd as rule
     return rule(func, info)
 
 
-def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
+def _int8(func: tirx.PrimFunc, info: CpuInfo):
     from .int8 import rule_int8 as rule
     return rule(func, info)
 
 
-def rule_bf16(func: tirx.PrimFunc, info: CpuInfo):
+def _bf16(func: tirx.PrimFunc, info: CpuInfo):
     from .bf16 import rule_bf16 as rule
     return rule(func, info)
 
 
-RULES = (("winograd", rule_winograd), ("int8", rule_int8), ("bf16", rule_bf16), ("reduction", rule_reduction),
-         ("elementwise", rule_elementwise), ("fallback", rule_fallback))
+#: the rules, in the order they are tried (the first that returns a schedule wins)
+RULES: list[ScheduleRule] = [
+    ScheduleRule("winograd", _winograd), ScheduleRule("int8", _int8),
+    ScheduleRule("bf16", _bf16), ScheduleRule("reduction", rule_reduction),
+    ScheduleRule("elementwise", rule_elementwise), ScheduleRule("fallback", rule_fallback),
+]
 
 
-def default_schedule(func: tirx.PrimFunc, info: CpuInfo):
-    """(rule name, ``s_tir.Schedule``) of the first rule that fits *func*, else (None, None).
+def default_schedule(func: tirx.PrimFunc, ctx, rules=None):
+    """(rule name, ``s_tir.Schedule``) of the first of *rules* (default :data:`RULES`)
+    that fits *func* in the build *ctx*, else (None, None).
 
     The schedule is traced: ``mxc tune`` stores it in the tuning database as a
-    measured record, so tuned kernels never lose to the default ones."""
-    for name, rule in RULES:
+    measured record, so tuned kernels never lose to the default ones.  A rule that
+    raises fails the build when ``ctx.strict``, else is logged and skipped."""
+    for rule in RULES if rules is None else rules:
         try:
-            sch = rule(func, info)
-        except (ImportError, NameError):  # mxc's own bug, not a kernel the rule does not fit
-            raise
-        except Exception as exc:  # noqa: BLE001 - a rule that does not fit
-            log.debug("schedule rule %s failed: %s", name, exc)
+            sch = rule.apply(func, ctx.target, ctx)
+        except Exception as exc:  # noqa: BLE001 - a bug in the rule: see the docstring
+            kernel = _kernel_name(func)
+            if ctx.strict:
+                from ....errors import BackendError
+                raise BackendError(f"schedule rule {rule.name!r} failed on kernel {kernel}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+            log.warning("schedule rule %r failed on kernel %s (a bug in the rule; the next "
+                        "rule is tried): %s: %s", rule.name, kernel, type(exc).__name__, exc)
             continue
         if sch is not None:
-            return name, sch
+            return rule.name, sch
     return None, None
 
 
-def schedule_func(func: tirx.PrimFunc, info: CpuInfo):
+def _kernel_name(func) -> str:
+    attrs = func.attrs
+    if attrs is not None and "global_symbol" in attrs:
+        return str(attrs["global_symbol"])
+    return "(unnamed)"
+
+
+def schedule_func(func: tirx.PrimFunc, ctx, rules=None):
     """(rule name, scheduled PrimFunc) for *func*, or (None, func) when no rule applies."""
-    name, sch = default_schedule(func, info)
+    name, sch = default_schedule(func, ctx, rules)
     if sch is None:
         return None, func
     return name, sch.mod["main"].with_attr(_SCHEDULED, True)
@@ -131,18 +166,22 @@ def _is_scheduled(func) -> bool:
                 int(func.attrs[_SCHEDULED]) == 1)
 
 
-def cpu_schedule_pass(target: Target, stats: dict | None = None) -> tvm.transform.Pass:
-    """A module pass giving every unscheduled PrimFunc a default CPU schedule."""
-    info = cpu_info(target)
+def cpu_schedule_pass(ctx, stats: dict | None = None,
+                      rules: list[ScheduleRule] | None = None) -> tvm.transform.Pass:
+    """A module pass giving every unscheduled PrimFunc a default CPU schedule from
+    *rules* (default: the build's ``ctx.rules``, else :data:`RULES`) for the build *ctx*
+    (:class:`..build_context.BuildContext`: its CPU and ``strict``; its ``progress``
+    hook hears each kernel's name, for the compile's progress line)."""
+    rules = list(rules if rules is not None else ctx.rules if ctx.rules is not None else RULES)
 
     @tvm.transform.module_pass(opt_level=0, name="MxcCpuDefaultSchedule")
     def _pass(mod, _ctx):
         def schedule(gv, func):
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
                 return None
-            if (watch := KERNEL_WATCH.get()) is not None:
-                watch(gv.name_hint)
-            name, new = schedule_func(func, info)
+            if ctx.progress is not None:
+                ctx.progress(gv.name_hint)
+            name, new = schedule_func(func, ctx, rules)
             if stats is not None:
                 stats[gv.name_hint] = name
             return new if name is not None else None

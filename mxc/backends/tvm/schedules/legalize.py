@@ -101,13 +101,13 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, out_dtype: str) -> te.Tenso
     return te.compute((m, no * nc), dense, name="matmul")
 
 
-def _conv2d(info: CpuInfo):
+def _conv2d(info: CpuInfo, ctx):
     default = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         out = int8.legalize_conv2d(bb, call, info.int8_dot)
         if out is None:
-            out = bf16.legalize_conv2d(bb, call, info.bf16_dot)
+            out = bf16.legalize_conv2d(bb, call, info.bf16_dot, ctx)
         if out is not None:
             return out
         a = call.attrs
@@ -121,10 +121,10 @@ def _conv2d(info: CpuInfo):
                 or wdt != xdt or ydt not in _FLOATS:
             return default(bb, call)
         kh, kw, c, k = ws
-        if a.data_layout == "NHWC" and winograd.enabled() and winograd.eligible(
-                xs, ws, a.strides, a.dilation, 1, info.lanes):
+        if a.data_layout == "NHWC" and ctx.winograd != "off" and winograd.eligible(
+                xs, ws, a.strides, a.dilation, 1, info.lanes, ctx.winograd_min_size):
             out = winograd.emit(bb, x, w.value.numpy(), a.padding, ys, ydt,
-                                lambda kk, px: tile_shape(kk, px, info)[0])
+                                lambda kk, px: tile_shape(kk, px, info)[0], ctx.records)
             if out is not None:
                 return out
         # the schedule register-blocks the fused n*h*w pixel axis: pack for that tile
@@ -142,13 +142,13 @@ def _conv2d(info: CpuInfo):
     return legalize
 
 
-def _matmul(info: CpuInfo):
+def _matmul(info: CpuInfo, ctx):
     default = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         out = int8.legalize_matmul(bb, call, info.int8_dot)
         if out is None:
-            out = bf16.legalize_matmul(bb, call, info.bf16_dot)
+            out = bf16.legalize_matmul(bb, call, info.bf16_dot, ctx)
         if out is not None:
             return out
         x, w = call.args
@@ -170,6 +170,7 @@ def _matmul(info: CpuInfo):
     return legalize
 
 
-def cpu_legalize_map(info: CpuInfo) -> dict:
-    """``customize_legalize_map`` for ``relax.transform.LegalizeOps``."""
-    return {"relax.nn.conv2d": _conv2d(info), "relax.matmul": _matmul(info)}
+def cpu_legalize_map(ctx) -> dict:
+    """``customize_legalize_map`` for ``relax.transform.LegalizeOps`` in the build *ctx*
+    (:class:`..build_context.BuildContext`: its CPU, Winograd mode and precision)."""
+    return {"relax.nn.conv2d": _conv2d(ctx.cpu, ctx), "relax.matmul": _matmul(ctx.cpu, ctx)}

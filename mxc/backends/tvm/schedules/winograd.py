@@ -34,7 +34,6 @@ marked opaque) so that each kernel keeps its own loop nest.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 
@@ -73,45 +72,17 @@ ENV = "MXC_WINOGRAD"
 MIN_SIZE = 7
 
 
-#: the ``--winograd`` choices: on (every 3x3 stride-1 convolution it applies to), off
-#: (none: direct convolutions, weights stored once), auto (on where the output side is at
-#: least MIN_SIZE: the speed pays for the larger weights)
-MODES = ("auto", "on", "off")
+#: the ``--winograd`` choices (``options.WINOGRAD_MODES``, carried by the build's
+#: :class:`..build_context.BuildContext`): on (every 3x3 stride-1 convolution it applies
+#: to), off (none: direct convolutions, weights stored once), auto (on where the output
+#: side is at least MIN_SIZE: the speed pays for the larger weights)
 #: smallest output side "on" transforms (F(2, 3) needs whole 2x2 tiles to be worth it)
 MIN_SIZE_FORCED = 2
 
 
-class _Choice:
-    """The mode of the compile in progress and what it transformed (for the manifest)."""
-
-    mode: str | None = None
-    stats: dict = {}
-    #: the summed error estimate of the compile's Winograd convolutions so far
-    #: (:mod:`.winograd_precision`)
-    error_spent: float = 0.0
-
-
-@contextlib.contextmanager
-def choose(mode: str | None):
-    """Compile within ``--winograd MODE`` (None: auto); yields a
-    dict filled with ``convolutions``, ``weight_bytes`` (their weights as given) and
-    ``transformed_bytes`` (as compiled in)."""
-    if mode is not None and mode not in MODES:
-        from ....errors import BackendError
-        raise BackendError(f"winograd must be one of {', '.join(MODES)}, not {mode!r}")
-    saved = (_Choice.mode, _Choice.stats, _Choice.error_spent)
-    _Choice.mode = mode
-    _Choice.error_spent = 0.0
-    _Choice.stats = {"mode": current_mode(), "convolutions": 0, "weight_bytes": 0,
-                     "transformed_bytes": 0}
-    try:
-        yield _Choice.stats
-    finally:
-        _Choice.mode, _Choice.stats, _Choice.error_spent = saved
-
-
 def manifest_record(stats: dict, lifted: dict) -> dict:
-    """The manifest's ``winograd``: the choice's *stats* (:func:`choose`) with where the
+    """The manifest's ``winograd``: the build's *stats*
+    (:attr:`..build_context.BuildRecords.winograd`) with where the
     transformed weights come from (*lifted*: :func:`..load_time.lifting`'s record).
 
     ``weight_bytes`` / ``transformed_bytes``: the weights as given / as the kernels
@@ -125,20 +96,6 @@ def manifest_record(stats: dict, lifted: dict) -> dict:
     return {**stats, "transformed_at_load": at_load["count"],
             "stored_bytes": at_load["stored_bytes"] + transformed - at_load["bytes"],
             "memory_bytes": transformed}
-
-
-def current_mode() -> str:
-    """The mode :func:`choose` set, else auto (``$MXC_WINOGRAD`` is read by the options
-    layer, :meth:`mxc.backends.tvm.options.CompileOptions.from_env`, never here)."""
-    return _Choice.mode if _Choice.mode is not None else "auto"
-
-
-def enabled() -> bool:
-    return current_mode() != "off"
-
-
-def min_size() -> int:
-    return MIN_SIZE_FORCED if current_mode() == "on" else MIN_SIZE
 
 
 #: fewest F(4, 3) tiles (batch x tile rows x tile columns) for which F(4, 3) is used; on
@@ -168,15 +125,16 @@ def vector_unit(channels: int, lanes: int) -> int | None:
     return None
 
 
-def eligible(xs, ws, strides, dilation, groups: int, lanes: int) -> bool:
-    """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= min_size()."""
+def eligible(xs, ws, strides, dilation, groups: int, lanes: int, min_size: int) -> bool:
+    """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= *min_size*
+    (:attr:`..build_context.BuildContext.winograd_min_size`)."""
     if len(xs) != 4 or len(ws) != 4:
         return False
     kh, kw, c, k = ws
     return ((kh, kw) == (3, 3) and tuple(strides) == (1, 1) and tuple(dilation) == (1, 1)
             and groups == 1 and vector_unit(c, lanes) is not None
             and vector_unit(k, lanes) is not None and c >= 16
-            and min(xs[1], xs[2]) >= min_size())
+            and min(xs[1], xs[2]) >= min_size)
 
 
 def transform_weights(w_hwio: np.ndarray, m: int, nc: int) -> np.ndarray:
@@ -310,8 +268,11 @@ def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tens
     return te.compute((n, oh, ow, k), compute, name="winograd_output")
 
 
-def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for):
+def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for, records):
     """Emit the three kernels of a Winograd convolution into *bb*; returns the output.
+
+    *records* (the build's :class:`..build_context.BuildRecords`) carries the model's
+    precision budget spent so far and receives the statistics.
 
     ``nc_for(k, pixels)`` picks the channel tile of the batched product (the
     register-tile model of :func:`.cpu.tile_shape`)."""
@@ -319,17 +280,17 @@ def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for):
     n, oh, ow, k = (int(d) for d in out_shape)
     c = int(w_hwio.shape[2])
     # F(4, 3) where it is faster, within the model's precision budget
-    m = precise_tile(tile_size(n, oh, ow), c, _Choice.error_spent)
+    m = precise_tile(tile_size(n, oh, ow), c, records.winograd_error)
     _, _, tiles = _tiles(n, oh, ow, m)
     nc = nc_for(k, tiles)
     if nc is None or k % nc:
         return None
-    if _Choice.stats:   # a compile (choose()) in progress: the budget is the model's
-        _Choice.error_spent += layer_error(m, c)
+    stats = records.winograd
+    if stats:   # a model's compile: the budget is the model's
+        records.winograd_error += layer_error(m, c)
     u = bb.emit(mark_load_time(bb, bb.call_te(weight_transform, relax.const(w_hwio, dtype),
                                               m, nc, primfunc_name_hint=WEIGHT_KERNEL),
                                WEIGHT_KERNEL))
-    stats = _Choice.stats
     if stats:
         itemsize = np.dtype(dtype).itemsize
         stats["convolutions"] += 1

@@ -1,0 +1,113 @@
+"""The explicit context of one build: its settings and what it records.
+
+A compile's TVM end used to read its settings from ambient state -- the
+Winograd mode and statistics from a process-global class, the bfloat16
+precision and the kernel-progress hook from context variables, the load-time
+lifting from a thread-local -- because a schedule rule or a legalization
+callback had no parameter to receive options through.  Two compiles in two
+threads with different settings could then see each other's.  Instead,
+``mxc.compile`` and ``mxc tune`` each build one :class:`BuildContext`
+(:func:`build_context`, the same function for both, so what is tuned is what
+is compiled) and pass it down: to the graph passes
+(:func:`.schedules.pipeline.graph_passes`), the legalizations
+(:func:`.schedules.legalize.cpu_legalize_map`), the load-time lifting
+(:func:`.load_time.lift_load_time_pass`) and the default schedules
+(:func:`.schedules.cpu.cpu_schedule_pass`).
+
+The context is immutable; its one mutable part is :class:`BuildRecords`, the
+statistics sink the steps fill for the manifest, which belongs to that build
+alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import BackendError
+from .options import WINOGRAD_MODES, strict_schedules
+
+
+
+@dataclass
+class BuildRecords:
+    """What one build's steps record (the manifest's ``winograd``/``precision``
+    and the lifted load-time transforms).
+
+    ``winograd``/``precision``/``lifted`` are empty (``{}``/None) for a build that
+    records nothing (a module built on its own): then each Winograd convolution
+    is judged alone against the precision budget instead of the model's sum."""
+
+    winograd: dict = field(default_factory=dict)
+    #: the summed error estimate of the build's Winograd convolutions so far
+    winograd_error: float = 0.0
+    precision: dict | None = None
+    lifted: dict | None = None
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """Everything a build's passes and schedule rules may depend on besides the IR."""
+
+    target: Any                       #: the resolved ``tvm.target.Target``
+    cpu: Any                          #: :class:`.schedules.microarch.CpuInfo` (None: not a CPU)
+    winograd: str = "auto"            #: ``auto`` / ``on`` / ``off``
+    precision: str = "fp32"           #: ``fp32`` / ``bf16``
+    db: str | None = None             #: the tuning database directory, if any
+    lift: frozenset = frozenset()     #: functions whose load-time transforms are lifted
+    records: BuildRecords = field(default_factory=BuildRecords)
+    #: called with each kernel's name as the default schedules reach it
+    progress: Callable[[str], None] | None = None
+    #: a schedule rule's exception fails the build (tests) instead of being logged
+    strict: bool = False
+    #: the default-schedule rules, in order (None: :data:`.schedules.cpu.RULES`)
+    rules: tuple | None = None
+    options: Any = None               #: the Compile/TuneOptions it was made from
+
+    @property
+    def winograd_min_size(self) -> int:
+        from .schedules.winograd import MIN_SIZE, MIN_SIZE_FORCED
+        return MIN_SIZE_FORCED if self.winograd == "on" else MIN_SIZE
+
+
+def build_context(target, *, winograd: str | None = None, precision: str | None = None,
+                  db: str | os.PathLike | None = None, lift: Iterable[str] = (),
+                  record: bool = True, progress: Callable[[str], None] | None = None,
+                  strict: bool | None = None, options: Any = None) -> BuildContext:
+    """The context of a build for *target* (``mxc.compile`` and ``mxc tune`` both call
+    this, with their options' ``winograd``/``precision``).
+
+    *record*: fill :class:`BuildRecords` for a manifest (a model's compile) rather
+    than build a module on its own."""
+    if winograd is not None and winograd not in WINOGRAD_MODES:
+        raise BackendError(f"winograd must be one of {', '.join(WINOGRAD_MODES)}, "
+                           f"not {winograd!r}")
+    cpu = None
+    if getattr(getattr(target, "kind", None), "name", None) == "llvm":
+        from .schedules.microarch import cpu_info
+        cpu = cpu_info(target)
+    mode = winograd or "auto"
+    prec = precision or "fp32"
+    records = BuildRecords()
+    if record:
+        records = BuildRecords(
+            winograd={"mode": mode, "convolutions": 0, "weight_bytes": 0,
+                      "transformed_bytes": 0},
+            precision={"mode": prec, "kernels": 0}, lifted={})
+    return BuildContext(target=target, cpu=cpu, winograd=mode, precision=prec,
+                        db=None if db is None else os.fspath(db), lift=frozenset(lift),
+                        records=records, progress=progress,
+                        strict=strict_schedules() if strict is None else strict,
+                        options=options)
+
+
+def options_context(options: Any, target, **extra: Any) -> BuildContext:
+    """The context of a build for *target* under *options* -- a
+    :class:`~.options.CompileOptions` (``mxc compile``) or a
+    :class:`~.options.TuneOptions` (``mxc tune``): both read the same fields here, so
+    the kernels tuned are the kernels compiled."""
+    return build_context(target, winograd=options.winograd,
+                         precision=getattr(options, "precision", None), options=options,
+                         **extra)
