@@ -33,7 +33,7 @@ class BuildRecord:
         ``{"mode": "fp32" | "bf16", "kernels": bfloat16 kernels}`` (``--precision``).
     lifted:
         ``{region function: its load-time weight transforms}``
-        (:func:`~mxc.backends.tvm.load_time.lifting`'s record) for the runtime plan's
+        (:attr:`~mxc.backends.tvm.build_context.BuildRecords.lifted`) for the runtime plan's
         load steps.
     """
 

@@ -83,7 +83,7 @@ MIN_SIZE_FORCED = 2
 def manifest_record(stats: dict, lifted: dict) -> dict:
     """The manifest's ``winograd``: the build's *stats*
     (:attr:`..build_context.BuildRecords.winograd`) with where the
-    transformed weights come from (*lifted*: :func:`..load_time.lifting`'s record).
+    transformed weights come from (*lifted*: :attr:`..build_context.BuildRecords.lifted`).
 
     ``weight_bytes`` / ``transformed_bytes``: the weights as given / as the kernels
     read them; ``transformed_at_load``: the convolutions whose weights the runtime
