@@ -148,3 +148,20 @@ def pytest_terminal_summary(terminalreporter):
     if counts:
         missing = ", ".join(f"{key}: {n}" for key, n in sorted(counts.items()))
         terminalreporter.write_line(f"skipped for want of optional tools: {missing}")
+
+
+def register_mysoftsign() -> str:
+    """Register the op of the wave-2 ``custom_softsign_mlp`` (a Python ``Custom`` op in
+    MXNet), as its meta.json describes it: y = scale * x / (1 + |x|)."""
+    import numpy as np
+
+    import mxc
+    mxc.register_custom_op(
+        "mysoftsign", override=True,
+        parse_attrs=lambda attrs: (1, 1),
+        input_names=lambda attrs, n: ["data"],
+        infer_shape=lambda attrs, in_shapes: (in_shapes, [in_shapes[0]]),
+        forward=lambda attrs, inputs, outputs: [
+            np.float32(float(attrs.get("scale", "1.0"))) * inputs[0]
+            / (np.float32(1) + np.abs(inputs[0]))])
+    return "mysoftsign"

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import mxc
-from conftest import load_corpus_model, model_names, require_corpus, require_runnable_target
+from conftest import (load_corpus_model, model_names, register_mysoftsign, require_corpus,
+                      require_runnable_target)
 from mxc.compiler.custom_op import unregister_custom_op
 from oracle import assert_close
 
@@ -90,20 +91,9 @@ def test_wave2_model_compiles_and_runs(name, tmp_path):
 # ---------------------------------------------------------------------------
 # custom operators a model needs (MXNet: a CustomOpProp registered in Python)
 # ---------------------------------------------------------------------------
-def _register_mysoftsign():
-    """``custom_softsign_mlp``'s op from its meta.json: y = scale * x / (1 + |x|)."""
-    mxc.register_custom_op(
-        "mysoftsign", override=True,
-        parse_attrs=lambda attrs: (1, 1),
-        input_names=lambda attrs, n: ["data"],
-        infer_shape=lambda attrs, in_shapes: (in_shapes, [in_shapes[0]]),
-        forward=lambda attrs, inputs, outputs: [
-            np.float32(float(attrs.get("scale", "1.0"))) * inputs[0]
-            / (np.float32(1) + np.abs(inputs[0]))])
-    return "mysoftsign"
 
 
-MODEL_CUSTOM_OPS = {"custom_softsign_mlp": _register_mysoftsign}
+MODEL_CUSTOM_OPS = {"custom_softsign_mlp": register_mysoftsign}
 
 
 @pytest.fixture(autouse=True)
