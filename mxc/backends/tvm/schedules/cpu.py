@@ -128,7 +128,11 @@ def default_schedule(func: tirx.PrimFunc, ctx, rules=None):
 
     The schedule is traced: ``mxc tune`` stores it in the tuning database as a
     measured record, so tuned kernels never lose to the default ones.  A rule that
-    raises fails the build when ``ctx.strict``, else is logged and skipped."""
+    raises fails the build when ``ctx.strict``, else is logged and skipped.  A kernel
+    without a root block (an external call: ``sort``, ``topk``) has nothing to schedule."""
+    from .tir_queries import has_root_block
+    if not has_root_block(func):
+        return None, None
     for rule in RULES if rules is None else rules:
         try:
             sch = rule.apply(func, ctx.target, ctx)

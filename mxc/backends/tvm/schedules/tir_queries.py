@@ -65,6 +65,15 @@ def _called_ops(stmt) -> set[str]:
     return names
 
 
+def has_root_block(func) -> bool:
+    """Whether *func*'s body is TVM's ``root`` block, the one every schedule starts from.
+    A kernel TVM lowers to an external call (``sort``/``topk``/``argsort``: one opaque
+    block calling a library routine) has none: there is nothing for a rule to schedule."""
+    from tvm.s_tir import SBlockRealize
+    body = func.body
+    return isinstance(body, SBlockRealize) and str(body.block.name_hint) == "root"
+
+
 def has_bounds_check(stmt) -> bool:
     """Whether *stmt* has a conditional load (a ``Select`` or ``if_then_else``): the
     zero padding of a convolution or pooling input."""
