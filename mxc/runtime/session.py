@@ -458,7 +458,8 @@ class Session:
                 return v
             v = _tvm.to_numpy(v, copy=False)
         dlpack = _tvm.dlpack_exchangeable(v.dtype)   # bfloat16 is copied by bytes
-        if self._cpu and dlpack and v.flags.c_contiguous:
+        # numpy exports no read-only array through DLPack (BufferError): those are staged
+        if self._cpu and dlpack and v.flags.c_contiguous and v.flags.writeable:
             t = _from_dlpack(v)  # zero-copy when TVM's alignment assumption holds
             if t.data_ptr() % _tvm.ALIGNMENT == 0:
                 return t

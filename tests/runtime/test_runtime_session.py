@@ -242,3 +242,15 @@ def test_session_without_regions(tmp_path):
 def test_loading_a_missing_file_is_an_artifact_error(tmp_path):
     with pytest.raises(ArtifactError, match="cannot open artifact"):
         rt.load(tmp_path / "nope.mxc")
+
+
+def test_read_only_inputs_run_as_writable_ones(session):
+    """numpy exports no read-only array through DLPack (BufferError); a read-only feed
+    (np.frombuffer of a request body, a memory map) runs staged, with the same outputs."""
+    x = mlp_input()
+    frozen = np.frombuffer(x.tobytes(), dtype=x.dtype).reshape(x.shape)
+    assert not frozen.flags.writeable
+    want = session.run({"data": x})
+    got = session.run({"data": frozen})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
