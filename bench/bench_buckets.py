@@ -31,14 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import machine  # noqa: E402
-from bench.bench_serving import _model  # noqa: E402 - (symbol, params, input, row shape)
-
-
-def _per_call(sess, feed, calls: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        sess.run(feed)
-    return (time.perf_counter() - t0) / calls
+from bench.bench_serving import _model, _per_call  # noqa: E402 - (symbol, params, input, row)
 
 
 def bench_model(name: str, batch: int, calls: int, blocks: int) -> dict:
@@ -67,7 +60,7 @@ def bench_model(name: str, batch: int, calls: int, blocks: int) -> dict:
         times: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(blocks):
             for key, (sess, b) in cases.items():
-                times[key].append(_per_call(sess, feeds[b], calls))
+                times[key].append(_per_call(sess, feeds[b], calls, churn=False))
         med = {k: statistics.median(v) for k, v in times.items()}
         return {"model": name, "batch": batch, "calls": calls, "blocks": blocks,
                 "seconds_per_call": med,

@@ -18,8 +18,8 @@ batch (a bucketed artifact) vs static artifacts: ``bench/bench_buckets.py``.
     python bench/bench_serving.py [--models squeezenet1.1,mobilenetv2_0.25,resnet18_v1]
         [--k 4] [--calls 8] [--blocks 5] [--json out.json]
 
-Models are corpus directories (``/work/shared/corpus/models/NAME`` or
-``$MXC_CORPUS/models/NAME``: ``symbol.json`` + ``model.params``) or ``mlp``
+Models are corpus directories (``$MXC_CORPUS/models/NAME``, default
+``../shared/corpus/models/NAME``: ``symbol.json`` + ``model.params``) or ``mlp``
 (``examples/mlp``, the smoke test's).
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -49,15 +48,14 @@ def _model(name: str):
     if name == "mlp":
         sym, arg, aux = mxc.load_checkpoint(str(REPO / "examples" / "mlp" / "mlp"), 0)
         return sym, (arg, aux), "data", (784,)
-    corpus = Path(os.environ.get("MXC_CORPUS", REPO.parent.parent / "shared" / "corpus"))
-    for root in (corpus, Path("/work/shared/corpus")):
-        d = root / "models" / name
-        if (d / "symbol.json").is_file():
-            meta = json.loads((d / "meta.json").read_text())
-            (inp, spec), = meta["inputs"].items()
-            params = load_params(str(d / "model.params"))
-            return load(str(d / "symbol.json")), split_arg_aux(params), inp, \
-                tuple(spec["shape"][1:])
+    from bench.bench_models import corpus_root
+    d = corpus_root(None) / "models" / name
+    if (d / "symbol.json").is_file():
+        meta = json.loads((d / "meta.json").read_text())
+        (inp, spec), = meta["inputs"].items()
+        params = load_params(str(d / "model.params"))
+        return load(str(d / "symbol.json")), split_arg_aux(params), inp, \
+            tuple(spec["shape"][1:])
     raise SystemExit(f"no model {name!r} (a corpus directory or 'mlp')")
 
 
