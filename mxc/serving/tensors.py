@@ -85,9 +85,9 @@ def as_array(name: str, datatype: str, shape: list[int], decode) -> np.ndarray:
         array = np.asarray(decode())
         if datatype in NUMPY_DTYPES and array.dtype != numpy_dtype(datatype):
             array = array.astype(numpy_dtype(datatype))
-        # binary payloads decode as read-only views of the request body; the
-        # runtime's DLPack hand-off refuses those, so they are copied once here
-        return np.require(array.reshape(shape), requirements=["C", "W"])
+        # binary payloads decode as read-only views of the request body: the
+        # runtime stages those itself (one copy, where it would copy anyway)
+        return array.reshape(shape)
     except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
         raise RequestError(f"input {name!r}: the {datatype} payload does not hold a tensor of "
                            f"shape {list(shape)}: {exc}") from None

@@ -56,10 +56,9 @@ class TritonPythonModel:
     def execute(self, requests):
         import numpy as np
         pb_utils = _utils()
-        # Triton's tensors are read-only views of its shared memory, which the
-        # runtime's hand-off to TVM refuses; one copy each makes them writable
-        feeds = [{n: np.require(pb_utils.get_input_tensor_by_name(r, n).as_numpy(),
-                                requirements=["C", "W"]) for n in self.inputs}
+        # Triton's tensors are read-only views of its shared memory: the runtime
+        # stages read-only inputs itself
+        feeds = [{n: pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self.inputs}
                  for r in requests]
         if self.batching and len(feeds) > 1:
             sizes = [len(f[self.inputs[0]]) for f in feeds]
