@@ -50,7 +50,7 @@ def _utils():
     return pb_utils
 
 
-def _stub_reads_numpy2(exe: str) -> bool | None:
+def stub_reads_numpy2(exe: str) -> bool | None:
     """Whether the stub binary *exe* was built with a pybind11 that knows numpy 2
     (pybind11 >= 2.12 imports ``numpy._core`` under numpy 2); None if unreadable or
     not a stub (the model imported by another host, such as a test)."""
@@ -65,7 +65,7 @@ def _stub_reads_numpy2(exe: str) -> bool | None:
 
 def check_numpy(numpy_version: str, exe: str = "/proc/self/exe") -> None:
     """Refuse numpy >= 2 inside a stub that would garble every tensor (see the module's note)."""
-    if int(numpy_version.split(".")[0]) < 2 or _stub_reads_numpy2(exe) is not False:
+    if int(numpy_version.split(".")[0]) < 2 or stub_reads_numpy2(exe) is not False:
         return
     from mxc.errors import DependencyError
     raise DependencyError(
