@@ -468,6 +468,8 @@ class Session:
         if buf is None or buf[2] != v.shape or buf[3] != v.dtype:
             t = _tvm.empty(v.shape, v.dtype.name, self._dev)
             view = np.from_dlpack(t) if self._cpu and dlpack else None
+            if view is not None and not view.flags.writeable:
+                view = None  # numpy < 2 imports DLPack tensors read-only: copy through TVM
             buf = st.staging[key] = (t, view, v.shape, v.dtype)
         if buf[1] is not None:
             buf[1][...] = v

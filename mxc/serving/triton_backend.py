@@ -14,6 +14,17 @@ environment).  With dynamic batching Triton hands several requests to one
 the outputs are split back per request, as ``mxc serve`` does.  Set
 ``MXC_VERIFY_KEY`` to a public key file to load only signed artifacts.
 
+numpy 2 is refused where the stub predates it.  The stubs of Triton 2.51 (the
+``nvidia-pytriton`` 0.7 wheel) are built with a pybind11 older than 2.12, which
+reads numpy 1's dtype struct: under numpy 2 it takes every item size as 0, so
+``as_numpy()`` reads each input with stride 0 (every element the first one) and
+``pb_utils.Tensor(name, array)`` sends an empty buffer (Triton then answers
+"output tensor shape does not match size of output").  Their DLPack path is no
+way around it: it renames the consumed capsule ``used_dlpack``, which numpy's
+capsule destructor rejects (an "Exception ignored" per output with numpy 2; the
+stub stops answering with numpy 1.26).  A stub built with pybind11 >= 2.12
+names ``numpy._core`` in its binary; one that does not cannot serve numpy 2.
+
 Triton's Python-backend stub does not pass ``PYTHONPATH`` on to the model, so
 where mxc and numpy live is read from the model config's ``MXC_PYTHONPATH``
 parameter (``mxc export triton --python-path``) and added to ``sys.path``
@@ -39,12 +50,40 @@ def _utils():
     return pb_utils
 
 
+def stub_reads_numpy2(exe: str) -> bool | None:
+    """Whether the stub binary *exe* was built with a pybind11 that knows numpy 2
+    (pybind11 >= 2.12 imports ``numpy._core`` under numpy 2); None if unreadable or
+    not a stub (the model imported by another host, such as a test)."""
+    if os.path.basename(os.path.realpath(exe)) != "triton_python_backend_stub":
+        return None
+    try:
+        with open(exe, "rb") as f:
+            return b"numpy._core" in f.read()
+    except OSError:
+        return None
+
+
+def check_numpy(numpy_version: str, exe: str = "/proc/self/exe") -> None:
+    """Refuse numpy >= 2 inside a stub that would garble every tensor (see the module's note)."""
+    if int(numpy_version.split(".")[0]) < 2 or stub_reads_numpy2(exe) is not False:
+        return
+    from mxc.errors import DependencyError
+    raise DependencyError(
+        f"numpy {numpy_version} in Triton's Python-backend stub {os.path.realpath(exe)}: the stub "
+        f"was built for numpy 1 (its pybind11 predates numpy 2) and would read every input with "
+        f"stride 0 and send every output empty; install numpy<2 in the Python environment the "
+        f"stub runs (the first python3 on tritonserver's PATH), or use a Triton release whose "
+        f"stub supports numpy 2")
+
+
 class TritonPythonModel:
     """Triton's entry points: ``initialize``, ``execute``, ``finalize``."""
 
     def initialize(self, args):
         config = json.loads(args["model_config"])
         _extend_path(config)
+        import numpy
+        check_numpy(numpy.__version__)
         import mxc.runtime
         here = os.path.join(args["model_repository"], args["model_version"])
         self.session = mxc.runtime.load(os.path.join(here, "model.mxc"),

@@ -254,3 +254,23 @@ def test_read_only_inputs_run_as_writable_ones(session):
     got = session.run({"data": frozen})
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_staging_works_where_numpy_imports_dlpack_read_only(mlp, monkeypatch):
+    """numpy < 2 (e.g. 1.26, which Triton's Python backend needs) returns read-only
+    arrays from ``np.from_dlpack``; staging a feed into such a view failed with
+    'assignment destination is read-only'.  Emulated here on any numpy."""
+    real = np.from_dlpack
+
+    def read_only_from_dlpack(x, *args, **kwargs):
+        view = real(x, *args, **kwargs)
+        view.flags.writeable = False
+        return view
+    monkeypatch.setattr(np, "from_dlpack", read_only_from_dlpack)
+    sess = rt.load(mlp[1])  # fresh: no staging buffer made before the patch
+    x = mlp_input()
+    frozen = np.frombuffer(x.tobytes(), dtype=x.dtype).reshape(x.shape)  # staged, not zero-copy
+    want = rt.load(mlp[1]).run({"data": x.copy()})
+    for _ in range(3):  # the staging buffer is reused on later calls
+        for g, w in zip(sess.run({"data": frozen}), want):
+            np.testing.assert_array_equal(g, w)

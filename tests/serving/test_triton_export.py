@@ -143,3 +143,28 @@ def test_python_path_parameter_reaches_the_backend_sys_path(tmp_path, monkeypatc
     monkeypatch.setattr(sys, "path", list(sys.path))
     triton_backend._extend_path({"parameters": {"MXC_PYTHONPATH": {"string_value": extra}}})
     assert sys.path[0] == extra
+
+
+def _stub(tmp_path, core_name: bytes):
+    """A file named as Triton's stub whose bytes hold the numpy module name its pybind11 imports."""
+    exe = tmp_path / "triton_python_backend_stub"
+    exe.write_bytes(b"\x7fELF....." + core_name + b"\x00more")
+    return str(exe)
+
+
+def test_numpy2_is_refused_in_a_stub_built_for_numpy1(tmp_path):
+    """Triton 2.51's stub (pybind11 < 2.12) reads numpy 2 arrays with item size 0: every
+    input stride 0, every output empty.  The model refuses to load instead."""
+    from mxc.errors import DependencyError
+    exe = _stub(tmp_path, b"numpy.core.multiarray")
+    with pytest.raises(DependencyError, match=r"numpy 2\.1\.3 .*install numpy<2"):
+        triton_backend.check_numpy("2.1.3", exe)
+    triton_backend.check_numpy("1.26.4", exe)  # numpy 1 is what this stub reads
+
+
+def test_numpy2_runs_in_a_stub_that_knows_numpy2_and_outside_triton(tmp_path):
+    triton_backend.check_numpy("2.1.3", _stub(tmp_path, b"numpy._core"))  # pybind11 >= 2.12
+    other = tmp_path / "python3"
+    other.write_bytes(b"numpy.core.multiarray")
+    triton_backend.check_numpy("2.1.3", str(other))  # not a stub: nothing to check
+    triton_backend.check_numpy("2.1.3", str(tmp_path / "triton_python_backend_stub.missing"))
