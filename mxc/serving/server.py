@@ -205,10 +205,10 @@ def _grpc_server(opts: ServeOptions, dataplane, repo_ext):
 async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     import uvicorn
     from kserve.model_repository import ModelRepository
-    from kserve.protocol.dataplane import DataPlane
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
     from kserve.protocol.rest.server import RESTServer
 
+    from .dataplane import MxcDataPlane
     from .errors import RequestError, request_error_handler
     from .repository import RepositoryWatcher
 
@@ -218,7 +218,7 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     if not registry.get_models():
         raise ArtifactError(f"{opts.source}: no model could be served "
                             f"({', '.join(changes['failed']) or 'no model.mxc found'}; see the log)")
-    dataplane = DataPlane(model_registry=registry)
+    dataplane = MxcDataPlane(model_registry=registry)
     repo_ext = ModelRepositoryExtension(model_registry=registry)
     rest = RESTServer("kserve.model_server:app", dataplane, repo_ext, opts.http_port,
                       grace_period=int(opts.grace_seconds))
