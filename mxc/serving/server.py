@@ -10,6 +10,8 @@ assembles the same parts itself:
   (default ``127.0.0.1``);
 * ``/v2/models/NAME/versions/V/...`` is rewritten to the served name ``NAME@V``
   (gRPC: ``model_version``), see :mod:`mxc.serving.repository`;
+* binary-tensor infer requests skip FastAPI's routing (:mod:`mxc.serving.fast_infer`)
+  and their tensors stay bytes (:mod:`mxc.serving.dataplane`);
 * request bodies over ``max_request_bytes`` get 413 before they are read whole;
   :class:`~mxc.serving.errors.RequestError` answers with its own 4xx;
 * SIGTERM/SIGINT stop accepting, let in-flight requests finish (``grace_seconds``),
@@ -209,6 +211,7 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     from kserve.protocol.rest.server import RESTServer
 
     from .dataplane import MxcDataPlane
+    from .fast_infer import fast_infer
     from .errors import RequestError, request_error_handler
     from .repository import RepositoryWatcher
 
@@ -225,7 +228,7 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     rest.create_application()
     from kserve.model_server import app
     app.add_exception_handler(RequestError, request_error_handler)
-    asgi = _size_limit(_v2_compat(app), opts.max_request_bytes)
+    asgi = _size_limit(_v2_compat(fast_infer(app, dataplane)), opts.max_request_bytes)
     config = uvicorn.Config(asgi, host=opts.host, port=opts.http_port, log_config=None,
                             timeout_graceful_shutdown=int(opts.grace_seconds), lifespan="off")
 

@@ -111,6 +111,120 @@ def outputs_encode_like_kserves_set_data_from_numpy(dtype, binary):
         assert [type(v) for v in ours.data] == [type(v) for v in theirs.data]
 
 
+class _EchoModel:
+    """Built on first use (kserve.Model is only importable after import_kserve)."""
+
+
+def _fast_route_app():
+    """KServe's REST app with one model that doubles ``x`` (and refuses an input
+    named ``bad`` with a RequestError), as ``mxc serve`` assembles it."""
+    import kserve
+    from kserve.model_repository import ModelRepository
+    from kserve.protocol.infer_type import InferResponse
+    from kserve.protocol.model_repository_extension import ModelRepositoryExtension
+    from kserve.protocol.rest.server import RESTServer
+
+    from mxc.serving.errors import RequestError, request_error_handler
+
+    class Echo(kserve.Model):
+        def __init__(self):
+            super().__init__("echo")
+            self.ready = True
+
+        async def predict(self, payload, headers=None):
+            t = payload.inputs[0]
+            if t.name == "bad":
+                raise RequestError("model 'echo' has no input 'bad'")
+            x = t.as_numpy()
+            return InferResponse(model_name="echo", response_id=payload.id or "fixed",
+                                 infer_outputs=[output_tensor("y", x * 2,
+                                                              payload.use_binary_outputs)],
+                                 use_binary_outputs=payload.use_binary_outputs)
+
+    registry = ModelRepository()
+    registry.update(Echo())
+    dp = MxcDataPlane(model_registry=registry)
+    RESTServer("kserve.model_server:app", dp, ModelRepositoryExtension(model_registry=registry),
+               0).create_application()
+    from kserve.model_server import app
+    app.add_exception_handler(RequestError, request_error_handler)
+    return app, dp
+
+
+def _call(asgi, path: str, body: bytes, headers: list) -> tuple[int, dict, bytes]:
+    import asyncio
+
+    async def go():
+        sent = []
+        done = False
+
+        async def receive():
+            nonlocal done
+            if done:
+                return {"type": "http.disconnect"}
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+                 "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+                 "server": ("127.0.0.1", 2), "headers": headers}
+        await asgi(scope, receive, send)
+        return sent
+    sent = asyncio.run(go())
+    head = {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])}
+    return sent[0]["status"], head, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def fast_route_answers_like_kserves_route():
+    """Each request, through fast_infer and through KServe's app alone: same status, body
+    and binary header (the fast route may add a Content-Length; KServe chunks)."""
+    from mxc.serving.fast_infer import fast_infer
+    app, dp = _fast_route_app()
+    through_app = []
+
+    class Counting:  # KServe's app, counting the requests the fast route hands it
+        exception_handlers = app.exception_handlers
+
+        async def __call__(self, scope, receive, send):
+            through_app.append(scope["path"])
+            await app(scope, receive, send)
+    fast = fast_infer(Counting(), dp)
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    cases = []
+    for outputs in (["y"], None):                       # binary and JSON answers
+        body, n = _body({"x": x}, outputs=outputs)
+        cases.append(("/v2/models/echo/infer", body, n))
+    body, n = _body({"bad": x})
+    cases.append(("/v2/models/echo/infer", body, n))      # the model's RequestError
+    body, n = _body({"x": x})
+    cases.append(("/v2/models/nope/infer", body, n))      # unknown model
+    cases.append(("/v2/models/echo/infer", b"{oops" + body, 5))   # malformed header
+    for path, body, n in cases:
+        headers = [(b"content-length", str(len(body)).encode()),
+                   (_HEADER.encode(), str(n).encode())]
+        got, want = _call(fast, path, body, headers), _call(app, path, body, headers)
+        assert got[0] == want[0], (path, got, want)
+        if want[1].get("content-type", "").startswith("application/json"):
+            assert orjson.loads(got[2]) == orjson.loads(want[2]), (got, want)
+        else:
+            assert got[2] == want[2], (got, want)
+        assert got[1].get(_HEADER) == want[1].get(_HEADER)
+    codes = [_call(app, p, b, [(_HEADER.encode(), str(k).encode())])[0] for p, b, k in cases]
+    assert codes == [200, 200, 400, 404, 400], codes
+    assert through_app == [], through_app   # every binary request was answered by the fast route
+    # a JSON body is not taken by the fast route, and gets KServe's answer
+    js = orjson.dumps({"inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP32",
+                                   "data": x.ravel().tolist()}]})
+    hj = [(b"content-type", b"application/json"), (b"content-length", str(len(js)).encode())]
+    got, want = _call(fast, "/v2/models/echo/infer", js, hj), _call(app, "/v2/models/echo/infer",
+                                                                      js, hj)
+    assert got[0] == want[0] == 200 and orjson.loads(got[2]) == orjson.loads(want[2])
+    assert through_app == ["/v2/models/echo/infer"]
+
+
 def _raises(fn, text: str) -> None:
     try:
         fn()
@@ -121,6 +235,7 @@ def _raises(fn, text: str) -> None:
 
 
 CHECKS = {
+    "fast-route": (fast_route_answers_like_kserves_route, ()),
     **{f"decode-{d}": (binary_inputs_decode_like_kserves_from_bytes, (d,))
        for d in ("float32", "int64", "uint8", "int8", "float64", "bool")},
     "data-plane": (the_data_plane_decodes_binary_bodies_and_wants_their_header, ()),

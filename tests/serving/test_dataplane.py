@@ -1,5 +1,5 @@
-"""The binary request decoder and JSON response encoder that replace KServe's
-per-element loops equal KServe's own (``dataplane_checks.py``, run in a process
+"""The binary request decoder, JSON response encoder and fast infer route that
+replace KServe's per-element loops and FastAPI's routing answer as KServe's own (``dataplane_checks.py``, run in a process
 of its own: kserve and tritonclient cannot be imported into one process).
 """
 
@@ -19,7 +19,7 @@ if importlib.util.find_spec("kserve") is None:
 
 _SCRIPT = Path(__file__).with_name("dataplane_checks.py")
 _NAMES = ([f"decode-{d}" for d in ("float32", "int64", "uint8", "int8", "float64", "bool")]
-          + ["data-plane"] + [f"malformed-{i}" for i in range(6)]
+          + ["data-plane", "fast-route"] + [f"malformed-{i}" for i in range(6)]
           + [f"encode-{d}-{k}" for d in ("float32", "float64", "int64", "int32", "uint8", "int8",
                                          "bool", "float16") for k in ("json", "binary")])
 
