@@ -26,7 +26,7 @@ purpose (small request counts, one server at a time): the machine is shared.
 
     python bench/bench_served.py [--models resnet18_v1,mobilenetv2_0.25] [--requests 200]
         [--concurrency 1,8,32] [--max-batch-size 32 --max-latency-ms 2]
-        [--protocols rest[,grpc]] [--cache DIR] [--json out.json]
+        [--protocols rest[,grpc]] [--cache DIR] [--server-tree DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ def _artifact(name: str, hi: int, cache: Path) -> Path:
     """*name* as an artifact path: a file as it is, else a corpus model compiled for 1..*hi*."""
     if name.endswith(".mxc") or Path(name).is_file():
         return Path(name)
-    path = cache / f"{name}-1..{hi}.mxc"
+    path = cache / f"1..{hi}" / f"{name}.mxc"   # served under its corpus name
     if not path.is_file():
         import mxc
         from bench.bench_serving import _model
         sym, params, inp, per_image = _model(name)
         t0 = time.perf_counter()
-        cache.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         mxc.compile(sym, params, {inp: ((1, hi), *per_image)}).save(path)
         print(f"  {name}: compiled 1..{hi} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return path
@@ -159,7 +159,8 @@ def bench_model(model: Path, args) -> list[dict]:
     x = np.random.default_rng(0).standard_normal(shape).astype(info.dtype)
     name = model.stem
     port, grpc_port = _free_port(), _free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    tree = args.server_tree or str(REPO)
+    env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
     server = subprocess.Popen([sys.executable, "-m", "mxc", "serve", str(model), "--port", str(port),
                                "--grpc-port", str(grpc_port), "--poll-seconds", "0",
                                "--max-batch-size", str(args.max_batch_size),
@@ -234,6 +235,8 @@ def main(argv=None) -> int:
     ap.add_argument("--protocols", default="rest", help="rest, grpc or rest,grpc")
     ap.add_argument("--cache", default=str(REPO / "bench" / ".served-models"),
                     help="where compiled corpus models are kept between runs")
+    ap.add_argument("--server-tree", help="run the server from this mxc source tree (e.g. an "
+                    "older `git archive` of the repository) to compare servers on one client")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     cpu = cpu_info()

@@ -86,12 +86,15 @@ class _Executor:
 
     def _loop(self) -> None:
         _local.executor = True
+        configured = None  # jobs come sized for this executor: configure its pool once
         while True:
             job = self._jobs.get()
             if job is None:
                 return
             try:
-                self._configure(job.threads)
+                if job.threads != configured:
+                    self._configure(job.threads)
+                    configured = job.threads
                 job.result = job.fn(*job.args)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 job.error = exc
