@@ -13,10 +13,13 @@ its inputs (:func:`batch_range`):
   ``max_latency_ms``; the outputs are split back per request.
 
 A request that finds the batcher idle (no batch running or being gathered,
-nothing queued) runs at once, alone: waiting ``max_latency_ms`` for company
-that is not coming would only add that wait to a lone client's latency.
-Requests that arrive while a batch runs queue up and are grouped for the next
-run, so batches grow with the load.
+nothing queued) after a run of a single request runs at once, alone: under
+light load, waiting ``max_latency_ms`` for company that is not coming would
+only add that wait to a lone client's latency.  After a batched run the next
+request waits for company as usual: the clients of that batch are about to
+send their next requests, and running the first of them alone would split
+every batch in two (1, then the rest).  Requests that arrive while a batch
+runs queue up and are grouped for the next run, so batches grow with the load.
 
 Requests are grouped only with requests of the same trailing shapes and
 dtypes (they are concatenated along axis 0).  The batcher knows nothing of
@@ -126,7 +129,8 @@ class AdaptiveBatcher:
         self._queue: deque[_Pending] = deque()
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
-        self._active = 0  # runs in flight or being gathered (0: a new request runs at once)
+        self._active = 0  # runs in flight or being gathered
+        self._last_size = 1  # the batch of the last run: 1 (light load) lets a request run at once
 
     @property
     def batching(self) -> bool:
@@ -137,7 +141,7 @@ class AdaptiveBatcher:
         """Run one request (possibly inside a larger batch) and return its outputs."""
         size = request_batch(feeds)
         if (not self.batching or size is None or size >= self.cap
-                or (not self._active and not self._queue)):
+                or (not self._active and not self._queue and self._last_size <= 1)):
             return await self._run_alone(feeds, size)
         loop = asyncio.get_running_loop()
         key = tuple((k, np.shape(v)[1:], np.asarray(v).dtype.str) for k, v in sorted(feeds.items()))
@@ -159,6 +163,7 @@ class AdaptiveBatcher:
                 outs = await self._call(feeds)
         finally:
             self._active -= 1
+        self._last_size = size or 1
         if self._observe:
             self._observe(size or 0, [0.0])
         return list(outs)
@@ -224,8 +229,9 @@ class AdaptiveBatcher:
                     if not g.future.done():
                         g.future.set_exception(exc)
                 return
+            self._last_size = sum(g.size for g in group)
             if self._observe:
-                self._observe(sum(g.size for g in group), [started - g.queued_at for g in group])
+                self._observe(self._last_size, [started - g.queued_at for g in group])
             start = 0
             for g in group:
                 stop = start + g.size

@@ -174,3 +174,20 @@ def test_submit_runs_batches_through_futures_without_the_loops_thread_pool():
     for x, (doubled, total) in zip(xs, outs):
         np.testing.assert_array_equal(doubled, x * 2)
         np.testing.assert_array_equal(total, x.sum(axis=1, keepdims=True))
+
+
+def test_after_a_batched_run_the_next_request_waits_for_company():
+    """Closed-loop clients: after a batch of 4 the next four requests arrive one by one;
+    the first must not run alone (that would split every batch into 1 + the rest)."""
+    sess = FakeSession(-1)
+    b = AdaptiveBatcher(sess.run, batch_range(sess), max_batch_size=4, max_latency_ms=60_000)
+
+    async def scenario():
+        first = asyncio.gather(*(b.submit({"x": x}) for x in _requests(5)))
+        await asyncio.wait_for(first, 60)        # 1 alone (idle), then 4 together
+        pending = [asyncio.ensure_future(b.submit({"x": x})) for x in _requests(4)]
+        return await asyncio.wait_for(asyncio.gather(*pending), 60)
+    outs = asyncio.run(scenario())
+    assert sess.calls == [1, 4, 4]
+    for x, o in zip(_requests(4), outs):
+        np.testing.assert_array_equal(o[0], x * 2)
