@@ -12,7 +12,16 @@ interleaved in ``--blocks`` blocks so a burst of load elsewhere hits them alike:
   thread`` calling the same session one call at a time.
 
 Reported: images per second of each (median over blocks) and the churn cost
-ratio (seconds per call on a new thread / on a long-lived thread).  Dynamic
+ratio (seconds per call on a new thread / on a long-lived thread).
+
+The churn comparison is timed call by call, interleaved (a long-lived call, a
+call on a new thread, an empty thread started and joined, and again), and
+each is the median over all calls: on a shared machine a burst of load then
+hits the three alike, where back-to-back blocks of a few calls each did not.
+The empty thread is Python's own price of a thread per call (start + join),
+which no runtime can remove; ``churn cost net of thread start`` is
+``(churn - empty thread) / long-lived``: what a new calling thread costs
+inside ``Session.run`` beyond a long-lived one.  Dynamic
 batch (a bucketed artifact) vs static artifacts: ``bench/bench_buckets.py``.
 
     python bench/bench_serving.py [--models squeezenet1.1,mobilenetv2_0.25,resnet18_v1]
@@ -77,6 +86,29 @@ def _threads_rate(sess, feed, k: int, calls: int) -> float:
     return k * calls / (time.perf_counter() - t0)
 
 
+def _interleaved(sess, feed, calls: int) -> dict[str, list[float]]:
+    """Seconds of each of *calls* rounds of: a long-lived call, a call on a new thread,
+    an empty thread started and joined (see the module docstring)."""
+    out: dict[str, list[float]] = {"long-lived": [], "churn": [], "empty thread": []}
+    clock = time.perf_counter
+    for _ in range(calls):
+        t0 = clock()
+        sess.run(feed)
+        t1 = clock()
+        t = threading.Thread(target=sess.run, args=(feed,))
+        t.start()
+        t.join()
+        t2 = clock()
+        t = threading.Thread(target=int)
+        t.start()
+        t.join()
+        t3 = clock()
+        out["long-lived"].append(t1 - t0)
+        out["churn"].append(t2 - t1)
+        out["empty thread"].append(t3 - t2)
+    return out
+
+
 def _per_call(sess, feed, calls: int, churn: bool) -> float:
     """Seconds per batch-1 call, each on a new thread (*churn*) or on this one."""
     t0 = time.perf_counter()
@@ -109,21 +141,25 @@ def bench_model(name: str, k: int, calls: int, blocks: int) -> dict:
         feedk = {inp: rng.standard_normal((k, *per_image), dtype=np.float32)}
         one, many = sessions[1], sessions[k]
         one.run(feed1), many.run(feedk)           # warm-up
-        rows: dict[str, list[float]] = {"batch K, 1 thread": [], "batch 1, K threads": [],
-                                        "batch 1, 1 long-lived thread": [],
-                                        "batch 1, churn": []}
+        rows: dict[str, list[float]] = {"batch K, 1 thread": [], "batch 1, K threads": []}
+        per_call: dict[str, list[float]] = {"long-lived": [], "churn": [], "empty thread": []}
         for _ in range(blocks):
             t0 = time.perf_counter()
             for _ in range(calls):
                 many.run(feedk)
             rows["batch K, 1 thread"].append(k * calls / (time.perf_counter() - t0))
             rows["batch 1, K threads"].append(_threads_rate(one, feed1, k, calls))
-            rows["batch 1, 1 long-lived thread"].append(1 / _per_call(one, feed1, calls, False))
-            rows["batch 1, churn"].append(1 / _per_call(one, feed1, calls, True))
+            for key, times in _interleaved(one, feed1, k * calls).items():
+                per_call[key] += times
         rates = {key: statistics.median(v) for key, v in rows.items()}
+        med = {key: statistics.median(v) for key, v in per_call.items()}
+        rates["batch 1, 1 long-lived thread"] = 1 / med["long-lived"]
+        rates["batch 1, churn"] = 1 / med["churn"]
         return {"model": name, "k": k, "calls": calls, "blocks": blocks,
                 "images_per_s": rates, "threads_budget": one.threads,
-                "churn_cost": rates["batch 1, 1 long-lived thread"] / rates["batch 1, churn"]}
+                "per_call_us": {key: v * 1e6 for key, v in med.items()},
+                "churn_cost": med["churn"] / med["long-lived"],
+                "churn_cost_net": (med["churn"] - med["empty thread"]) / med["long-lived"]}
 
 
 def main(argv=None) -> int:
@@ -144,7 +180,12 @@ def main(argv=None) -> int:
               f"median of {res['blocks']} blocks)")
         for key, rate in res["images_per_s"].items():
             print(f"  {key.replace('K', str(res['k'])):<32} {rate:10.1f} images/s")
+        us = res["per_call_us"]
+        print(f"  per call: long-lived {us['long-lived']:.0f} us, new thread {us['churn']:.0f} us, "
+              f"empty thread start+join {us['empty thread']:.0f} us (medians, interleaved)")
         print(f"  churn cost (new thread per call / long-lived): {res['churn_cost']:.3f}x")
+        print(f"  churn cost net of thread start (churn - empty thread) / long-lived: "
+              f"{res['churn_cost_net']:.3f}x")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=1))
     return 0

@@ -206,6 +206,11 @@ class BucketSession:
         return b
 
     # -- running -------------------------------------------------------------------
+    def submit(self, feeds: Mapping[str, Any]):
+        """:meth:`mxc.runtime.Session.submit`: :meth:`run` started on an executor (the
+        padding and slicing too), its outputs a future."""
+        return self.bucket_session(self.buckets[-1])._submit(self.run, feeds)
+
     def run(self, feeds: Any, input_feed: Mapping[str, Any] | None = None, run_options=None,
             *, profile: bool = False):
         """:meth:`mxc.runtime.Session.run` on the smallest bucket that holds the batch."""

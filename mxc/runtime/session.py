@@ -25,6 +25,7 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
-from .executors import EXECUTORS
+from .executors import EXECUTORS, submit_elsewhere
 from .info import ORT_ELEMENT_TYPES, Profile, StepTime, TensorInfo  # noqa: F401 - re-exported
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
@@ -325,6 +326,21 @@ class Session:
             picked = [outs[i] for i in wanted]
             return (picked, prof) if profile else picked
         return self._call(self._run, feeds, profile)
+
+    def submit(self, feeds: Mapping[str, Any]) -> Future:
+        """Start ``run(feeds)`` and return at once: a :class:`concurrent.futures.Future`
+        of the outputs (or of the call's exception).
+
+        For asyncio servers (``await asyncio.wrap_future(sess.submit(feeds))``): the
+        call goes straight to an executor, which completes the future, instead of
+        parking a thread of the event loop's pool on :meth:`run`.
+        """
+        return self._submit(self.run, feeds)
+
+    def _submit(self, fn, *args) -> Future:
+        if self._on_executor:
+            return EXECUTORS.submit(self._threads, fn, *args)
+        return submit_elsewhere(fn, *args)
 
     def _output_indices(self, names) -> list[int]:
         """Positions of the outputs *names* asks for (None: all); ``outN`` is output N."""

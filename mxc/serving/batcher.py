@@ -12,6 +12,15 @@ its inputs (:func:`batch_range`):
   ``min(range max, max_batch_size)`` or the oldest request has waited
   ``max_latency_ms``; the outputs are split back per request.
 
+A request that finds the batcher idle (no batch running or being gathered,
+nothing queued) after a run of a single request runs at once, alone: under
+light load, waiting ``max_latency_ms`` for company that is not coming would
+only add that wait to a lone client's latency.  After a batched run the next
+request waits for company as usual: the clients of that batch are about to
+send their next requests, and running the first of them alone would split
+every batch in two (1, then the rest).  Requests that arrive while a batch
+runs queue up and are grouped for the next run, so batches grow with the load.
+
 Requests are grouped only with requests of the same trailing shapes and
 dtypes (they are concatenated along axis 0).  The batcher knows nothing of
 HTTP: ``submit(feeds)`` returns the request's own outputs, and a failed run
@@ -98,15 +107,18 @@ class AdaptiveBatcher:
     """Groups concurrent requests into batched runs of *run* (a ``Session.run``).
 
     *run* is called in *executor* (the event loop's default when None) so the
-    loop keeps accepting requests while a batch runs; at most *max_inflight*
+    loop keeps accepting requests while a batch runs; with *submit* (a
+    :meth:`mxc.runtime.Session.submit`, returning a ``concurrent.futures.Future``)
+    the run is started without that thread hop.  At most *max_inflight*
     batches run at once.  *observe(batch_size, queue_seconds_list)* is called
     for every run (metrics).
     """
 
     def __init__(self, run: Callable[[Feeds], Sequence[np.ndarray]], batch: BatchRange | None, *,
                  max_batch_size: int = 1, max_latency_ms: float = 5.0, max_inflight: int = 1,
-                 executor: Any = None, observe: Callable[[int, list[float]], None] | None = None):
-        self._run, self.batch = run, batch
+                 executor: Any = None, observe: Callable[[int, list[float]], None] | None = None,
+                 submit: Callable[[Feeds], Any] | None = None):
+        self._run, self._submit, self.batch = run, submit, batch
         cap = max(1, int(max_batch_size))
         if batch is not None and batch.hi is not None:
             cap = min(cap, batch.hi)
@@ -117,6 +129,8 @@ class AdaptiveBatcher:
         self._queue: deque[_Pending] = deque()
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
+        self._active = 0  # runs in flight or being gathered
+        self._last_size = 1  # the batch of the last run: 1 (light load) lets a request run at once
 
     @property
     def batching(self) -> bool:
@@ -126,7 +140,8 @@ class AdaptiveBatcher:
     async def submit(self, feeds: Feeds) -> list[np.ndarray]:
         """Run one request (possibly inside a larger batch) and return its outputs."""
         size = request_batch(feeds)
-        if not self.batching or size is None or size >= self.cap:
+        if (not self.batching or size is None or size >= self.cap
+                or (not self._active and not self._queue and self._last_size <= 1)):
             return await self._run_alone(feeds, size)
         loop = asyncio.get_running_loop()
         key = tuple((k, np.shape(v)[1:], np.asarray(v).dtype.str) for k, v in sorted(feeds.items()))
@@ -136,9 +151,19 @@ class AdaptiveBatcher:
         self._wakeup.set()
         return await item.future
 
+    async def _call(self, feeds: Feeds) -> Sequence[np.ndarray]:
+        if self._submit is not None:
+            return await asyncio.wrap_future(self._submit(feeds))
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, feeds)
+
     async def _run_alone(self, feeds: Feeds, size: int | None) -> list[np.ndarray]:
-        async with self._slots:
-            outs = await asyncio.get_running_loop().run_in_executor(self._executor, self._run, feeds)
+        self._active += 1
+        try:
+            async with self._slots:
+                outs = await self._call(feeds)
+        finally:
+            self._active -= 1
+        self._last_size = size or 1
         if self._observe:
             self._observe(size or 0, [0.0])
         return list(outs)
@@ -154,6 +179,7 @@ class AdaptiveBatcher:
                 self._wakeup.clear()
                 await self._wakeup.wait()
             await self._slots.acquire()
+            self._active += 1   # until _run_group ends
             group = await self._gather()
             asyncio.get_running_loop().create_task(self._run_group(group))
 
@@ -197,15 +223,15 @@ class AdaptiveBatcher:
             feeds = ({n: group[0].feeds[n] for n in names} if len(group) == 1 else
                      {n: np.concatenate([np.asarray(g.feeds[n]) for g in group]) for n in names})
             try:
-                outs = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._run, feeds)
+                outs = await self._call(feeds)
             except Exception as exc:  # noqa: BLE001 - every request of the batch gets it
                 for g in group:
                     if not g.future.done():
                         g.future.set_exception(exc)
                 return
+            self._last_size = sum(g.size for g in group)
             if self._observe:
-                self._observe(sum(g.size for g in group), [started - g.queued_at for g in group])
+                self._observe(self._last_size, [started - g.queued_at for g in group])
             start = 0
             for g in group:
                 stop = start + g.size
@@ -213,4 +239,5 @@ class AdaptiveBatcher:
                     g.future.set_result([np.asarray(o)[start:stop] for o in outs])
                 start = stop
         finally:
+            self._active -= 1
             self._slots.release()

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import kserve
-from kserve.protocol.infer_type import InferOutput, InferRequest, InferResponse
+from kserve.protocol.infer_type import InferRequest, InferResponse
 
 from .. import runtime
 from ..errors import MxcError
 from . import metrics
 from .batcher import AdaptiveBatcher, batch_range
 from .errors import RequestError
-from .tensors import as_array, check_feeds, tensor_metadata, v2_datatype
+from .tensors import as_array, check_feeds, output_tensor, tensor_metadata
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,11 @@ class MxcModel(kserve.Model):
         self.batcher = AdaptiveBatcher(self.session.run, batch_range(self.session),
                                        max_batch_size=self.max_batch_size,
                                        max_latency_ms=self.max_latency_ms,
-                                       observe=metrics.observer(self.name))
+                                       observe=metrics.observer(self.name),
+                                       submit=getattr(self.session, "submit", None))
+        self._requests = {o: metrics.REQUESTS.labels(self.name, o)
+                          for o in ("ok", "error", "bad_request")}
+        self._latency = metrics.LATENCY.labels(self.name)
         self.ready = True
         log.info("loaded %s from %s (inputs %s, batching %s)", self.name, self.path,
                  tensor_metadata(self.session.inputs), self.batcher.batching)
@@ -77,8 +81,8 @@ class MxcModel(kserve.Model):
             outcome = "bad_request"
             raise
         finally:
-            metrics.REQUESTS.labels(self.name, outcome).inc()
-            metrics.LATENCY.labels(self.name).observe(time.perf_counter() - started)
+            self._requests[outcome].inc()
+            self._latency.observe(time.perf_counter() - started)
 
     def _feeds(self, payload: Any) -> dict:
         if not isinstance(payload, InferRequest):
@@ -100,9 +104,6 @@ class MxcModel(kserve.Model):
         for info, value in zip(self.session.outputs, outs):
             if wanted and info.name not in wanted:
                 continue
-            out = InferOutput(name=info.name, shape=list(value.shape),
-                              datatype=v2_datatype(value.dtype))
-            out.set_data_from_numpy(value, binary_data=binary)
-            tensors.append(out)
+            tensors.append(output_tensor(info.name, value, binary))
         return InferResponse(model_name=self.name, infer_outputs=tensors, response_id=payload.id or str(uuid.uuid4()),
                              use_binary_outputs=binary, requested_outputs=payload.request_outputs)

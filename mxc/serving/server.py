@@ -10,6 +10,8 @@ assembles the same parts itself:
   (default ``127.0.0.1``);
 * ``/v2/models/NAME/versions/V/...`` is rewritten to the served name ``NAME@V``
   (gRPC: ``model_version``), see :mod:`mxc.serving.repository`;
+* binary-tensor infer requests skip FastAPI's routing (:mod:`mxc.serving.fast_infer`)
+  and their tensors stay bytes (:mod:`mxc.serving.dataplane`);
 * request bodies over ``max_request_bytes`` get 413 before they are read whole;
   :class:`~mxc.serving.errors.RequestError` answers with its own 4xx;
 * SIGTERM/SIGINT stop accepting, let in-flight requests finish (``grace_seconds``),
@@ -205,10 +207,11 @@ def _grpc_server(opts: ServeOptions, dataplane, repo_ext):
 async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     import uvicorn
     from kserve.model_repository import ModelRepository
-    from kserve.protocol.dataplane import DataPlane
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
     from kserve.protocol.rest.server import RESTServer
 
+    from .dataplane import MxcDataPlane
+    from .fast_infer import fast_infer
     from .errors import RequestError, request_error_handler
     from .repository import RepositoryWatcher
 
@@ -218,14 +221,14 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     if not registry.get_models():
         raise ArtifactError(f"{opts.source}: no model could be served "
                             f"({', '.join(changes['failed']) or 'no model.mxc found'}; see the log)")
-    dataplane = DataPlane(model_registry=registry)
+    dataplane = MxcDataPlane(model_registry=registry)
     repo_ext = ModelRepositoryExtension(model_registry=registry)
     rest = RESTServer("kserve.model_server:app", dataplane, repo_ext, opts.http_port,
                       grace_period=int(opts.grace_seconds))
     rest.create_application()
     from kserve.model_server import app
     app.add_exception_handler(RequestError, request_error_handler)
-    asgi = _size_limit(_v2_compat(app), opts.max_request_bytes)
+    asgi = _size_limit(_v2_compat(fast_infer(app, dataplane)), opts.max_request_bytes)
     config = uvicorn.Config(asgi, host=opts.host, port=opts.http_port, log_config=None,
                             timeout_graceful_shutdown=int(opts.grace_seconds), lifespan="off")
 

@@ -254,3 +254,20 @@ def test_mxc_run_of_a_model_with_a_range_and_generated_inputs_is_a_usage_error(c
     assert main(["run", str(MLP / "mlp-symbol.json"), "--params", str(MLP / "mlp-0000.params"),
                  "--shape", "data=1..4,784", "--fill-mode", "random"]) == USAGE_EXIT_CODE
     assert "needs one batch size for 'data', not a range" in capsys.readouterr().err
+
+
+def test_submit_returns_a_future_of_run_for_every_batch_and_of_its_errors(built):
+    path, static, data, row = built["mlp"]
+    sess = rt.load(path)
+    xs = {b: np.random.default_rng(10 + b).standard_normal((b, *row)).astype("float32")
+          for b in (1, 3, 8)}
+    futures = {b: sess.submit({data: x}) for b, x in xs.items()}   # in flight together
+    for b, x in xs.items():
+        for g, w in zip(futures[b].result(timeout=120), sess.run({data: x})):
+            np.testing.assert_array_equal(g, w)
+    bucket = sess.bucket_session(8)     # a plain Session's submit too
+    np.testing.assert_array_equal(bucket.submit({data: xs[8]}).result(timeout=120)[0],
+                                  static[8].run({data: xs[8]})[0])
+    too_big = np.zeros((9, *row), "float32")
+    with pytest.raises(ExecutionError, match="1..8"):
+        sess.submit({data: too_big}).result(timeout=120)

@@ -148,3 +148,48 @@ def test_executors_are_sized_per_thread_count_and_capped():
     retired = [t for t, size in first.items() if t is not thread and size == 1]
     retired_one = [t for t in retired if not t.is_alive() or t.join(10) or not t.is_alive()]
     assert len(retired_one) == 1 and sum(t.is_alive() for t in first) == 2
+
+
+def test_submitted_calls_share_the_budget_and_complete_their_futures():
+    ex, job, state = _recording(3)
+    futures = [ex.submit(t, job, t) for t in (1, 2, 3, 1, 2, 1) * 4]
+    names = {f.result(timeout=60) for f in futures}
+    assert state["peak"] <= 3 and names and all(n.startswith("mxc-executor") for n in names)
+    with ex._cond:  # every core is back once the futures are done
+        assert ex._free == 3 and not ex._waiting
+    assert ex.count <= 3
+
+
+def test_submitted_and_blocking_calls_mix_without_passing_the_budget():
+    ex, job, state = _recording(2)
+    futures = []
+
+    def caller():
+        for _ in range(5):
+            futures.append(ex.submit(2, job, 2))
+            ex.call(1, job, 1)
+    callers = [threading.Thread(target=caller) for _ in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=60)
+    assert all(f.result(timeout=60) for f in futures)
+    assert state["peak"] <= 2 and state["held"] == 0
+
+
+def test_a_submitted_error_reaches_the_future_and_the_executor_survives():
+    ex = Executors(lambda: 1, lambda threads: None)
+
+    def fail():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        ex.submit(1, fail).result(timeout=60)
+    assert ex.submit(1, lambda: 42).result(timeout=60) == 42 and ex.count == 1
+
+
+def test_a_submission_from_an_executor_runs_in_place():
+    ex = Executors(lambda: 1, lambda threads: None)
+    here = threading.current_thread
+    outer = ex.call(1, lambda: (here().name, ex.submit(1, lambda: here().name).result(0)))
+    assert outer[0] == outer[1] and outer[0].startswith("mxc-executor")

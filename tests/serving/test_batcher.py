@@ -71,7 +71,9 @@ def test_32_concurrent_batch1_requests_run_as_fewer_batches_with_their_own_outpu
     b = AdaptiveBatcher(sess.run, batch_range(sess), max_batch_size=8, max_latency_ms=1000)
     xs = _requests(32)
     outs = asyncio.run(_submit_all(b, xs))
-    assert sess.calls == [8, 8, 8, 8]
+    # the first finds the batcher idle and runs at once; the 31 that arrive while it
+    # runs are grouped up to the cap
+    assert sess.calls == [1, 8, 8, 8, 7]
     for x, (doubled, total) in zip(xs, outs):
         np.testing.assert_array_equal(doubled, x * 2)
         np.testing.assert_array_equal(total, x.sum(axis=1, keepdims=True))
@@ -100,7 +102,7 @@ def test_requests_of_other_trailing_shapes_are_not_mixed():
     b = AdaptiveBatcher(sess.run, batch_range(sess), max_batch_size=16, max_latency_ms=1000)
     xs = _requests(3) + _requests(3, cols=5)
     outs = asyncio.run(_submit_all(b, xs))
-    assert sorted(sess.calls) == [3, 3]
+    assert sorted(sess.calls) == [1, 2, 3]   # the first ran alone (the batcher was idle)
     for x, o in zip(xs, outs):
         np.testing.assert_array_equal(o[0], x * 2)
 
@@ -110,7 +112,7 @@ def test_multi_row_requests_are_split_back_by_their_own_size():
     b = AdaptiveBatcher(sess.run, batch_range(sess), max_batch_size=16, max_latency_ms=1000)
     xs = [np.arange(r * 3, dtype="float32").reshape(r, 3) + 100 * r for r in (1, 3, 2, 4)]
     outs = asyncio.run(_submit_all(b, xs))
-    assert sess.calls == [10]
+    assert sess.calls == [1, 9]   # the first ran alone (the batcher was idle)
     for x, o in zip(xs, outs):
         np.testing.assert_array_equal(o[0], x * 2)
 
@@ -136,3 +138,56 @@ def test_a_lone_request_runs_after_max_latency_without_company():
     out = asyncio.run(b.submit({"x": np.ones((1, 3), "float32")}))
     assert sess.calls == [1]
     np.testing.assert_array_equal(out[0], np.full((1, 3), 2, "float32"))
+
+
+def test_a_request_that_finds_the_batcher_idle_does_not_wait_for_max_latency():
+    sess = FakeSession(-1)
+    waits = []
+    b = AdaptiveBatcher(sess.run, batch_range(sess), max_batch_size=8, max_latency_ms=600_000,
+                        observe=lambda size, w: waits.extend(w))
+
+    async def scenario():  # would wait the 10 minutes before the fast path
+        return await asyncio.wait_for(b.submit({"x": np.ones((1, 3), "float32")}), 60)
+    out = asyncio.run(scenario())
+    assert sess.calls == [1] and waits == [0.0]
+    np.testing.assert_array_equal(out[0], np.full((1, 3), 2, "float32"))
+
+
+def test_submit_runs_batches_through_futures_without_the_loops_thread_pool():
+    from concurrent.futures import ThreadPoolExecutor
+    sess = FakeSession(-1, (1, 64))
+    pool = ThreadPoolExecutor(1, thread_name_prefix="fake-executor")
+    ran_on = []
+
+    def submit(feeds):
+        ran_on.append(threading.current_thread().name)
+        return pool.submit(sess.run, feeds)
+
+    def run(feeds):  # the loop's pool must not be used when submit is given
+        raise AssertionError("run called instead of submit")
+    b = AdaptiveBatcher(run, batch_range(sess), max_batch_size=8, max_latency_ms=1000,
+                        submit=submit)
+    xs = _requests(12)
+    outs = asyncio.run(_submit_all(b, xs))
+    pool.shutdown()
+    assert sess.calls == [1, 8, 3] and len(ran_on) == 3
+    for x, (doubled, total) in zip(xs, outs):
+        np.testing.assert_array_equal(doubled, x * 2)
+        np.testing.assert_array_equal(total, x.sum(axis=1, keepdims=True))
+
+
+def test_after_a_batched_run_the_next_request_waits_for_company():
+    """Closed-loop clients: after a batch of 4 the next four requests arrive one by one;
+    the first must not run alone (that would split every batch into 1 + the rest)."""
+    sess = FakeSession(-1)
+    b = AdaptiveBatcher(sess.run, batch_range(sess), max_batch_size=4, max_latency_ms=60_000)
+
+    async def scenario():
+        first = asyncio.gather(*(b.submit({"x": x}) for x in _requests(5)))
+        await asyncio.wait_for(first, 60)        # 1 alone (idle), then 4 together
+        pending = [asyncio.ensure_future(b.submit({"x": x})) for x in _requests(4)]
+        return await asyncio.wait_for(asyncio.gather(*pending), 60)
+    outs = asyncio.run(scenario())
+    assert sess.calls == [1, 4, 4]
+    for x, o in zip(_requests(4), outs):
+        np.testing.assert_array_equal(o[0], x * 2)
