@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kserve.errors import ModelNotReady
 from kserve.ray import RayModel
 from ray.exceptions import RayActorError, RayTaskError
 
@@ -156,8 +157,9 @@ class RemoteModel(RayModel):
     A call that fails because its replica's actor died (its node went away) is
     sent again -- Ray Serve's router stops choosing a dead replica as soon as the
     controller or the failed call reports it -- until *retry_seconds* have
-    passed.  A :class:`RequestError` raised in the replica is re-raised here as
-    itself, so KServe's server answers with its status and message.
+    passed, then answered 503 (KServe's ``ModelNotReady``).  A :class:`RequestError`
+    raised in the replica is re-raised here as itself, so KServe's server answers
+    with its status and message.
     """
 
     def __init__(self, name: str, handle, app: str, retry_seconds: float = 30.0):
@@ -178,7 +180,8 @@ class RemoteModel(RayModel):
                 raise
             except RayActorError as exc:
                 if time.monotonic() + delay > deadline:
-                    raise
+                    raise ModelNotReady(self.name, f"no replica answered within {self.retry_seconds}s "
+                                                   f"(--retry-seconds): {type(exc).__name__}") from None
                 self.retries += 1
                 log.warning("model %s: replica lost (%s); retrying", self.name, type(exc).__name__)
                 await asyncio.sleep(delay)

@@ -135,8 +135,10 @@ def test_losing_a_node_loses_no_request_retried_within_the_health_window(cluster
     lost = [r for r in results if not r[0]]
     assert not lost, f"{len(lost)} of {len(results)} requests lost: {server.output()}"
     retried = sum(1 for _, attempts in results if attempts > 1)
-    print(f"node lost: {len(results)} requests, all answered; {retried} needed a client retry; "
-          f"{len(after)} after the kill")
+    server.log.seek(0)
+    resent = server.log.read().decode(errors="replace").count("replica lost")
+    print(f"node lost: {len(results)} requests, all answered; {retried} needed a client retry, "
+          f"{resent} were resent by the server; {len(after)} after the kill")
     # the cluster knows the node is gone, and the survivor still serves
     assert list(cluster.wait_nodes(1).values()) == [cluster.head]
     assert infer_json(server.base, "mlp", X)[0] == 200
