@@ -61,6 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "(default: --min-replicas, a fixed number)")
     ray.add_argument("--target-ongoing-requests", type=float, default=2.0,
                      help="requests queued or running per replica that autoscaling aims at (default 2)")
+    ray.add_argument("--upscale-delay-s", type=float,
+                     help="how long the queue must stay above the target before a replica is added "
+                          "(default: Ray Serve's)")
+    ray.add_argument("--downscale-delay-s", type=float,
+                     help="how long it must stay below before one is removed (default: Ray Serve's)")
     ray.add_argument("--max-replicas-per-node", type=_positive,
                      help="spread replicas: at most this many of one model on a node")
     ray.add_argument("--replica-cpus", type=float, default=1.0,
@@ -108,5 +113,6 @@ def _serve_on_ray(opts, args: argparse.Namespace) -> int:
         address=None if args.ray == "auto" else args.ray, min_replicas=args.min_replicas,
         max_replicas=max_replicas, target_ongoing_requests=args.target_ongoing_requests,
         max_replicas_per_node=args.max_replicas_per_node, replica_cpus=args.replica_cpus,
-        retry_seconds=args.retry_seconds)
+        retry_seconds=args.retry_seconds, upscale_delay_s=args.upscale_delay_s,
+        downscale_delay_s=args.downscale_delay_s)
     return serve_on_ray(opts, ray_options)

@@ -68,6 +68,8 @@ class RayOptions:
     health_check_period_s: float = 2.0
     health_check_timeout_s: float = 10.0
     retry_seconds: float = 30.0
+    upscale_delay_s: float | None = None    # None: Ray Serve's default
+    downscale_delay_s: float | None = None
 
     def deployment_options(self, max_batch_size: int) -> dict[str, Any]:
         """``serve.deployment(...).options(...)`` keywords for one model."""
@@ -87,6 +89,9 @@ class RayOptions:
                 "min_replicas": self.min_replicas, "max_replicas": self.max_replicas,
                 "initial_replicas": self.min_replicas,
                 "target_ongoing_requests": self.target_ongoing_requests}
+            for key in ("upscale_delay_s", "downscale_delay_s"):
+                if getattr(self, key) is not None:
+                    opts["autoscaling_config"][key] = getattr(self, key)
         return opts
 
 

@@ -11,6 +11,7 @@ reason, without Ray Serve (``pip install 'mxc[serve,ray]'``).
 from __future__ import annotations
 
 import importlib.util
+import re
 import threading
 import time
 
@@ -34,14 +35,20 @@ X = np.random.default_rng(11).standard_normal((1, 784)).astype("float32")
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = Cluster()
-    try:
-        c.start_second()
-        yield c
-    finally:
-        c.stop()
-        left = [p for node in (c.head, c.second) if node for p in node.processes()]
-        assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
+    # every Ray process of the test (nodes, drivers, the server) inherits these: no usage
+    # reports, and no token authentication (a loopback cluster of our own; with a token
+    # in ~/.ray the nodes would require it and the test's drivers could not connect)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        env.setenv("RAY_AUTH_MODE", "disabled")
+        c = Cluster()
+        try:
+            c.start_second()
+            yield c
+        finally:
+            c.stop()
+    left = [p for node in (c.head, c.second) if node for p in node.processes()]
+    assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +64,8 @@ def served(cluster, tmp_path_factory):
         assert code == 0, s.output()
 
 
-def replica_nodes(cluster) -> dict[str, list[int]]:
-    """Node id -> pids of the MLP's Serve replicas running there (by process title)."""
+def replica_nodes(cluster, model: str = "mlp") -> dict[str, list[int]]:
+    """Node id -> pids of *model*'s Serve replicas running there (by process title)."""
     found: dict[str, list[int]] = {}
     for node_id, node in cluster.nodes().items():
         for p in node.processes():
@@ -66,7 +73,7 @@ def replica_nodes(cluster) -> dict[str, list[int]]:
                 title = " ".join(p.cmdline())
             except Exception:  # noqa: BLE001 - it exited meanwhile
                 continue
-            if "ServeReplica" in title and "mxc-mlp" in title:
+            if "ServeReplica" in title and re.search(rf":mxc-{re.escape(model)}(\s|$)", title):
                 found.setdefault(node_id, []).append(p.pid)
     return found
 
@@ -93,6 +100,39 @@ def test_replicas_run_on_both_nodes_and_answer_like_session_run(cluster, served)
     assert code == 400 and "has no input 'nodata'" in answer["error"], answer
     assert "Traceback" not in answer["error"]
     assert infer_json(server.base, "mlp", X)[0] == 200
+
+
+def test_replicas_scale_up_on_queue_length(cluster, tmp_path_factory):
+    """min 1, max 2 replicas, target 1 ongoing request: 8 clients in a loop make Ray Serve
+    add the second replica (the upscale delay is shortened to keep the test short)."""
+    import shutil
+    path = tmp_path_factory.mktemp("auto") / "auto.mxc"
+    shutil.copy(compiled_mlp(tmp_path_factory), path)
+    s = Server(path, "--ray", cluster.head.address, "--min-replicas", "1", "--max-replicas", "2",
+               "--target-ongoing-requests", "1", "--upscale-delay-s", "1",
+               "--downscale-delay-s", "600", "--replica-cpus", "0.25", "--poll-seconds", "0")
+    stop, threads = threading.Event(), []
+    try:
+        s.wait_ready()
+        assert sum(len(p) for p in replica_nodes(cluster, "auto").values()) == 1
+
+        def client():
+            while not stop.is_set():
+                infer_json(s.base, "auto", X)
+
+        threads += [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        deadline, count = time.monotonic() + 120, 1
+        while count < 2 and time.monotonic() < deadline:
+            time.sleep(1)
+            count = sum(len(p) for p in replica_nodes(cluster, "auto").values())
+        assert count == 2, f"still {count} replica(s) after 120 s of load: {s.output()}"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        assert s.stop() == 0, s.output()
 
 
 def test_losing_a_node_loses_no_request_retried_within_the_health_window(cluster, served):
