@@ -225,6 +225,24 @@ def unload(model) -> None:
         serve.delete(app, _blocking=False)
 
 
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """Fail fast on an address where no cluster listens: ``ray.init`` would retry
+    for minutes.  (``ray://`` client addresses are left to Ray.)"""
+    import socket
+
+    from ..errors import MxcError
+    if "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise MxcError(f"--ray {address}: expected HOST:PORT of the cluster's head (its GCS port)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise MxcError(f"--ray {address}: no Ray cluster answers there ({exc}); start one with "
+                       f"'ray start --head --port {port}'") from None
+
+
 def serve_on_ray(opts, ray_options: RayOptions) -> int:
     """``mxc serve --ray``: connect to the cluster, deploy, serve until SIGTERM,
     then delete the applications deployed here."""
@@ -232,7 +250,10 @@ def serve_on_ray(opts, ray_options: RayOptions) -> int:
     from ray import serve
 
     from ..errors import MxcError
-    from .server import _serve_async
+    from .server import _serve_async, _verify_all
+    _verify_all(opts)  # every artifact checked before the cluster is touched
+    if ray_options.address:
+        _check_reachable(ray_options.address)
     try:
         ray.init(address=ray_options.address, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:

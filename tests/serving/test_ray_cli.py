@@ -38,3 +38,14 @@ def test_without_ray_the_error_names_the_extra(artifact):
     assert done.returncode == 9  # DependencyError
     assert "mxc serve --ray needs Ray Serve: pip install 'mxc[ray]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None or importlib.util.find_spec("kserve") is None,
+                    reason="needs the [serve] and [ray] extras")
+def test_an_address_where_no_cluster_listens_fails_fast(tmp_path_factory):
+    from serve_helpers import compiled_mlp, free_port
+    done = subprocess.run([sys.executable, "-m", "mxc", "serve", str(compiled_mlp(tmp_path_factory)),
+                           "--ray", f"127.0.0.1:{free_port()}"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1, done.stderr
+    assert "no Ray cluster answers there" in done.stderr and "Traceback" not in done.stderr
