@@ -204,7 +204,7 @@ def model_factory(opts, ray_options: RayOptions, deployed: set[str]):
     from ray import serve
 
     def make(name: str, path: Path):
-        app = APP_PREFIX + name
+        app = APP_PREFIX + name.replace("#", "-")  # '#' separates Serve's replica ids
         bound = deployment(name, path, ray_options=ray_options, verify_key=opts.verify_key,
                            max_batch_size=opts.max_batch_size, max_latency_ms=opts.max_latency_ms,
                            threads=opts.threads)
@@ -265,10 +265,32 @@ def serve_on_ray(opts, ray_options: RayOptions) -> int:
                                 make_model=model_factory(opts, ray_options, deployed),
                                 unload=unload))
     finally:
-        for app in sorted(deployed):
+        _delete_apps(sorted(deployed), CLEANUP_SECONDS)
+        ray.shutdown()
+    return 0
+
+
+#: how long ``mxc serve --ray`` waits on exit for its applications to be deleted
+CLEANUP_SECONDS = 30.0
+
+
+def _delete_apps(apps: list[str], timeout: float) -> None:
+    """Delete *apps*, waiting at most *timeout* seconds: with the cluster gone (a Ctrl-C
+    in a terminal also reaches a local Ray's raylet, which shares the process group)
+    Ray's calls would wait forever, so they run in a daemon thread and are abandoned."""
+    import threading
+
+    from ray import serve
+
+    def delete():
+        for app in apps:
             try:
                 serve.delete(app)
             except Exception as exc:  # noqa: BLE001 - the cluster may be gone already
                 log.warning("could not delete Ray Serve application %s: %s", app, exc)
-        ray.shutdown()
-    return 0
+    worker = threading.Thread(target=delete, name="mxc-ray-cleanup", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        log.warning("Ray Serve applications %s not deleted within %ss (is the cluster gone?)",
+                    apps, timeout)
