@@ -102,7 +102,26 @@ def check_fixed_replicas_or_autoscaling_on_queue_length():
                                             "target_ongoing_requests": 3}, scaled
 
 
+def check_exit_does_not_wait_forever_on_a_gone_cluster():
+    import logging
+    import threading
+
+    from ray import serve
+
+    from mxc.serving import ray_serve
+    never, seen = threading.Event(), []
+    serve.delete = lambda app, _blocking=True: never.wait()  # a cluster that never answers
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    logging.getLogger("mxc.serving.ray_serve").addHandler(Collect())
+    ray_serve._delete_apps(["mxc:mlp"], timeout=0.2)  # returns: the call is abandoned
+    assert any("not deleted within 0.2s" in m for m in seen), seen
+
+
 @pytest.mark.parametrize("check", [
+    "check_exit_does_not_wait_forever_on_a_gone_cluster",
     "check_resent_after_replica_death",
     "check_retries_end_with_a_503",
     "check_request_errors_keep_type_status_and_message",
