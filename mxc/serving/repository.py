@@ -80,12 +80,16 @@ class RepositoryWatcher:
     """Keeps KServe's model registry in step with *source*.
 
     *make_model(served_name, path)* builds and loads a model (it may raise);
+    *unload(model)*, when given, releases a model whose file was removed (a model
+    replaced by a new file is just dropped: a Ray deployment is upgraded in place);
     *registry* is KServe's ``ModelRepository``.  ``sync()`` does one pass and
     returns what changed; ``run(poll_seconds)`` repeats it until cancelled.
     """
 
-    def __init__(self, source: str | os.PathLike, registry, make_model: Callable):
+    def __init__(self, source: str | os.PathLike, registry, make_model: Callable,
+                 unload: Callable | None = None):
         self.source, self.registry, self.make_model = Path(source), registry, make_model
+        self.unload = unload
         self._loaded: dict[tuple[str, str | None], tuple[tuple[int, int] | None, object]] = {}
         self._failed: dict[tuple[str, str | None], tuple[int, int] | None] = {}
 
@@ -94,7 +98,12 @@ class RepositoryWatcher:
         listing = scan(self.source) if self.source.exists() else {}
         changes: dict[str, list[str]] = {"loaded": [], "unloaded": [], "failed": []}
         for key in [k for k in self._loaded if k not in listing]:
-            del self._loaded[key]
+            _, model = self._loaded.pop(key)
+            if self.unload is not None:
+                try:
+                    self.unload(model)
+                except Exception as exc:  # noqa: BLE001 - keep serving the others
+                    log.error("could not unload %s: %s", key, exc)
         for key, path in listing.items():
             stamp = _stamp(path)
             if key in self._loaded and self._loaded[key][0] == stamp:

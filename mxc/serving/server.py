@@ -204,7 +204,11 @@ def _grpc_server(opts: ServeOptions, dataplane, repo_ext):
     return server
 
 
-async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
+async def _serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unload=None) -> None:
+    """Serve until SIGTERM/SIGINT.  *make_model(name, path)* builds each model (default:
+    a local :class:`~mxc.serving.model.MxcModel`; :mod:`mxc.serving.ray_serve` passes
+    one that deploys on Ray), *unload(model)* is called for a model removed from the
+    repository."""
     import uvicorn
     from kserve.model_repository import ModelRepository
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
@@ -216,7 +220,8 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool) -> None:
     from .repository import RepositoryWatcher
 
     registry = ModelRepository(models_dir=str(opts.source))
-    watcher = RepositoryWatcher(opts.source, registry, _make_model_factory(opts))
+    watcher = RepositoryWatcher(opts.source, registry, make_model or _make_model_factory(opts),
+                                unload=unload)
     changes = watcher.sync()
     if not registry.get_models():
         raise ArtifactError(f"{opts.source}: no model could be served "

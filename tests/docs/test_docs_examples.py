@@ -34,6 +34,11 @@ def _corpus_found() -> bool:
     return Path(os.environ.get("MXC_CORPUS", REPO.parent / "shared" / "corpus")).is_dir()
 
 
+def _found(module: str) -> bool:
+    from importlib.util import find_spec
+    return find_spec(module) is not None
+
+
 def _serve_extra_found() -> bool:
     """The ``[serve]`` extra's server and client (looked up, not imported: kserve's and
     tritonclient's gRPC protos cannot share one process)."""
@@ -43,7 +48,7 @@ def _serve_extra_found() -> bool:
 
 #: what a block may require, and how to tell it is here
 NEEDS = {"corpus": _corpus_found, "g++": lambda: shutil.which("g++") is not None,
-         "serve": _serve_extra_found}
+         "serve": _serve_extra_found, "ray": lambda: _found("ray")}
 
 
 def _missing(block: str) -> list[str]:

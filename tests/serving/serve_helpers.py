@@ -113,3 +113,17 @@ class Server:
                 if all(f'{k}="{v}"' in got.split(",") for k, v in labels.items()):
                     return float(value)
         return 0.0
+
+
+def run_isolated(module: str, function: str, timeout: float = 120) -> str:
+    """Run ``module.function()`` (a module of this folder) in a fresh interpreter and
+    return its output; fails with that output when it raises.  For checks that import
+    kserve: its gRPC protos and tritonclient's cannot share one process."""
+    here = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               RAY_USAGE_STATS_ENABLED="0")
+    code = f"import sys; sys.path.insert(0, {here!r}); import {module}; {module}.{function}()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+    assert done.returncode == 0, f"{module}.{function} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+    return done.stdout
