@@ -36,7 +36,6 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant as _Constant
 
-from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
 from ...errors import BackendError, MxcError
 from ...registry import Registry
@@ -274,19 +273,19 @@ def _resolve_types(graph: Graph, shapes, dtypes, params):
         given = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items() if v is not None}
         for name, arr in params.items():
             given.setdefault(name, tuple(np.shape(arr)))
-        shape_map = infer_shapes(graph, given)
+        shape_map = graph.inferred_shapes(given)
     if _is_inferred(dtypes):
         dtype_map = dtypes
     else:
         given_t = {k: np.dtype(v).name for k, v in (dtypes or {}).items() if v is not None}
         for name, arr in params.items():
             given_t.setdefault(name, np.asarray(arr).dtype.name)
-        dtype_map = infer_types(graph, given_t)
+        dtype_map = graph.inferred_dtypes(given_t)
         # MXNet's default dtype for inputs nothing says anything about
         missing = {n.name: "float32" for n in graph.input_nodes()
                    if dtype_map.get((id(n), 0)) is None and "__dtype__" not in n.attrs}
         if missing:
-            dtype_map = infer_types(graph, {**missing, **given_t})
+            dtype_map = graph.inferred_dtypes({**missing, **given_t})
     return shape_map, dtype_map
 
 
