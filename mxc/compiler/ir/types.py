@@ -28,6 +28,7 @@ list (``graph.nodes = ...``) keeps answers, since it edits no node.
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -117,17 +118,14 @@ def _stamp(graph: "Graph", exact: bool) -> tuple:
 
 
 class TypeCache:
-    """The answers cached on one graph (``Graph._types``), at most :attr:`LIMIT` questions.
-
-    ``computed`` counts the answers this cache computed (the tests count them).
-    """
+    """The answers cached on one graph (``Graph._types``), at most :attr:`LIMIT` questions."""
 
     LIMIT = 8
-    __slots__ = ("_answers", "computed")
+    __slots__ = ("_answers", "_lock")
 
     def __init__(self) -> None:
         self._answers: dict[Question, _Answer] = {}
-        self.computed = 0
+        self._lock = threading.Lock()    # two threads may ask one graph (a shared input)
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -142,19 +140,19 @@ class TypeCache:
         kind, given = question
         values = infer_fresh(graph, kind, dict(given))
         self._store(graph, question, MappingProxyType(values))
-        self.computed += 1
         return self._answers[question].values
 
     def _store(self, graph: "Graph", question: Question, values: Mapping[Key, Any]) -> None:
         order = graph.topo_order()
         nested = tuple((sub, _stamp(sub, _reachable_owned(sub, sub.topo_order())))
                        for sub in _nested_graphs(order))
-        answers = self._answers
-        answers.pop(question, None)
-        while len(answers) >= self.LIMIT:
-            del answers[next(iter(answers))]   # the oldest question goes
-        answers[question] = _Answer(values, _stamp(graph, _reachable_owned(graph, order))
-                                    + (ops_generation(),), nested)
+        stamp = _stamp(graph, _reachable_owned(graph, order)) + (ops_generation(),)
+        with self._lock:
+            answers = self._answers
+            answers.pop(question, None)
+            while len(answers) >= self.LIMIT:
+                del answers[next(iter(answers))]   # the oldest question goes
+            answers[question] = _Answer(values, stamp, nested)
 
     @staticmethod
     def _current(graph: "Graph", found: _Answer) -> bool:
@@ -166,7 +164,9 @@ class TypeCache:
     # -- what verify() and copies use ------------------------------------------------------
     def current(self, graph: "Graph") -> Iterator[tuple[Question, Mapping[Key, Any]]]:
         """The questions whose cached answers still hold for *graph*, with the answers."""
-        for question, found in list(self._answers.items()):
+        with self._lock:
+            answers = list(self._answers.items())
+        for question, found in answers:
             if self._current(graph, found):
                 yield question, found.values
 
