@@ -26,7 +26,6 @@ converters of reshaping ops simply use the inferred output shape.
 from __future__ import annotations
 
 import logging
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,18 +70,11 @@ class Converter:
     nested: bool = False  # lowers a node with nested subgraphs as a whole
 
 
-def _converter_modules() -> list[str]:
-    """The converter family modules (``ops/<family>.py``), imported on the first lookup."""
-    from . import ops as ops_pkg
-    return [f"{ops_pkg.__name__}.{info.name}"
-            for info in sorted(pkgutil.iter_modules(ops_pkg.__path__), key=lambda m: m.name)
-            if not info.name.startswith("_")]
-
-
-#: every converter by (canonical) op name
+#: every converter by (canonical) op name; the family modules (``ops/<family>.py``, the
+#: package's public modules) are imported on the first lookup
 CONVERTERS: Registry[Converter] = Registry(
-    "TVM converters", noun="TVM converter for", builtins=_converter_modules,
-    builtin_packages=(f"{__package__}.ops",), error=ValueError)
+    "TVM converters", noun="TVM converter for", builtins=(f"{__package__}.ops",),
+    error=ValueError)
 #: operators that deliberately have no converter, with the reason (registered by the
 #: converter modules: lookups load :data:`CONVERTERS`' built-ins first)
 HOST_ONLY: Registry[str] = Registry("host-only operators", noun="host-only operator",
