@@ -10,10 +10,14 @@ tell it (:meth:`Node._edited`) on every mutating call.  Reads are the plain
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .node import Node
+
+class Node(Protocol):
+    """What a watched container needs of its node (:class:`.node.Node`); not imported,
+    so this module stays below ``node.py``."""
+
+    def _edited(self) -> None: ...
 
 __all__ = ["WatchedDict", "WatchedList", "watched_attribute"]
 
