@@ -87,7 +87,7 @@ def from_graph(graph, title: str, shapes: Mapping[str, tuple] | None = None,
     file, whose shapes may be in *shapes*): parameters whatever their names."""
     b = _Builder(title, show_params)
     try:
-        known = graph.inferred_shapes(shapes)
+        known = dict(graph.inferred_shapes(shapes))   # a copy: regions add their outputs
     except Exception:  # noqa: BLE001 - a drawing without shapes is still a drawing
         known = {}
     weights = set(weights)
@@ -136,7 +136,7 @@ def _region(b: _Builder, node, producer, known, params: set[str]) -> None:
     inner_shapes = {name: known.get(key) for name, key in outer_of.items()
                     if known.get(key) is not None}
     try:
-        inner_known = inner.inferred_shapes(inner_shapes)
+        inner_known = dict(inner.inferred_shapes(inner_shapes))   # a copy: extended below
     except Exception:  # noqa: BLE001
         inner_known = {}
     # inner variables bound to the outer graph's parameters: the weights of inner nodes
