@@ -1,7 +1,9 @@
 """One registry abstraction for every "name -> definition" table in mxc.
 
 Operators, TVM converters, host-only operators, graph passes, subgraph
-backends, partitioners and CLI verbs are each a :class:`Registry`.  They share
+backends, partitioners, CLI verbs, load-time weight-transform evaluators and
+MXNet's Python custom operators (``mx.operator.register``) are each a
+:class:`Registry`.  They share
 one behaviour, so a newcomer learns it once:
 
 * **register** (call or decorator form); a name already taken raises the
@@ -13,7 +15,11 @@ one behaviour, so a newcomer learns it once:
 * **lazy built-ins**: the registry is given the *names* of the modules that
   register its built-in entries and imports them on the first miss or
   iteration.  The registry therefore never imports its built-ins, only they
-  import it -- no import cycle between a registry and its contents.
+  import it -- no import cycle between a registry and its contents.  This is
+  the one way built-ins are found (:func:`builtin_modules`): a name is a
+  module, or a package standing for each of its public modules (a family
+  directory: adding a file there adds its entries); no registry keeps its own
+  scan, import list or module map.
 * **snapshot / diff / restore**: :meth:`Registry.snapshot` records the
   content (and the state of mutable values that opt in with
   :class:`Revertible`); :meth:`Registry.changes_since` says what was added,
@@ -31,15 +37,17 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import inspect
 import os
+import pkgutil
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Protocol, TypeVar
 
 __all__ = ["Registry", "Entry", "Change", "Snapshot", "Revertible", "describe_origin",
-           "all_registries", "same_token"]
+           "all_registries", "same_token", "builtin_modules"]
 
 T = TypeVar("T")
 
@@ -157,6 +165,28 @@ def all_registries() -> list["Registry"]:
     return [reg for _, reg in alive if reg is not None]
 
 
+def builtin_modules(names: Iterable[str]) -> list[str]:
+    """The modules a registry's *builtins* stand for, in import order.
+
+    A module name stands for itself.  A package name stands for the package
+    and each of its public modules (names not starting with ``_``) in name
+    order, subpackages expanded the same way in their place.  Packages are
+    imported to be listed; modules are not.
+    """
+    out: list[str] = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.submodule_search_locations is None:
+            out.append(name)
+            continue
+        out.append(name)
+        for info in sorted(pkgutil.iter_modules(spec.submodule_search_locations),
+                           key=lambda m: m.name):
+            if not info.name.startswith("_"):
+                out.extend(builtin_modules([f"{name}.{info.name}"]))
+    return out
+
+
 def _revertible(value: Any) -> bool:
     # looked up on the type: a value with a permissive __getattr__ is not Revertible
     kind = type(value)
@@ -184,11 +214,12 @@ class Registry(Generic[T]):
     noun:
         What one entry is called in messages (``"operator"``, ``"pass"``).
     builtins:
-        Names of the modules that register the built-in entries (or a
-        function returning them), imported on the first miss or iteration.
+        Names of the modules that register the built-in entries, imported in
+        order on the first miss or iteration; a package name stands for each
+        of its public modules (:func:`builtin_modules`).
     builtin_packages:
         Modules (and everything under them) whose registrations are
-        built-in (default: the *builtins* themselves, when a sequence).  Any
+        built-in (default: the *builtins* themselves).  Any
         other registration imports the built-ins first, so that a clash with
         a built-in name is reported at once and names the built-in; a
         built-in module never does (it may be half-imported at that point).
@@ -207,7 +238,7 @@ class Registry(Generic[T]):
     """
 
     def __init__(self, kind: str, *, noun: str = "entry",
-                 builtins: Iterable[str] | Callable[[], Iterable[str]] = (),
+                 builtins: Iterable[str] = (),
                  builtin_packages: Iterable[str] | None = None,
                  error: Callable[[str], Exception] = KeyError,
                  unknown: Callable[[str], Exception] | None = None,
@@ -215,9 +246,13 @@ class Registry(Generic[T]):
                  describe: Callable[[str, T], list[str]] | None = None):
         self.kind = kind
         self.noun = noun
-        self._builtins = builtins if callable(builtins) else tuple(builtins)
-        self._builtin_packages = tuple(builtin_packages if builtin_packages is not None else
-                                       () if callable(builtins) else builtins)
+        names = () if isinstance(builtins, str) or callable(builtins) else tuple(builtins)
+        if not names and builtins or not all(isinstance(n, str) for n in names):
+            raise TypeError(f"Registry({kind!r}): builtins are module or package names, "
+                            f"got {builtins!r}")
+        self._builtins = names
+        self._builtin_packages = tuple(builtin_packages if builtin_packages is not None
+                                       else self._builtins)
         self._error = error
         self._unknown = unknown
         self._duplicate = duplicate
@@ -423,8 +458,7 @@ class Registry(Generic[T]):
                 return False
             self._loading = True
             try:
-                modules = self._builtins() if callable(self._builtins) else self._builtins
-                for module in modules:
+                for module in builtin_modules(self._builtins):
                     importlib.import_module(module)
                 self._loaded = True
             finally:

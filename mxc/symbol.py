@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .compiler.infer import infer_shapes, infer_types
+
 from .compiler.ir import Entry, Graph, Node, post_order
 from .compiler.ops.registry import FLAG_FROM_DTYPE, OpDef, get_op
 from .compiler.partition.registry import provide_subgraph_backend
@@ -216,7 +216,7 @@ class Symbol:
     def infer_shape_partial(self, *args, **kwargs) -> tuple[list, list, list]:
         """Like :meth:`infer_shape` but returns what is known (None for unknown)."""
         given = self._given(args, kwargs, "infer_shape")
-        shapes = infer_shapes(self.graph, {k: tuple(v) for k, v in given.items()})
+        shapes = self.graph.inferred_shapes({k: tuple(v) for k, v in given.items()})
         return self._collect(_as_mxnet_reports(self.graph, shapes),
                              lambda s: None if s is None else tuple(s))
 
@@ -232,7 +232,7 @@ class Symbol:
 
     def infer_type_partial(self, *args, **kwargs) -> tuple[list, list, list]:
         given = self._given(args, kwargs, "infer_type")
-        dtypes = infer_types(self.graph, given)
+        dtypes = self.graph.inferred_dtypes(given)
         return self._collect(dtypes, lambda t: None if t is None else np.dtype(t).type)
 
     def infer_type(self, *args, **kwargs) -> tuple[list | None, list | None, list | None]:

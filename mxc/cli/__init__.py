@@ -32,9 +32,10 @@ class Command(NamedTuple):
 #: the verbs by name; their modules are imported when the parser is built
 COMMANDS: Registry[Command] = Registry(
     "commands", noun="command", error=ValueError,
-    builtins=[f"{__name__}.{verb}_cmd" for verb in
-              ("compile", "draw", "export", "inspect", "keygen", "opt", "partition", "run", "serve",
-               "tune")])
+    builtins=("mxc.cli.compile_cmd", "mxc.cli.draw_cmd", "mxc.cli.export_cmd",
+              "mxc.cli.inspect_cmd", "mxc.cli.keygen_cmd", "mxc.cli.opt_cmd",
+              "mxc.cli.partition_cmd", "mxc.cli.run_cmd", "mxc.cli.serve_cmd",
+              "mxc.cli.tune_cmd"))
 _COMMANDS = COMMANDS  # the former private dict's name
 
 

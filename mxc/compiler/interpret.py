@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ExecutionError, MxcError
 from ..utils import checked_nbytes
-from .infer import inference_memo, infer_shapes, infer_types
+from .infer import inference_memo
 from .ir import Graph, Node
 from .ops.registry import ForwardContext
 
@@ -46,8 +46,9 @@ def _run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray
         raise ExecutionError("missing value for graph input(s): "
                              + ", ".join(m for m in missing if m not in unused))
     given = [n for n in order if n.op is None and n.name in arrays]
-    shapes = infer_shapes(graph, {n.name: arrays[n.name].shape for n in given})
-    dtypes = infer_types(graph, {n.name: arrays[n.name].dtype.name for n in given})
+    types = graph.types({n.name: arrays[n.name].shape for n in given},
+                        {n.name: arrays[n.name].dtype.name for n in given})
+    shapes, dtypes = types.shapes, types.dtypes
     for n in order:
         if n.op is None and n.name not in arrays:
             shape = shapes.get((id(n), 0))

@@ -85,10 +85,9 @@ def from_graph(graph, title: str, shapes: Mapping[str, tuple] | None = None,
 
     *weights* names the inputs known to be parameters (those of a ``.params``
     file, whose shapes may be in *shapes*): parameters whatever their names."""
-    from ..compiler.infer import infer_shapes
     b = _Builder(title, show_params)
     try:
-        known = infer_shapes(graph, dict(shapes or {}))
+        known = dict(graph.inferred_shapes(shapes))   # a copy: regions add their outputs
     except Exception:  # noqa: BLE001 - a drawing without shapes is still a drawing
         known = {}
     weights = set(weights)
@@ -128,7 +127,6 @@ def _edge(b: _Builder, producer, key, dst: str, known) -> None:
 
 def _region(b: _Builder, node, producer, known, params: set[str]) -> None:
     """A subgraph node: its nested graph's nodes inside a region box."""
-    from ..compiler.infer import infer_shapes
     inner = node.subgraphs[0]
     backend = BACKEND_OF_OP.get(node.op, node.op.lstrip("_"))
     region = DRegion(f"r{len(b.d.regions)}", node.name, backend, node.op)
@@ -138,7 +136,7 @@ def _region(b: _Builder, node, producer, known, params: set[str]) -> None:
     inner_shapes = {name: known.get(key) for name, key in outer_of.items()
                     if known.get(key) is not None}
     try:
-        inner_known = infer_shapes(inner, inner_shapes)
+        inner_known = dict(inner.inferred_shapes(inner_shapes))   # a copy: extended below
     except Exception:  # noqa: BLE001
         inner_known = {}
     # inner variables bound to the outer graph's parameters: the weights of inner nodes

@@ -98,14 +98,14 @@ class _LibraryPass:
 def _annotate(graph, ctx) -> None:
     """MXNet annotates ``__ext_shape__``/``__ext_dtype__`` before a pass when every
     input has an array; so do we (the attributes stay in the output graph)."""
-    from ..compiler.infer import infer_shapes, infer_types
     from ..compiler.partition.custom import annotate_ext_attrs
     inputs = [n for n in graph.topo_order() if n.op is None]
     arrays = {n.name: ctx.params.get(n.name) for n in inputs}
     if not inputs or any(v is None for v in arrays.values()):
         return
-    shapes = infer_shapes(graph, {k: tuple(v.shape) for k, v in arrays.items()})
-    dtypes = infer_types(graph, {k: v.dtype.name for k, v in arrays.items()})
+    types = graph.types({k: tuple(v.shape) for k, v in arrays.items()},
+                        {k: v.dtype.name for k, v in arrays.items()})
+    shapes, dtypes = types.shapes, types.dtypes
     annotate_ext_attrs(graph.topo_order(), shapes, dtypes)
 
 

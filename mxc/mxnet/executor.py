@@ -15,7 +15,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..compiler.infer import infer_shapes, infer_types
 from ..errors import MxcError
 from ._gradients import node_gradients
 from ._imperative import check_training, raw_value, run_node, storage_attrs, wrap_output
@@ -86,8 +85,9 @@ class Executor:
         graph = self._graph
         order = graph.topo_order()
         try:
-            shapes = infer_shapes(graph, {k: tuple(v.shape) for k, v in feeds.items()})
-            dtypes = infer_types(graph, {k: np.dtype(v.dtype).name for k, v in feeds.items()})
+            types = graph.types({k: tuple(v.shape) for k, v in feeds.items()},
+                                {k: np.dtype(v.dtype).name for k, v in feeds.items()})
+            shapes, dtypes = types.shapes, types.dtypes
         except MXNetError:
             raise
         except MxcError as exc:

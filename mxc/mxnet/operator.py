@@ -23,11 +23,17 @@ import numpy as np
 
 from ..compiler.custom_op import CustomOp as _MxcCustomOp
 from ..compiler.custom_op import register_custom_op
+from ..registry import Registry
+from .base import MXNetError
 from .context import cpu
 
 __all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators"]
 
-_REGISTERED: dict[str, type] = {}
+#: the ``CustomOpProp`` classes registered with :func:`register`, by operator name (a
+#: script's registrations only; re-registering a name replaces it, as in MXNet)
+CUSTOM_OP_PROPS: Registry[type] = Registry(
+    "MXNet custom operators", noun="MXNet custom operator",
+    error=MXNetError)
 
 
 class CustomOp:
@@ -180,23 +186,22 @@ def register(reg_name: str):
             raise TypeError(f"mx.operator.register({reg_name!r}) decorates a CustomOpProp "
                             f"subclass, got {prop_cls!r}")
         register_custom_op(reg_name, _adapter(reg_name, prop_cls), override=True)
-        _REGISTERED[reg_name] = prop_cls
+        CUSTOM_OP_PROPS.register(reg_name, prop_cls, override=True)
         return prop_cls
     return deco
 
 
 def get_all_registered_operators() -> list[str]:
-    return sorted(_REGISTERED)
+    return sorted(CUSTOM_OP_PROPS.names())
 
 
 def custom_call(namespace: str, args: list, kwargs: dict[str, Any]):
     """``mx.nd.Custom`` / ``mx.sym.Custom`` when no graph operator ``Custom`` is registered."""
     from ..compiler.ops.registry import has_op
-    from .base import MXNetError
     op_type = kwargs.pop("op_type", None)
     if op_type is None:
         raise MXNetError("Custom: the op_type argument is required")
-    if op_type not in _REGISTERED and not has_op(op_type):
+    if op_type not in CUSTOM_OP_PROPS and not has_op(op_type):
         raise MXNetError(f"Cannot find custom operator {op_type}")
     if namespace == "nd":
         from ._imperative import invoke

@@ -199,3 +199,21 @@ def test_a_module_built_on_its_own_keeps_the_transformed_weights_compiled_in():
     want = run_graph(y.graph, {**params, "data": data})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4,
                                atol=WINOGRAD_ATOL * float(np.abs(want).max()))
+
+
+def test_the_load_time_evaluators_are_a_registry_that_finds_winograd_by_name():
+    """The fold's evaluator comes from the ``load-time evaluators`` registry, whose
+    built-in (the Winograd module) is found through its ``builtins`` name; it computes
+    what the documented transform computes, and a miss names the known kinds."""
+    from mxc.backends.tvm.load_time import EVALUATORS
+    from mxc.backends.tvm.schedules.winograd import (WEIGHT_KERNEL, transform_weights,
+                                                     transformed_shape)
+    from mxc.errors import BackendError
+    assert EVALUATORS.entry(WEIGHT_KERNEL).builtin
+    w = np.random.RandomState(0).randn(3, 3, 4, 8).astype(np.float32)
+    shape = transformed_shape(w.shape, 2, 8)
+    np.testing.assert_array_equal(EVALUATORS.lookup(WEIGHT_KERNEL)([w], shape),
+                                  transform_weights(w, 2, 8))
+    with pytest.raises(BackendError, match=r"no numpy evaluator for the load-time transform "
+                                           r"'nope'; known: winograd_weight"):
+        EVALUATORS.lookup("nope")

@@ -17,7 +17,7 @@ import pytest
 import mxc
 from mxc import library
 from mxc.errors import PartitionError, PassError, UnsupportedOpError
-from mxc.registry import Registry, all_registries
+from mxc.registry import Registry, all_registries, builtin_modules
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
@@ -156,15 +156,16 @@ def _builtin_package(tmp_path: Path, name: str, body: str) -> None:
 
 
 def test_builtins_are_imported_on_the_first_miss_and_only_once(tmp_path, monkeypatch):
-    calls = []
-    reg: Registry = Registry("widgets", builtins=lambda: calls.append(1) or ["_reg_builtins_a"],
-                             builtin_packages=["_reg_builtins_a"])
+    calls = []     # one item per import of the built-in module
+    reg: Registry = Registry("widgets", builtins=["_reg_builtins_a"])
     monkeypatch.setattr(sys, "path", list(sys.path))
     # the built-in module finds the registry where a real one would import it from
     monkeypatch.setattr(mxc, "_test_lazy_registry", reg, raising=False)
+    monkeypatch.setattr(mxc, "_test_lazy_calls", calls, raising=False)
     _builtin_package(tmp_path, "_reg_builtins_a", """
         import mxc
         LAZY = mxc._test_lazy_registry
+        mxc._test_lazy_calls.append(1)
 
         def one():
             return 1
@@ -230,6 +231,81 @@ def test_a_failing_builtin_import_is_retried_on_the_next_lookup(tmp_path, monkey
         assert reg.get("x") is None and reg.builtins_loaded
     finally:
         sys.modules.pop("_reg_builtins_b", None)
+
+
+def test_a_package_stands_for_its_public_modules_in_name_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    pkg = tmp_path / "_reg_family_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for rel in ("__init__.py", "b.py", "a.py", "_helper.py", "sub/__init__.py", "sub/z.py"):
+        (pkg / rel).write_text("")
+    (tmp_path / "_reg_single.py").write_text("")
+    try:
+        assert builtin_modules(["_reg_family_pkg", "_reg_single"]) == [
+            "_reg_family_pkg", "_reg_family_pkg.a", "_reg_family_pkg.b",
+            "_reg_family_pkg.sub", "_reg_family_pkg.sub.z", "_reg_single"]
+        assert "_reg_single" not in sys.modules and "_reg_family_pkg.a" not in sys.modules
+    finally:
+        for name in [m for m in sys.modules if m.startswith("_reg_family_pkg")]:
+            sys.modules.pop(name)
+
+
+def test_builtins_are_names_not_functions():
+    with pytest.raises(TypeError, match="module or package names"):
+        Registry("widgets", builtins=lambda: ["x"])       # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="module or package names"):
+        Registry("widgets", builtins="x")
+
+
+#: run in a fresh interpreter (what earlier tests registered would blur the picture):
+#: import the modules that define mxc's registries, load every registry's built-ins and
+#: print each entry whose registering module is inside mxc but not among the built-ins
+_STRAY_ENTRIES = """
+import importlib
+from mxc.registry import all_registries
+for name in ("mxc.compiler.ops.registry", "mxc.compiler.passes.registry",
+             "mxc.compiler.partition.registry", "mxc.compiler.partition.custom",
+             "mxc.backends.tvm.converter", "mxc.backends.tvm.load_time", "mxc.cli",
+             "mxc.mxnet.operator"):
+    importlib.import_module(name)
+print("KINDS", sorted(reg.kind for reg in all_registries()))
+for reg in all_registries():
+    reg.load_builtins()
+    for key, entry in reg.snapshot().entries.items():
+        source = entry.source if entry.source is not None else entry.value
+        module = None if isinstance(source, str) else getattr(source, "__module__", None)
+        module = module if isinstance(module, str) else type(source).__module__
+        if module.startswith("mxc.") and not entry.builtin:
+            print(f"STRAY {reg.kind}: {key!r} registered by {module}, which the "
+                  f"registry's builtins {reg._builtins} do not name")
+"""
+
+
+def test_every_registry_finds_its_builtins_one_way():
+    """A registry names where its built-ins live (``builtins=``: modules, or packages
+    standing for their public modules); every entry a module of mxc registers is one of
+    them, and no module of mxc but the registry scans a package or keeps a module list.
+
+    (A backend of a higher layer -- ``tvm`` -- is registered by that layer when first
+    asked for, :func:`~mxc.compiler.partition.provide_subgraph_backend`; a fresh
+    interpreter that asks for none has none.)"""
+    import subprocess
+    proc = subprocess.run([sys.executable, "-c", _STRAY_ENTRIES], capture_output=True,
+                          text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    kinds = next(line for line in lines if line.startswith("KINDS"))
+    for kind in ("operators", "passes", "subgraph backends", "partitioners", "TVM converters",
+                 "host-only operators", "load-time evaluators", "commands",
+                 "MXNet custom operators"):
+        assert repr(kind) in kinds
+    stray = [line for line in lines if line.startswith("STRAY")]
+    assert not stray, "\n".join(stray)
+    scanners = sorted(str(p.relative_to(REPO)) for p in (REPO / "mxc").rglob("*.py")
+                      if "pkgutil" in p.read_text())
+    scanners.remove("mxc/registry.py")
+    assert scanners == [], f"package scans outside mxc/registry.py: {scanners}"
+    assert not list((REPO / "mxc").rglob("_load_all.py"))
 
 
 def test_no_registry_is_in_an_import_cycle_with_its_builtins():

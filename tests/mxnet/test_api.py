@@ -215,6 +215,32 @@ def test_python_custom_operator_api():
     assert exe.grad_dict["d"].asnumpy().tolist() == [2.0]
 
 
+def test_python_custom_operators_live_in_a_registry_and_roll_back():
+    """``mx.operator.register`` records props in a Registry: listed by
+    get_all_registered_operators, replaced on re-registration (as in MXNet), and
+    undone by a snapshot restore like every other registry (what mxc.library uses)."""
+    from mxc.mxnet.operator import CUSTOM_OP_PROPS
+    from mxc.registry import all_registries
+    assert CUSTOM_OP_PROPS in all_registries()
+    snaps = [reg.snapshot() for reg in all_registries()]
+
+    @mx.operator.register("test_registry_prop")
+    class First(mx.operator.CustomOpProp):
+        pass
+
+    @mx.operator.register("test_registry_prop")
+    class Second(mx.operator.CustomOpProp):
+        pass
+
+    try:
+        assert "test_registry_prop" in mx.operator.get_all_registered_operators()
+        assert CUSTOM_OP_PROPS.lookup("test_registry_prop") is Second
+    finally:
+        for snap in snaps:
+            snap.registry.restore(snap)
+    assert "test_registry_prop" not in mx.operator.get_all_registered_operators()
+
+
 def test_symbolblock_deferred_init_and_collect_params(tmp_path):
     x = mx.sym.var("x")
     net = mx.sym.FullyConnected(x, num_hidden=2, name="fc")

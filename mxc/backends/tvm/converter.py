@@ -26,7 +26,6 @@ converters of reshaping ops simply use the inferred output shape.
 from __future__ import annotations
 
 import logging
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +35,6 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant as _Constant
 
-from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Graph, Node
 from ...errors import BackendError, MxcError
 from ...registry import Registry
@@ -72,18 +70,11 @@ class Converter:
     nested: bool = False  # lowers a node with nested subgraphs as a whole
 
 
-def _converter_modules() -> list[str]:
-    """The converter family modules (``ops/<family>.py``), imported on the first lookup."""
-    from . import ops as ops_pkg
-    return [f"{ops_pkg.__name__}.{info.name}"
-            for info in sorted(pkgutil.iter_modules(ops_pkg.__path__), key=lambda m: m.name)
-            if not info.name.startswith("_")]
-
-
-#: every converter by (canonical) op name
+#: every converter by (canonical) op name; the family modules (``ops/<family>.py``, the
+#: package's public modules) are imported on the first lookup
 CONVERTERS: Registry[Converter] = Registry(
-    "TVM converters", noun="TVM converter for", builtins=_converter_modules,
-    builtin_packages=(f"{__package__}.ops",), error=ValueError)
+    "TVM converters", noun="TVM converter for", builtins=(f"{__package__}.ops",),
+    error=ValueError)
 #: operators that deliberately have no converter, with the reason (registered by the
 #: converter modules: lookups load :data:`CONVERTERS`' built-ins first)
 HOST_ONLY: Registry[str] = Registry("host-only operators", noun="host-only operator",
@@ -274,19 +265,19 @@ def _resolve_types(graph: Graph, shapes, dtypes, params):
         given = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items() if v is not None}
         for name, arr in params.items():
             given.setdefault(name, tuple(np.shape(arr)))
-        shape_map = infer_shapes(graph, given)
+        shape_map = graph.inferred_shapes(given)
     if _is_inferred(dtypes):
         dtype_map = dtypes
     else:
         given_t = {k: np.dtype(v).name for k, v in (dtypes or {}).items() if v is not None}
         for name, arr in params.items():
             given_t.setdefault(name, np.asarray(arr).dtype.name)
-        dtype_map = infer_types(graph, given_t)
+        dtype_map = graph.inferred_dtypes(given_t)
         # MXNet's default dtype for inputs nothing says anything about
         missing = {n.name: "float32" for n in graph.input_nodes()
                    if dtype_map.get((id(n), 0)) is None and "__dtype__" not in n.attrs}
         if missing:
-            dtype_map = infer_types(graph, {**missing, **given_t})
+            dtype_map = graph.inferred_dtypes({**missing, **given_t})
     return shape_map, dtype_map
 
 

@@ -40,6 +40,7 @@ from tvm import relax
 from tvm.ir.expr import Constant
 
 from ...errors import BackendError
+from ...registry import Registry
 
 from .schedules.fold import substitute_vars
 from .schedules.module_utils import static_shape
@@ -49,16 +50,21 @@ ATTR = "mxc.load_time"
 #: the name of a region's load-time function
 SUFFIX = "_transform_params"
 
-#: kind -> ``evaluate(constant args as numpy, output shape) -> numpy`` (the compile-time fold)
-_EVALUATORS: dict[str, Callable[[list[np.ndarray], tuple], np.ndarray]] = {}
+#: ``evaluate(constant args as numpy, output shape) -> numpy``: a transform's compile-time fold
+Evaluator = Callable[[list[np.ndarray], tuple], np.ndarray]
+
+#: every load-time transform kind's numpy evaluator; the kernels that mark load-time
+#: transforms (Winograd's weight transform) register theirs, imported on the first lookup
+EVALUATORS: Registry[Evaluator] = Registry(
+    "load-time evaluators", noun="load-time evaluator", error=BackendError,
+    builtins=("mxc.backends.tvm.schedules.winograd",),
+    unknown=lambda kind: BackendError(f"no numpy evaluator for the load-time transform "
+                                      f"{kind!r}; known: {', '.join(EVALUATORS.names())}"))
 
 
 def register_evaluator(kind: str):
     """Register the numpy evaluation of the load-time transform *kind* (decorator)."""
-    def deco(fn):
-        _EVALUATORS[kind] = fn
-        return fn
-    return deco
+    return EVALUATORS.register(kind)
 
 
 def mark_load_time(bb: relax.BlockBuilder, call: relax.Call, kind: str) -> relax.Call:
@@ -100,9 +106,7 @@ def _nbytes(expr) -> int:
 def _fold(func: relax.Function, calls: list) -> relax.Function:
     replace = {}
     for var, call, kind in calls:
-        evaluate = _EVALUATORS.get(kind)
-        if evaluate is None:
-            raise BackendError(f"no numpy evaluator for the load-time transform {kind!r}")
+        evaluate = EVALUATORS.lookup(kind)
         out = evaluate([a.value.numpy() for a in call.args[1].fields], static_shape(var))
         replace[var] = relax.const(np.ascontiguousarray(out), str(out.dtype))
     return substitute_vars(func, replace)

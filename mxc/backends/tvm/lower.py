@@ -17,7 +17,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Entry, Graph, Node
 from ...compiler.weights import check_params, is_data_name
 from ...errors import BackendError, MxcError
@@ -183,12 +182,12 @@ def lower_model(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None =
     # 2. types and partition
     prog.start("partition for tvm")
     given_shapes, given_dtypes = _given_types(graph, params, shapes, dtypes)
-    _check_inputs(graph, params, infer_shapes(graph, given_shapes),
-                  infer_types(graph, given_dtypes))   # before partitioning needs them
+    types = graph.types(given_shapes, given_dtypes)   # kept on the graph: the partitioner's
+    _check_inputs(graph, params, types.shapes, types.dtypes)   # copy starts with them
     pg = optimize_graph(graph, _prop.BACKEND, shapes=given_shapes, dtypes=given_dtypes,
                         clear=False)
-    pshapes = infer_shapes(pg, given_shapes)
-    pdtypes = infer_types(pg, given_dtypes)
+    ptypes = pg.types(given_shapes, given_dtypes)
+    pshapes, pdtypes = ptypes.shapes, ptypes.dtypes
     _check_inputs(pg, params, pshapes, pdtypes)
     regions = [n for n in pg.topo_order() if _prop.is_tvm_region(n)]
     host = [n for n in pg.topo_order() if n.op is not None and not _prop.is_tvm_region(n)]
@@ -279,7 +278,7 @@ def _given_types(graph: Graph, params, shapes, dtypes):
     given_shapes.update({k: v for k, v in shapes.items() if k in names})
     given_dtypes = {n: params[n].dtype.name for n in names if n in params}
     given_dtypes.update({k: v for k, v in dtypes.items() if k in names})
-    inferred = infer_types(graph, given_dtypes)
+    inferred = graph.inferred_dtypes(given_dtypes)
     for node in graph.input_nodes():  # MXNet binds float32 where nothing says otherwise
         if inferred.get((id(node), 0)) is None and "__dtype__" not in node.attrs:
             given_dtypes[node.name] = "float32"

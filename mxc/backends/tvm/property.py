@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...compiler.infer import infer_shapes, infer_types
 from ...compiler.ir import Entry, Graph, Node
 from ...compiler.ops.subgraph import register_subgraph_op
 from ...compiler.partition import (PartitionContext, SubgraphProperty, SubgraphSelector,
@@ -87,10 +86,10 @@ class TVMSubgraphProperty(SubgraphProperty):
         from .converter import support_reason
         shapes, dtypes = ctx.shapes, ctx.dtypes
         if shapes is None:
-            shapes = infer_shapes(graph, {})
+            shapes = graph.inferred_shapes()
         if dtypes is None:
-            dtypes = infer_types(graph, {n.name: "float32" for n in graph.input_nodes()
-                                         if "__dtype__" not in n.attrs})
+            dtypes = graph.inferred_dtypes({n.name: "float32" for n in graph.input_nodes()
+                                            if "__dtype__" not in n.attrs})
         self.supported.clear()
         self.reasons = {}
         _require_input_shapes(graph, shapes)

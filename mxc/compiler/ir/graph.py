@@ -15,11 +15,12 @@ recursion limit.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ...errors import GraphError
 from .node import Entry, Node
 from .nodelist import NodeList
+from .types import GraphTypes, Key, TypeCache
 
 
 class Graph:
@@ -43,6 +44,8 @@ class Graph:
         #: where :meth:`add_node` puts a node given no position: None (the end) or
         #: ("before" | "after", anchor), set by :meth:`inserting_before`/:meth:`inserting_after`
         self._insert_point: tuple[str, Node] | None = None
+        #: inferred types, per question, valid while the graph is unchanged (:meth:`types`)
+        self._types = TypeCache()
 
     @property
     def nodes(self) -> NodeList:
@@ -51,7 +54,10 @@ class Graph:
 
     @nodes.setter
     def nodes(self, nodes: Iterable[Node]) -> None:
+        held = list(self._types.current(self)) if len(self._types) else []
         self._nodes = NodeList(nodes)
+        if held:  # a new order edits no node: what was inferred still holds
+            self._types.relisted(self, held)
 
     def __repr__(self) -> str:
         return f"<Graph {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
@@ -106,6 +112,32 @@ class Graph:
             if n.op is not None:
                 counts[n.op] = counts.get(n.op, 0) + 1
         return counts
+
+    # -- inferred types ------------------------------------------------------------
+    def types(self, shapes: Mapping[str, Sequence[int | None]] | None = None,
+              dtypes: Mapping[str, Any] | None = None) -> GraphTypes:
+        """Shapes and dtypes of every entry reachable from the outputs.
+
+        *shapes*/*dtypes* give inputs' values by name (others come from their
+        ``__shape__``/``__dtype__`` attributes); dtypes are numpy names or
+        MXNet type flags.  Inferred once per graph state and question, then
+        kept here until a node, the outputs or the registered operators change
+        (:mod:`.types`).  Raises :class:`~mxc.errors.ShapeError` /
+        :class:`~mxc.errors.DTypeError` where the graph is inconsistent.
+        """
+        return GraphTypes(self.inferred_shapes(shapes), self.inferred_dtypes(dtypes))
+
+    def inferred_shapes(self, given: Mapping[str, Sequence[int | None]] | None = None
+                        ) -> Mapping[Key, tuple | None]:
+        """Shapes only (see :meth:`types`): ``{Entry.key: shape or None}``, read-only."""
+        from ..infer import question
+        return self._types.answer(self, question("shape", given))
+
+    def inferred_dtypes(self, given: Mapping[str, Any] | None = None
+                        ) -> Mapping[Key, str | None]:
+        """Dtypes only (see :meth:`types`): ``{Entry.key: numpy name or None}``, read-only."""
+        from ..infer import question
+        return self._types.answer(self, question("dtype", given))
 
     # -- traversal ----------------------------------------------------------------
     def topo_order(self, heads: Iterable[Entry] | None = None) -> list[Node]:
@@ -286,10 +318,15 @@ class Graph:
         """A deep copy: new nodes, attrs, nested subgraphs; meta copied shallowly."""
         return copy_graph(self)[0]
 
-    def verify(self) -> None:
-        """Check the invariants; raises :class:`~mxc.errors.VerificationError`."""
+    def verify(self, *, types: bool = True) -> None:
+        """Check the invariants; raises :class:`~mxc.errors.VerificationError`.
+
+        With *types*, also infer afresh every question whose answer is cached
+        and current (:meth:`types`) and compare: an edit the cache missed
+        shows up here.
+        """
         from .verify import verify_graph
-        verify_graph(self)
+        verify_graph(self, types=types)
 
 
 def as_entry(value: Entry | Node) -> Entry:
@@ -416,4 +453,7 @@ def copy_graph(graph: Graph, *, reachable_only: bool = False) -> tuple[Graph, di
     listed = order if reachable_only else graph.nodes
     nodes = [mapping[id(n)] for n in listed if id(n) in mapping]
     outputs = [Entry(mapping[id(e.node)], e.index, e.version) for e in graph.outputs]
-    return Graph(nodes, outputs, dict(graph.attrs)), mapping
+    copy = Graph(nodes, outputs, dict(graph.attrs))
+    if acyclic and len(graph._types):  # the copy is the same graph: its types too
+        graph._types.copied_to(copy, mapping, list(graph._types.current(graph)))
+    return copy, mapping

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from .watched import WatchedDict, WatchedList, watched_attribute
+
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import Graph
 
@@ -74,7 +76,7 @@ class Node:
         Free-form per-node data for passes; never serialized.
     """
 
-    __slots__ = ("op", "_name", "attrs", "_inputs", "_uses", "subgraphs", "control_deps",
+    __slots__ = ("_op", "_name", "_attrs", "_inputs", "_uses", "_subgraphs", "_control_deps",
                  "meta", "_params_cache", "__weakref__",
                  # the links of the one NodeList that owns this node (see nodelist.py)
                  "_owner", "_prev", "_next")
@@ -82,14 +84,14 @@ class Node:
     def __init__(self, op: str | None, name: str, attrs: dict[str, str] | None = None,
                  inputs: Iterable[Entry] = (), subgraphs: Iterable["Graph"] = (),
                  control_deps: Iterable["Node"] = ()):
-        self.op = op
+        self._op = op
         self._owner = None
         self._name = name
-        self.attrs: dict[str, str] = dict(attrs or {})
+        self._attrs = WatchedDict(self, attrs or ())
         self._inputs: list[Entry] = []
         self._uses: dict[Node, int] = {}
-        self.subgraphs: list[Graph] = list(subgraphs)
-        self.control_deps: list[Node] = list(control_deps)
+        self._subgraphs = WatchedList(self, subgraphs)
+        self._control_deps = WatchedList(self, control_deps)
         self.meta: dict[str, Any] = {}
         self._params_cache: tuple[dict, Any, str | None] | None = None
         self.inputs = list(inputs)
@@ -97,6 +99,18 @@ class Node:
     #: renames of any node so far; name indexes (:class:`~.nodelist.NodeList`) compare it
     #: with the value they were built at, so ``node.name = ...`` never leaves one stale
     renames = 0
+    #: edits of any node so far (op, name, attributes, inputs, subgraphs, control
+    #: dependencies); the type cache of a graph whose nodes it cannot track one by one
+    #: (see :mod:`.types`) compares it
+    edits = 0
+
+    def _edited(self) -> None:
+        """Record an edit of this node: its own list's version moves, so the types
+        cached on that graph (:meth:`Graph.types`) are recomputed on the next ask."""
+        Node.edits += 1
+        owner = getattr(self, "_owner", None)  # unset while a copy is being rebuilt
+        if owner is not None:
+            owner.version += 1
 
     # -- identity -----------------------------------------------------------------
     @property
@@ -108,6 +122,26 @@ class Node:
         if value != self._name:
             self._name = value
             Node.renames += 1
+            self._edited()
+
+    @property
+    def op(self) -> str | None:
+        """MXNet operator name, or ``None`` for a variable."""
+        return self._op
+
+    @op.setter
+    def op(self, value: str | None) -> None:
+        if value != self._op:
+            self._op = value
+            self._edited()
+
+    attrs = watched_attribute(
+        WatchedDict, "Every attribute as MXNet's string; edits in place are seen "
+                     "(:mod:`.watched`).")
+    subgraphs = watched_attribute(
+        WatchedList, "Nested graphs; edits in place are seen (:mod:`.watched`).")
+    control_deps = watched_attribute(
+        WatchedList, "Nodes that must run first; edits in place are seen (:mod:`.watched`).")
 
     @property
     def label(self) -> str:
@@ -161,6 +195,7 @@ class Node:
                 raise TypeError(f"node {self.name!r}: inputs must be Entry objects, got {e!r}")
             e.node._add_use(self)
         self._inputs = new
+        self._edited()
 
     def set_input(self, i: int, entry: Entry) -> None:
         """Replace input *i* with *entry*, keeping use counts exact."""
@@ -168,6 +203,7 @@ class Node:
         old.node._drop_use(self)
         entry.node._add_use(self)
         self._inputs[i] = entry
+        self._edited()
 
     def replace_input(self, old: Entry, new: Entry) -> int:
         """Replace every use of *old* among this node's inputs; returns the count."""

@@ -47,7 +47,7 @@ class NodeList(MutableSequence):
     """An ordered set of nodes with O(1) insert-before/after, erase and membership."""
 
     __slots__ = ("_end", "_len", "_foreign", "_cache", "_names", "_names_epoch",
-                 "_dup_names", "_counters", "full_walks")
+                 "_dup_names", "_counters", "full_walks", "version")
 
     def __init__(self, nodes: Iterable[Node] = ()):
         end = _End()
@@ -63,6 +63,9 @@ class NodeList(MutableSequence):
         self._counters: dict[str, int] = {}
         #: O(n) walks made so far (materializing the order, rebuilding the name index)
         self.full_walks = 0
+        #: moves on every insert and removal here and on every edit of a node whose
+        #: links this list holds (:meth:`Node._edited`); keys the graph's type cache
+        self.version = 0
         for node in nodes:
             self._link(node, end._prev, end)
 
@@ -107,6 +110,7 @@ class NodeList(MutableSequence):
             if owner is self or node in self._foreign:
                 raise GraphError(f"node {node.ref} is already in this graph")
             owner._foreign[node] = [node._prev, node._next]  # the holder keeps its links aside
+            owner.version += 1  # it no longer sees this node's edits (see sees_every_edit)
         elif node in self._foreign:
             raise GraphError(f"node {node.ref} is already in this graph")
         node._owner, node._prev, node._next = self, prev, nxt
@@ -121,6 +125,7 @@ class NodeList(MutableSequence):
             self._foreign[nxt][0] = node
         self._len += 1
         self._cache = None
+        self.version += 1
         names = self._names
         if names is not None and names.setdefault(node._name, node) is not node:
             self._dup_names = True
@@ -135,6 +140,7 @@ class NodeList(MutableSequence):
         self._set_prev(nxt, prev)
         self._len -= 1
         self._cache = None
+        self.version += 1
         names = self._names
         if names is not None and names.get(node.name) is node:
             del names[node.name]
@@ -149,6 +155,13 @@ class NodeList(MutableSequence):
         end = self._end
         end._prev = end._next = end
         self._foreign, self._len, self._cache = {}, 0, []
+        self.version += 1
+
+    @property
+    def sees_every_edit(self) -> bool:
+        """True when every member's edits move :attr:`version`: this list holds the
+        links of all its nodes (none sits here while another list holds them)."""
+        return not self._foreign
 
     def _reset(self, nodes: Iterable[Node]) -> None:
         nodes = list(nodes)

@@ -11,7 +11,9 @@ Checked, with messages naming the node and what was expected:
 * the graph is acyclic and :attr:`Graph.nodes` is topologically ordered;
 * operator nodes have as many inputs as their op definition expects;
 * nested subgraphs verify too (at most MAX_SUBGRAPH_DEPTH levels: the check
-  recurses, so deeper nesting is a typed error, not a RecursionError).
+  recurses, so deeper nesting is a typed error, not a RecursionError);
+* types cached on the graph (:meth:`Graph.types`), where current, equal a
+  fresh inference (an edit the cache did not see would leave them stale).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from .graph import MAX_SUBGRAPH_DEPTH, Graph
 from .node import Node
 
 
-def verify_graph(graph: Graph, *, where: str = "graph", _depth: int = 1) -> None:
+def verify_graph(graph: Graph, *, where: str = "graph", types: bool = True,
+                 _depth: int = 1) -> None:
     if _depth > MAX_SUBGRAPH_DEPTH:
         raise VerificationError(f"{where}: subgraphs nested more than {MAX_SUBGRAPH_DEPTH} "
                                 f"levels deep")
@@ -53,7 +56,7 @@ def verify_graph(graph: Graph, *, where: str = "graph", _depth: int = 1) -> None
             _check_arity(node, where)
         for k, sub in enumerate(node.subgraphs):
             verify_graph(sub, where=f"{where}: subgraph {k} of node {node.ref}",
-                         _depth=_depth + 1)
+                         types=types, _depth=_depth + 1)
     if not graph.outputs:
         raise VerificationError(f"{where}: has no outputs")
     for k, e in enumerate(graph.outputs):
@@ -61,6 +64,33 @@ def verify_graph(graph: Graph, *, where: str = "graph", _depth: int = 1) -> None
             raise VerificationError(
                 f"{where}: output {k} refers to {e.node.ref}, which is not in the graph")
         _check_output_index(e.node, e.index, f"{where}: output {k}")
+    if types:
+        _check_cached_types(graph, where)
+
+
+def _check_cached_types(graph: Graph, where: str) -> None:
+    """Each current cached answer must equal a fresh inference of the same question."""
+    from ..infer import infer_fresh
+    for (kind, given), cached in list(graph._types.current(graph)):
+        asked = ", ".join(f"{name}={value}" for name, value in given) or "nothing given"
+        try:
+            fresh = infer_fresh(graph, kind, dict(given))
+        except MxcError as exc:
+            raise VerificationError(f"{where}: cached {kind}s ({asked}) are stale: inferring "
+                                    f"them afresh fails: {exc}") from exc
+        if dict(cached) == fresh:
+            continue
+        for node in graph.topo_order():
+            for index in range(node.num_outputs()):
+                key = (id(node), index)
+                if cached.get(key) != fresh.get(key):
+                    raise VerificationError(
+                        f"{where}: cached {kind} of node {node.ref} output {index} is "
+                        f"{cached.get(key)}, a fresh inference gives {fresh.get(key)} "
+                        f"({asked}); the graph changed without its types being dropped")
+        raise VerificationError(f"{where}: cached {kind}s ({asked}) name entries the graph "
+                                f"does not reach; the graph changed without its types "
+                                f"being dropped")
 
 
 def _check_output_index(node: Node, index: int, what: str) -> None:

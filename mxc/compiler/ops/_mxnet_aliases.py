@@ -9,8 +9,8 @@ symbol always serialises the canonical name.  This table (read off MXNet
 read the same names; each alias points at the one definition of its operator,
 so it has the same attributes, inference and semantics.
 
-Imported by :mod:`._load_all` after every family, since the canonical
-definitions must exist first.
+The op registry imports it after every family (it is the last of the
+registry's built-ins), since the canonical definitions must exist first.
 """
 
 from .registry import add_aliases
@@ -119,8 +119,6 @@ MXNET_ALIASES: dict[str, tuple[str, ...]] = {
     'where': ('_sparse_where',),
     'zeros_like': ('_sparse_zeros_like',),
 }
-
-from . import _load_all  # noqa: E402,F401 - the canonical definitions first (a no-op from there)
 
 for _name, _aliases in MXNET_ALIASES.items():
     add_aliases(_name, *_aliases)

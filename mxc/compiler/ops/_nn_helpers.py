@@ -1,6 +1,6 @@
 """Small helpers shared by the neural-network op families (nn_*.py, rnn.py).
 
-Not an op family itself (the leading underscore keeps :mod:`._load_all` from
+Not an op family itself (the leading underscore keeps the op registry from
 importing it as one): data-layout permutations, sliding windows for
 convolution/pooling, and erf for GELU.  The helpers every family shares
 (:func:`~.common.attr_error`, :func:`~.common.merge_into`,

@@ -463,10 +463,11 @@ def _unknown_op(name: str) -> UnsupportedOpError:
     return UnsupportedOpError({name: 1}, where="graph", suggestions=_suggest([name]))
 
 
-#: every operator by name and alias; the family modules are imported on the first miss
+#: every operator by name and alias; the family modules (the package's public modules),
+#: then MXNet's extra names for them, are imported on the first miss
 OPS: Registry[OpDef] = Registry(
-    "operators", noun="operator", builtins=("mxc.compiler.ops._load_all",),
-    builtin_packages=("mxc.compiler.ops",), error=ValueError,
+    "operators", noun="operator",
+    builtins=("mxc.compiler.ops", "mxc.compiler.ops._mxnet_aliases"), error=ValueError,
     unknown=_unknown_op, describe=_describe_op)
 
 #: the former private dict's name, kept for code that reads it (a :class:`Registry`)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ...errors import PartitionError
-from ..infer import infer_shapes, infer_types
 from ..ir import Entry, Graph, Node
 from ._graphutil import copy_reachable, gc_paused, post_order_fast
 from .algorithm import build_subgraph
@@ -141,8 +140,8 @@ def _optimize(graph, backend, opts, shapes, dtypes, clear, params=None) -> Graph
                                params=dict(params or {}))
         if shapes is not None or dtypes is not None:
             given = {k: tuple(v) for k, v in (shapes or {}).items()}
-            ctx.shapes = infer_shapes(work, given)
-            ctx.dtypes = infer_types(work, dict(dtypes or {}))
+            ctx.shapes = work.inferred_shapes(given)   # a copy: it starts with the
+            ctx.dtypes = work.inferred_dtypes(dtypes)   # original's types, until edited
         build_subgraph(work, prop, ctx, dfs_ordered=ordered)
         ordered = _keeps_order(prop)
     return work

@@ -133,13 +133,17 @@ BACKENDS: Registry[SubgraphBackend] = Registry(
 _BACKENDS = BACKENDS  # the former private dict's name
 
 
-def register_subgraph_backend(name: str) -> SubgraphBackend:
-    """The backend *name*, created empty if needed (idempotent)."""
+def register_subgraph_backend(name: str, *, origin: Any = None) -> SubgraphBackend:
+    """The backend *name*, created empty if needed (idempotent).
+
+    *origin*: what creates it (the first property's class), so the registry
+    names the module that registered the backend and tells built-ins apart.
+    """
     if not isinstance(name, str) or not name:
         raise PartitionError(f"a subgraph backend name must be a non-empty string, got {name!r}")
     backend = BACKENDS.entry(name)
     if backend is None:
-        return BACKENDS.register(name, SubgraphBackend(name))
+        return BACKENDS.register(name, SubgraphBackend(name), origin=origin)
     return backend.value
 
 
@@ -150,13 +154,12 @@ def register_subgraph_property(name: str, prop: Any = None, **attrs: Any):
     or call with the property: a :class:`SubgraphProperty` subclass
     (instantiated with *attrs* for every run), an instance, or a factory.
     """
-    backend = register_subgraph_backend(name)
     if prop is None:
         def deco(cls):
-            backend.add(cls, **attrs)
+            register_subgraph_backend(name, origin=cls).add(cls, **attrs)
             return cls
         return deco
-    backend.add(prop, **attrs)
+    register_subgraph_backend(name, origin=prop).add(prop, **attrs)
     return prop
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from ...errors import PassError
 from ..ir import Entry, Graph, Node
 from ..ir.graph import as_entry
+from ..ir.types import GraphTypes
 from ..ops.registry import FLAG_FROM_DTYPE, get_op, has_op
 
 __all__ = ["PassContext", "ParamStore", "TypeInfo", "restore_order"]
@@ -88,29 +89,8 @@ class ParamStore:
         return removed
 
 
-class TypeInfo:
-    """Shapes and dtypes of every entry, from :meth:`PassContext.infer`."""
-
-    def __init__(self, shapes: Mapping, dtypes: Mapping):
-        self.shapes = shapes
-        self.dtypes = dtypes
-
-    def shape(self, entry: Entry | Node) -> tuple | None:
-        """The shape of *entry* (a node means its output 0); None if unknown.
-
-        A partially known shape has ``None`` dimensions.
-        """
-        e = entry.out if isinstance(entry, Node) else entry
-        return self.shapes.get(e.key)
-
-    def full_shape(self, entry: Entry | Node) -> tuple | None:
-        """The shape if every dimension is known, else None."""
-        s = self.shape(entry)
-        return s if s is not None and None not in s else None
-
-    def dtype(self, entry: Entry | Node) -> str | None:
-        e = entry.out if isinstance(entry, Node) else entry
-        return self.dtypes.get(e.key)
+#: shapes and dtypes of every entry, from :meth:`PassContext.infer` (the graph's own)
+TypeInfo = GraphTypes
 
 
 class PassContext(Mapping):
@@ -361,9 +341,9 @@ class PassContext(Mapping):
 
         Known: the parameter arrays, the caller's input shapes and the
         variables' ``__shape__``/``__dtype__`` attributes.  Unknown shapes are
-        ``None``; recompute after editing the graph.
+        ``None``; ask again after editing the graph (the graph keeps the answer
+        until it changes, :meth:`Graph.types`).
         """
-        from ..infer import infer_shapes, infer_types
         inputs = {n.name for n in self.graph.topo_order() if n.op is None}
         shapes = {k: tuple(v) for k, v in self.input_shapes.items() if k in inputs}
         dtypes = {}
@@ -372,7 +352,7 @@ class PassContext(Mapping):
             if value is not None:
                 shapes.setdefault(name, tuple(value.shape))
                 dtypes[name] = value.dtype.name
-        return TypeInfo(infer_shapes(self.graph, shapes), infer_types(self.graph, dtypes))
+        return self.graph.types(shapes, dtypes)
 
     def stat(self, key: str, n: int = 1) -> None:
         """Count something (``ctx.stat("folded")``); reported per pass."""

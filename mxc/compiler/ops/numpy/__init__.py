@@ -10,13 +10,6 @@ full reductions return 0-d arrays and binary ops promote mixed dtypes
 the legacy one and names it in :attr:`twin`, so the kernels are shared and
 the TVM backend can reuse the twin's lowering.
 
-Importing this package registers every module in it (the op registry imports
-subpackages of :mod:`mxc.compiler.ops` like family modules).
+The op registry imports every public module here, as it does the family
+modules of :mod:`mxc.compiler.ops` (:func:`mxc.registry.builtin_modules`).
 """
-
-import importlib
-import pkgutil
-
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if not _info.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_info.name}")

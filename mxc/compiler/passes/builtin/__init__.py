@@ -1,4 +1,5 @@
-"""The built-in passes, one module each (imported on first registry lookup).
+"""The built-in passes, one module each (the registry imports each public module
+here on its first lookup, :func:`mxc.registry.builtin_modules`).
 
 =================  ==============================================================
 ``dce``            remove nodes no output depends on (and their parameters)
@@ -12,6 +13,3 @@
 ``print-ir``       print the graph in the textual IR (to stderr)
 =================  ==============================================================
 """
-
-from . import cse, dce, fold_batchnorm, fold_constants, inline_fused, partition, print_ir, \
-    remove_dropout, simplify  # noqa: F401

@@ -3,12 +3,6 @@
 Ops with a legacy twin (``OpDef.twin``) reuse the twin's converter through
 :mod:`.twins`, after casting their operands to the dtype the twin must run in
 (NumPy-mode promotion); the others have converters here or stay on the host
-with the reason recorded by ``register_host_only``.
+with the reason recorded by ``register_host_only``.  The converter registry
+imports every public module here (:func:`mxc.registry.builtin_modules`).
 """
-
-import importlib
-import pkgutil
-
-for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if not _info.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_info.name}")
