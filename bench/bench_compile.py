@@ -160,6 +160,10 @@ def measure(name: str, args) -> dict:
            "total": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
            **model.timings}
     if args.check and spec is not None:
+        # the stages first: running a big model on its input can take longer than its compile
+        print(f"{row['model']}: compiled in {row['total']:.1f} s ({row['cpu']:.1f} s CPU): "
+              + ", ".join(f"{s} {row[s]:.1f}" for s in STAGES if s in row) + "; checking",
+              file=sys.stderr, flush=True)
         row["max_err"], row["rel_err"] = errors(model, spec)
     if capture is not None:
         row["kernels"] = capture.kernel_times()[:args.kernels]
