@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -72,17 +73,44 @@ def psp_head(channels: int, side: int):
 
 
 def load_model(name: str, args):
-    """(symbol, params, shapes, dtypes) of a model argument."""
+    """(symbol, params, shapes, dtypes, spec) of a model argument (spec: the
+    :class:`bench.bench_models.ModelSpec` with inputs and MXNet's outputs, None for psp)."""
     if name == "psp" or name.startswith("psp:"):
         c, _, s = (name.partition(":")[2] or "2048x60").partition("x")
         sym, params, shapes = psp_head(int(c), int(s or 60))
-        return sym, params, shapes, None
+        return sym, params, shapes, None, None
     import mxc
     from bench.bench_models import resolve_model
     spec = resolve_model(name, args)
     shapes = {k: tuple(v.shape) for k, v in spec.inputs.items()}
     dtypes = {k: str(v.dtype) for k, v in spec.inputs.items() if str(v.dtype) != "float32"}
-    return mxc.sym.load(str(spec.symbol)), mxc.nd.load(str(spec.params)), shapes, dtypes or None
+    return (mxc.sym.load(str(spec.symbol)), mxc.nd.load(str(spec.params)), shapes,
+            dtypes or None, spec)
+
+
+def errors(model, spec) -> tuple[float, float]:
+    """``(max |compiled - MXNet|, max |compiled - MXNet| / max(1, |MXNet|))`` over every
+    output element of the model on the spec's input; non-finite values count as equal
+    where both sides hold the same one (random weights overflow detectors' box decoding
+    to inf in MXNet too).  nan, nan when there is no reference or a shape differs."""
+    import numpy as np
+    outs = model.run(spec.inputs)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    nan = float("nan")
+    if spec.reference is None or len(outs) != len(spec.reference):
+        return nan, nan
+    worst = rel = 0.0
+    for got, ref in zip(outs, spec.reference):
+        got, ref = np.asarray(got).astype("f8"), ref.astype("f8")
+        if got.shape != ref.shape:
+            return nan, nan
+        same = (got == ref) | (np.isnan(got) & np.isnan(ref))
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(same, 0.0, np.abs(got - ref))
+        if diff.size:
+            worst = max(worst, float(np.max(diff)))
+            rel = max(rel, float(np.max(diff / np.maximum(1.0, np.abs(ref)))))
+    return worst, rel
 
 
 class CodegenCapture:
@@ -119,7 +147,7 @@ def measure(name: str, args) -> dict:
     import tvm  # noqa: F401  (imported before the clock starts)
     import mxc
 
-    sym, params, shapes, dtypes = load_model(name, args)
+    sym, params, shapes, dtypes, spec = load_model(name, args)
     capture = CodegenCapture() if args.kernels else None
     t0, cpu0 = time.perf_counter(), time.process_time()
     if capture is not None:
@@ -127,8 +155,16 @@ def measure(name: str, args) -> dict:
             model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes, target=args.target)
     else:
         model = mxc.compile(sym, params, shapes=shapes, dtypes=dtypes, target=args.target)
-    row = {"model": name, "total": time.perf_counter() - t0,
-           "cpu": time.process_time() - cpu0, **model.timings}
+    row = {"model": Path(name).name if spec is None else spec.name,
+           "nodes": len(json.loads(sym.tojson())["nodes"]),
+           "total": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
+           **model.timings}
+    if args.check and spec is not None:
+        # the stages first: running a big model on its input can take longer than its compile
+        print(f"{row['model']}: compiled in {row['total']:.1f} s ({row['cpu']:.1f} s CPU): "
+              + ", ".join(f"{s} {row[s]:.1f}" for s in STAGES if s in row) + "; checking",
+              file=sys.stderr, flush=True)
+        row["max_err"], row["rel_err"] = errors(model, spec)
     if capture is not None:
         row["kernels"] = capture.kernel_times()[:args.kernels]
     return row
@@ -139,14 +175,15 @@ def short(kernel: str, width: int = 70) -> str:
 
 
 def table_header() -> str:
-    return ("| model | " + " | ".join(STAGES) + " | total | CPU |\n|---|"
-            + "---:|" * (len(STAGES) + 2))
+    return ("| model | nodes | " + " | ".join(STAGES)
+            + " | total | CPU | max abs err | max rel err |\n|---|" + "---:|" * (len(STAGES) + 5))
 
 
 def table_row(r: dict) -> str:
     cells = [f"{r.get(s, float('nan')):.1f}" for s in STAGES] + [f"{r['total']:.1f}",
                                                                   f"{r['cpu']:.1f}"]
-    return f"| {r['model']} | " + " | ".join(cells) + " |"
+    err = " | ".join(f"{r[k]:.3g}" if k in r else "-" for k in ("max_err", "rel_err"))
+    return f"| {r['model']} | {r.get('nodes') or '-'} | " + " | ".join(cells) + f" | {err} |"
 
 
 def kernel_lines(r: dict) -> list[str]:
@@ -163,6 +200,9 @@ def main() -> None:
                          "(default: psp = psp:2048x60)")
     ap.add_argument("--kernels", type=int, default=0, metavar="N",
                     help="also list the N kernels slowest to generate")
+    ap.add_argument("--check", action="store_true",
+                    help="also run each compiled model on its input and report the largest "
+                         "|difference| from MXNet's outputs")
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--corpus", default=None)
     ap.add_argument("--epoch", type=int, default=None)

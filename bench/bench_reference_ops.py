@@ -24,6 +24,14 @@ Cases (defaults: a 600x800 image, stride-16 features):
 * ``box_nms_classes``: over ``--boxes`` boxes of 20 classes (IoU 0.5, per
   class: a detector's final suppression);
 * ``proposal``: ``_contrib_Proposal`` on 12 anchors x 38 x 50 (6,000 -> 300).
+
+``--model DIR`` (repeatable) times whole models instead: one reference run of a
+corpus-format directory (``symbol.json``, ``model.params``, ``io.npz``; e.g.
+the detectors ``bench/peers/zoo_export.py --all`` writes), its wall and CPU
+seconds, the seconds per operator type (the five slowest) and the largest
+difference from MXNet's outputs in ``io.npz``::
+
+    python bench/bench_reference_ops.py --model /work/zoo-models/mask_rcnn_resnet50_v1b_coco
 """
 
 from __future__ import annotations
@@ -100,6 +108,62 @@ def op_call(op: str, attrs: dict, feeds: dict):
     return lambda: run_graph(node.graph, feeds)
 
 
+def model_run(directory: Path) -> dict:
+    """One reference run of a corpus-format model directory, timed per operator type."""
+    import collections
+    import time
+
+    import numpy as np
+    import mxc
+    from mxc.backends.reference import run_graph
+    from mxc.compiler import interpret
+
+    sym = mxc.sym.load(str(directory / "symbol.json"))
+    params = mxc.nd.load(str(directory / "model.params"))
+    values = {k.split(":", 1)[-1]: v for k, v in params.items()}     # arg:/aux: prefixes
+    with np.load(directory / "io.npz") as z:
+        feeds = {k[4:]: z[k] for k in z.files if k.startswith("in__")}
+        ref = [z[k] for k in sorted((k for k in z.files if k.startswith("out__")),
+                                    key=lambda k: int(k[5:]))]
+    per_op: collections.Counter = collections.Counter()
+    original = interpret._run_node
+
+    def timed(node, *a, **k):            # the interpreter's one call per node
+        t = time.perf_counter()
+        try:
+            return original(node, *a, **k)
+        finally:
+            per_op[node.op] += time.perf_counter() - t
+    interpret._run_node = timed
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        with np.errstate(all="ignore"):
+            outs = run_graph(sym.graph, {**values, **feeds})
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        interpret._run_node = original
+    err = 0.0
+    for got, want in zip(outs, ref):
+        got, want = np.asarray(got, "f8"), want.astype("f8")
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        with np.errstate(all="ignore"):
+            diff = np.where(same, 0.0, np.abs(got - want))
+        err = max(err, float(diff.max()) if diff.size else 0.0)
+    return {"model": directory.name, "wall": wall, "cpu": cpu, "max_err": err,
+            "ops": per_op.most_common(5)}
+
+
+def main_models(dirs: list[Path]) -> None:
+    print("\n".join(machine.format_machine(machine.machine_info())))
+    print("\n| model | wall s | CPU s | slowest op types (s) | max abs err vs MXNet |"
+          "\n|---|---:|---:|---|---:|")
+    for d in dirs:
+        r = model_run(d)
+        ops = ", ".join(f"{op} {t:.1f}" for op, t in r["ops"])
+        print(f"| {r['model']} | {r['wall']:.1f} | {r['cpu']:.1f} | {ops} | {r['max_err']:.3g} |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
@@ -107,7 +171,11 @@ def main() -> None:
     ap.add_argument("--boxes", type=int, default=6000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="print cProfile's top 12 per case")
+    ap.add_argument("--model", type=Path, action="append", default=[], metavar="DIR",
+                    help="time whole models (corpus-format directories) instead")
     args = ap.parse_args()
+    if args.model:
+        return main_models(args.model)
     table = cases(args)
     names = args.cases or list(table)
     unknown = [n for n in names if n not in table]

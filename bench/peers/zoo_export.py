@@ -13,6 +13,13 @@ are not an identity -- so activations keep a sane range through 100+ layers.
 DIR receives ``symbol.json``, ``model.params``, ``io.npz`` (``in__data`` and
 MXNet's own outputs ``out__0``...: the reference mxc is checked against) and
 ``meta.json`` (inputs, tolerances, MXNet version).  Prints one JSON object.
+
+Beyond the classification zoo, ``NETWORKS`` names GluonCV/GluonNLP networks
+(segmentation, detection, pose, action, BERT) with the constructor arguments
+and input sizes an MXNet user would run them at (issue 26's compile-time and
+reference-speed set); ``--all DIR`` exports every one of them into DIR/NAME::
+
+    python zoo_export.py --all /work/zoo-models [--only icnet_resnet50_citys ...]
 """
 
 from __future__ import annotations
@@ -26,6 +33,35 @@ from pathlib import Path
 
 #: the Gluon model-zoo names, and their input side (Inception v3 takes 299x299)
 SIDES = {"inceptionv3": 299}
+
+#: book_corpus_wiki_en_uncased's vocabulary size (BERT-base uncased)
+BERT_VOCAB = 30522
+_SEG = {"pretrained_base": False, "crop_size": 512}   # the head's pool/resize sizes follow it
+_DET = {"pretrained_base": False}
+
+#: name -> (library, get_model keyword arguments, {input: shape}); image inputs are NCHW
+#: (NCTHW for video) float32 in [-1, 1), BERT's are token ids, token types and a length.
+#: The video networks need ``MXNET_MKLDNN_ENABLED=0`` (MXNet 1.9.1's oneDNN 3-D
+#: convolution leaves a layout ``set_data`` refuses: ``to.IsDefaultData()``).
+NETWORKS = {
+    "icnet_resnet50_citys": ("gluoncv", _SEG, {"data": (1, 3, 512, 512)}),
+    "psp_resnet50_ade": ("gluoncv", _SEG, {"data": (1, 3, 512, 512)}),
+    "deeplab_resnet50_ade": ("gluoncv", _SEG, {"data": (1, 3, 512, 512)}),
+    "yolo3_darknet53_voc": ("gluoncv", _DET, {"data": (1, 3, 512, 512)}),
+    "ssd_512_resnet50_v1_voc": ("gluoncv", _DET, {"data": (1, 3, 512, 512)}),
+    "faster_rcnn_resnet50_v1b_voc": ("gluoncv", _DET, {"data": (1, 3, 600, 800)}),
+    "mask_rcnn_resnet50_v1b_coco": ("gluoncv", _DET, {"data": (1, 3, 600, 800)}),
+    "simple_pose_resnet18_v1b": ("gluoncv", _DET, {"data": (1, 3, 256, 192)}),
+    "simple_pose_resnet50_v1b": ("gluoncv", _DET, {"data": (1, 3, 256, 192)}),
+    "r2plus1d_resnet18_kinetics400": ("gluoncv", _DET, {"data": (1, 3, 16, 112, 112)}),
+    "i3d_resnet50_v1_kinetics400": ("gluoncv", _DET, {"data": (1, 3, 32, 224, 224)}),
+    "xception": ("gluoncv", {}, {"data": (1, 3, 299, 299)}),
+    "dla34": ("gluoncv", {}, {"data": (1, 3, 224, 224)}),
+    # dataset_name would download book_corpus_wiki_en_uncased's vocabulary (no network here):
+    # a synthetic vocabulary of its size (30,522) gives the same network
+    "bert_12_768_12": ("gluonnlp", {"use_decoder": False, "use_classifier": False},
+                       {"inputs": (1, 128), "token_types": (1, 128), "valid_length": (1,)}),
+}
 
 
 def _synthetic(name: str, param, rng_seed: int):
@@ -45,21 +81,64 @@ def _synthetic(name: str, param, rng_seed: int):
     return rng.normal(0.0, np.sqrt(2.0 / max(fan_in, 1)), shape)
 
 
+def _network(model: str):
+    """(block, {input: shape}, source text) of a model-zoo name."""
+    if model in NETWORKS:
+        library, kwargs, shapes = NETWORKS[model]
+        if library == "gluonnlp":
+            import gluonnlp
+            vocab = gluonnlp.vocab.BERTVocab(gluonnlp.data.count_tokens(
+                [f"w{i}" for i in range(BERT_VOCAB - 5)]))        # + 5 special tokens
+            net, _ = gluonnlp.model.get_model(model, pretrained=False, vocab=vocab, **kwargs)
+            source = (f"gluonnlp.model.get_model({model!r}, pretrained=False, "
+                      f"vocab=<{len(vocab)} synthetic tokens>, **{kwargs!r})")
+        else:
+            from gluoncv import model_zoo
+            net = model_zoo.get_model(model, pretrained=False, **kwargs)
+            source = f"gluoncv.model_zoo.get_model({model!r}, pretrained=False, **{kwargs!r})"
+        return net, shapes, source
+    from mxnet.gluon.model_zoo import vision
+    side = SIDES.get(model, 224)
+    return (vision.get_model(model, pretrained=False), {"data": (1, 3, side, side)},
+            f"mxnet.gluon.model_zoo.vision.get_model({model!r}, pretrained=False)")
+
+
+def _inputs(shapes: dict, seed: int) -> dict:
+    """One fixed input per name: images in [-1, 1); BERT's ids, types and full length."""
+    import numpy as np
+    rng = np.random.RandomState(seed)
+    if "inputs" in shapes:
+        seq = shapes["inputs"][1]
+        return {"inputs": rng.randint(0, 30522, shapes["inputs"]).astype(np.float32),
+                "token_types": (np.arange(seq) >= seq // 2).astype(np.float32)[None, :],
+                "valid_length": np.full(shapes["valid_length"], seq, np.float32)}
+    return {k: rng.uniform(-1.0, 1.0, v).astype(np.float32) for k, v in shapes.items()}
+
+
+def _flatten(outs) -> list:
+    if isinstance(outs, (list, tuple)):
+        return [o for item in outs for o in _flatten(item)]
+    return [outs]
+
+
 def export(model: str, out: Path, seed: int = 0) -> dict:
     import mxnet as mx
     import numpy as np
-    from mxnet.gluon.model_zoo import vision
 
-    net = vision.get_model(model, pretrained=False)
-    net.initialize(mx.init.Zero())
-    side = SIDES.get(model, 224)
-    data = np.random.RandomState(seed).uniform(-1.0, 1.0, (1, 3, side, side)).astype(np.float32)
-    net(mx.nd.array(data))                       # materialise deferred shapes
+    net, shapes, source = _network(model)
+    mx.random.seed(seed)
+    net.initialize(mx.init.Zero(), force_reinit=True)
+    given = _inputs(shapes, seed)
+    args = [mx.nd.array(v) for v in given.values()]
+    net(*args)                                   # materialise deferred shapes
     for name, param in net.collect_params().items():
-        param.set_data(mx.nd.array(_synthetic(name, param, seed).astype(param.dtype)))
+        # in NETWORKS, a block that declares its own initializer keeps it: the detectors'
+        # RPN and box heads draw from Normal(0.01)/Normal(0.001), and He-scaled deltas there
+        # decode to boxes of 1e37 through exp() (float32 noise then reads as large errors)
+        if model not in NETWORKS or not isinstance(param.init, mx.init.Initializer):
+            param.set_data(mx.nd.array(_synthetic(name, param, seed).astype(param.dtype)))
     net.hybridize(static_alloc=False)
-    outs = net(mx.nd.array(data))
-    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    outs = _flatten(net(*args))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -67,12 +146,18 @@ def export(model: str, out: Path, seed: int = 0) -> dict:
     (tmp / "net-symbol.json").rename(tmp / "symbol.json")
     (tmp / "net-0000.params").rename(tmp / "model.params")
     ref = [o.asnumpy() for o in outs]
-    np.savez(tmp / "io.npz", in__data=data, **{f"out__{i}": r for i, r in enumerate(ref)})
-    scale = max(float(np.abs(r).max()) for r in ref)
+    # the exported symbol names a Block's inputs data (one) or data0, data1, ... (several)
+    names = ["data"] if len(given) == 1 else [f"data{i}" for i in range(len(given))]
+    feeds = dict(zip(names, given.values()))
+    np.savez(tmp / "io.npz", **{f"in__{k}": v for k, v in feeds.items()},
+             **{f"out__{i}": r for i, r in enumerate(ref)})
+    scale = max((float(np.abs(r).max()) for r in ref if r.size), default=1.0)
     meta = {"name": model, "mxnet_version": mx.__version__,
-            "source": f"mxnet.gluon.model_zoo.vision.get_model({model!r}, pretrained=False); "
-                      f"synthetic deterministic weights (seed {seed}); hybridize(); export()",
-            "inputs": {"data": {"shape": list(data.shape), "dtype": "float32"}},
+            "source": f"{source}; synthetic deterministic weights (seed {seed}"
+                      + ("; a block's own initializer where it declares one" * (model in NETWORKS))
+                      + "); hybridize(); export()",
+            "inputs": {k: {"shape": list(v.shape), "dtype": "float32"} for k, v in feeds.items()},
+            "gluon_inputs": list(given),
             # float32 through 50-120 layers: the corpus's own tolerances for resnet18_v1
             "rtol": 1e-3, "atol": 1e-4 * max(scale, 1.0),
             "mxnet_exec": {"engine": "default", "subgraph_backend": "NONE", "ctx": "cpu"}}
@@ -84,14 +169,28 @@ def export(model: str, out: Path, seed: int = 0) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("model", nargs="?")
+    ap.add_argument("--out", type=Path, help="the model's directory")
+    ap.add_argument("--all", type=Path, metavar="DIR",
+                    help="export every network of NETWORKS into DIR/NAME")
+    ap.add_argument("--only", nargs="*", default=None, help="with --all: these names only")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     import os
     os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")  # the reference: no oneDNN fusion
-    print(json.dumps(export(args.model, args.out, args.seed)))
-    return 0
+    if args.all is None:
+        if not args.model or args.out is None:
+            ap.error("MODEL and --out, or --all DIR")
+        print(json.dumps(export(args.model, args.out, args.seed)))
+        return 0
+    failed = 0
+    for name in args.only or NETWORKS:
+        try:                     # one network failing to export must not hide the others
+            print(json.dumps(export(name, args.all / name, args.seed)), flush=True)
+        except Exception as e:   # noqa: BLE001  (reported per network, as JSON)
+            failed += 1
+            print(json.dumps({"model": name, "error": f"{type(e).__name__}: {e}"}), flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

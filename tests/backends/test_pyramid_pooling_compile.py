@@ -120,7 +120,35 @@ def test_the_build_stage_names_each_kernel_it_schedules():
     sym, shapes = _pyramid_head(32, 6)
     prog = Recording()
     mxc.compile(sym, _params(sym, shapes), shapes, progress=prog)
-    kernels = [d[len("kernel "):] for stage, d in prog.notes
+    kernels = [d.split(" ", 2)[2] for stage, d in prog.notes     # "kernel i/N NAME"
                if d.startswith("kernel ") and stage.startswith("build")]
     assert any("concatenate" in k for k in kernels), prog.notes
     assert any(k.startswith("adaptive_avg_pool2d") for k in kernels), prog.notes
+
+
+def test_the_build_stage_counts_kernels_and_says_when_code_generation_begins():
+    """Each kernel note carries its place first (``i/N``: what a truncated progress line
+    keeps), up to N/N, and the last note of the
+    build stage says code is being generated: LLVM's code generation of every kernel is
+    one call after the schedules, and the line must not name a kernel done long ago."""
+    import re
+    from mxc.backends.tvm.compile_progress import QuietProgress
+
+    class Recording(QuietProgress):
+        def __init__(self):
+            super().__init__()
+            self.notes: list[str] = []
+
+        def note(self, detail: str) -> None:
+            if self.stage.startswith("build"):
+                self.notes.append(detail)
+
+    sym, shapes = _pyramid_head(32, 6)
+    prog = Recording()
+    mxc.compile(sym, _params(sym, shapes), shapes, progress=prog)
+    counts = [re.fullmatch(r"kernel (\d+)/(\d+) \S+", n) for n in prog.notes[:-1]]
+    assert counts and all(counts), prog.notes
+    places = [(int(m[1]), int(m[2])) for m in counts]
+    n = places[0][1]
+    assert places == [(i, n) for i in range(1, n + 1)], prog.notes
+    assert prog.notes[-1] == f"{n} kernel(s) scheduled; generating code", prog.notes

@@ -36,3 +36,30 @@ def test_bench_reference_ops_times_every_case():
             if line.startswith("| ") and not line.startswith("| case")]
     assert rows == ["roialign", "roialign_adaptive", "roipooling", "box_nms", "box_nms_classes",
                     "proposal"], out
+
+
+def _table_rows(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in out.splitlines()
+            if line.startswith("| ") and not line.startswith("| model")]
+
+
+def test_bench_compile_check_compares_with_mxnets_outputs(corpus):
+    """``--check``: the corpus MLP compiled agrees with MXNet's outputs (its io.npz) to
+    the corpus's own tolerance, and the row names the model and its node count."""
+    import json
+    d = corpus / "models" / "mlp"
+    out = _run("bench/bench_compile.py", str(d), "--check")
+    (row,) = _table_rows(out)
+    nodes = len(json.loads((d / "symbol.json").read_text())["nodes"])
+    assert row[0] == "mlp" and int(row[1]) == nodes, out
+    meta = json.loads((d / "meta.json").read_text())
+    assert float(row[-2]) <= float(meta.get("atol", 1e-4)) * 10, out
+
+
+def test_bench_reference_ops_times_whole_models(corpus):
+    """``--model DIR``: one reference run, its slowest op types, and MXNet's outputs
+    reproduced (the reference is the oracle: float rounding at most)."""
+    out = _run("bench/bench_reference_ops.py", "--model", str(corpus / "models" / "mlp"))
+    (row,) = _table_rows(out)
+    assert row[0] == "mlp" and "FullyConnected" in row[3], out
+    assert float(row[4]) < 1e-4, out

@@ -3,9 +3,9 @@
 ``_contrib_box_nms``'s greedy suppression now computes IoUs a block of rows at
 a time (:func:`~mxc.compiler.ops.detection._greedy_nms`); the surviving set
 must be exactly the one the old pair-at-a-time loop (kept below, as it was)
-gives.  ``_contrib_ROIAlign`` now contracts its bilinear weights with two
-matrix products instead of a three-operand ``einsum``: the sums are
-reassociated, so the outputs agree with the old ``einsum`` (kept below) to
+gives.  ``_contrib_ROIAlign`` now sums each bin's sample weights and contracts
+them with two matrix products over the ROI's window (channels folded into one
+GEMM each) instead of a three-operand ``einsum``: the sums are reassociated, so the outputs agree with the old ``einsum`` (kept below) to
 float rounding of the summed magnitudes, not bit for bit.  ``ROIPooling`` takes
 each bin's maximum separably; its values and argmax positions must be exactly
 the per-bin loop's (kept below).  The corpus cases of the three operators
@@ -138,6 +138,23 @@ def test_roi_align_matches_the_einsum_form_to_rounding(seed, nrois, side, pooled
     want = _old_roi_align(data, rois, pooled, scale, sample_ratio, aligned)
     # reassociated float32 sums: bounded by the magnitudes summed, |w| <= 1 per sample
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(data).max()))
+
+
+def test_roi_align_window_edges_match_the_einsum_form():
+    """The product runs over the cells the samples read only: ROIs at each edge of the
+    map, one of a single cell, one wholly past the map (every weight zero: zeros) and one
+    covering it all must give what the full contraction gives."""
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((1, 6, 9, 11)).astype(np.float32)
+    rois = np.array([[0, -3, -3, 2, 2], [0, 8, 6, 14, 12], [0, 4.2, 3.7, 4.4, 3.9],
+                     [0, 30, 30, 40, 40], [0, 0, 0, 10, 8], [0, -1, 4, 12, 5]], np.float32)
+    for sample_ratio in (-1, 2):
+        node = S._contrib_ROIAlign(S.var("data"), S.var("rois"), pooled_size=(3, 2),
+                                   spatial_scale=1.0, sample_ratio=sample_ratio, name="align")
+        got = run_graph(node.graph, {"data": data, "rois": rois})[0]
+        want = _old_roi_align(data, rois, (3, 2), 1.0, sample_ratio, False)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(data).max()))
+        assert not got[3].any()                    # past the map: no sample reads a cell
 
 
 def _old_roi_pooling(data, rois, pooled, scale):

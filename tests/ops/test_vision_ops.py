@@ -14,7 +14,7 @@ import pytest
 from mxc.backends.reference import run_graph
 from mxc.compiler.infer import infer_shapes, infer_types
 from mxc.compiler.ir import Entry, Graph, Node
-from mxc.compiler.ops.detection_proposal import _introsort_desc
+from mxc.compiler.ops.detection_proposal import _introsort_desc, _top_desc
 from mxc.errors import AttributeInvalidError, AttributeRequiredError, DTypeError, ShapeError
 
 
@@ -335,6 +335,27 @@ def test_proposal_sort_matches_libstdcxx_introsort_on_ties():
     keys = rng.permutation(100).astype(np.float32)
     for depth in (None, 0):
         assert _introsort_desc(keys, depth) == list(np.argsort(-keys))
+
+
+@pytest.mark.parametrize("case", ["distinct", "ties_below_cut", "ties_straddle_cut",
+                                  "ties_in_top", "nan"])
+def test_proposal_top_order_is_the_introsort_prefix(case):
+    """The numpy fast path and the replay agree with the full replay (the old code) on
+    which pre_nms_top_n boxes come first, and in what order."""
+    rng = np.random.default_rng(3)
+    keys = rng.permutation(3000).astype(np.float32) / 3000
+    n = 500
+    if case == "ties_below_cut":             # filtered boxes' -1 scores, all past the cut
+        keys[rng.choice(np.flatnonzero(keys < 0.5), 900, replace=False)] = -1
+    elif case == "ties_straddle_cut":        # fewer valid boxes than the cut
+        keys[rng.choice(3000, 2700, replace=False)] = -1
+    elif case == "ties_in_top":              # saturated scores among the best
+        keys[rng.choice(np.flatnonzero(keys > 0.9), 40, replace=False)] = 1.0
+    elif case == "nan":
+        keys[[5, 700]] = np.nan
+    np.testing.assert_array_equal(_top_desc(keys, n), _introsort_desc(keys)[:n])
+    np.testing.assert_array_equal(_top_desc(keys, len(keys)), _introsort_desc(keys))
+    assert _top_desc(keys[:0], n).size == 0
 
 
 def test_deformable_conv_zero_offset_is_convolution():

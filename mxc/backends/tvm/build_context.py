@@ -58,7 +58,8 @@ class BuildContext:
     db: str | None = None             #: the tuning database directory, if any
     lift: frozenset = frozenset()     #: functions whose load-time transforms are lifted
     records: BuildRecords = field(default_factory=BuildRecords)
-    #: called with each kernel's name as the default schedules reach it
+    #: called with a progress detail: ``kernel i/N NAME`` as the default schedules reach
+    #: each kernel, then a line saying code generation (all kernels at once) has begun
     progress: Callable[[str], None] | None = None
     #: a schedule rule's exception fails the build (tests) instead of being logged
     strict: bool = False

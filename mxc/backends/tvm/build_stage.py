@@ -46,7 +46,7 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
         from .schedules import winograd as _winograd
         check_request(options.precision, tgt)
         ctx = options_context(options, tgt, db=db, lift=lowered.region_functions(),
-                              progress=lambda kernel: prog.note(f"kernel {kernel}"))
+                              progress=prog.note)
         executable = _build(lowered.module, tgt, prog, db, tuning, ctx)
         record.lifted = ctx.records.lifted
         if lowered.regions and tgt.kind.name == "llvm":

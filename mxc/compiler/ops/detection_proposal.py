@@ -142,6 +142,29 @@ def _introsort_desc(keys: np.ndarray, depth_limit: int | None = None) -> list:
     return a
 
 
+def _top_desc(keys: np.ndarray, n: int) -> np.ndarray:
+    """The first *n* indices of :func:`_introsort_desc` (*keys*), without replaying
+    it where the answer does not depend on the sort algorithm.
+
+    Any correct descending sort puts the *n* largest keys first in decreasing
+    order; only the order of equal keys is the algorithm's.  When the top *n*
+    keys are all distinct and the *n*-th is strictly greater than the next one,
+    no tie reaches the prefix and numpy's sort gives the same indices.  Otherwise
+    (ties among the top *n* -- saturated scores --, or a tie straddling the cut,
+    or NaN, which makes ``std::sort``'s result depend on its pivots) the
+    introsort is replayed in Python: about 20x slower.
+    """
+    n = min(n, len(keys))
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    if not np.isnan(keys).any():
+        order = np.argsort(-keys, kind="stable")
+        top = keys[order[:n + 1]]
+        if np.all(top[1:] < top[:-1]):
+            return order[:n]
+    return np.asarray(_introsort_desc(keys)[:n], dtype=np.intp)
+
+
 def _generate_anchors(stride, ratios, scales):
     """Faster R-CNN base anchors (ratio-major), as (A, 4) float32 corners."""
     base_w = base_h = F32(stride)          # base box [0, 0, stride-1, stride-1]
@@ -271,7 +294,7 @@ class Proposal(OpDef):
         dets[small, 2] += half
         dets[small, 3] += half
         dets[small, 4] = F32(-1)
-        order = _introsort_desc(dets[:, 4])[:pre_n]
+        order = _top_desc(dets[:, 4], pre_n)
         dets = dets[order]
         area = (dets[:, 2] - dets[:, 0] + F32(1)) * (dets[:, 3] - dets[:, 1] + F32(1))
         suppressed = np.zeros(pre_n, dtype=bool)

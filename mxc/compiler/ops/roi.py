@@ -167,6 +167,30 @@ def _align_axis_weights(start, bin_size, pooled, grid, size):
     return wts
 
 
+def _bilinear_samples(img: np.ndarray, wy: np.ndarray, wx: np.ndarray) -> np.ndarray:
+    """``wy (Y, H) @ img (C, H, W) @ wx.T (W, X)`` -> ``(C, Y, X)``: every channel's
+    weighted sums, as two single matrix products over the ROI's window.
+
+    Only the rows and columns some weight reads (a few cells for a typical ROI)
+    take part; the rest of the weights are zero.  Folding the channels into the
+    matrices makes each product one GEMM instead of C small ones (numpy runs a
+    stacked ``matmul`` matrix by matrix).  MXNet adds sample by sample; these sums
+    are reassociated, equal to float rounding of the magnitudes summed.
+    """
+    c = img.shape[0]
+    rows = np.flatnonzero(wy.any(axis=0))
+    cols = np.flatnonzero(wx.any(axis=0))
+    if rows.size == 0 or cols.size == 0:
+        return np.zeros((c, wy.shape[0], wx.shape[0]), dtype=img.dtype)
+    y0, y1, x0, x1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+    win = img[:, y0:y1, x0:x1]
+    h, w = win.shape[1:]
+    t = win.reshape(c * h, w) @ wx[:, x0:x1].T                       # (C*h, X)
+    t = t.reshape(c, h, -1).transpose(1, 0, 2).reshape(h, -1)        # (h, C*X)
+    s = wy[:, y0:y1] @ t                                             # (Y, C*X)
+    return s.reshape(wy.shape[0], c, wx.shape[0]).transpose(1, 0, 2)
+
+
 @register_op("_contrib_ROIAlign")
 class ROIAlign(OpDef):
     """ROI Align: average of ``sample_ratio``^2 (adaptive when -1) bilinear
@@ -229,11 +253,10 @@ class ROIAlign(OpDef):
             wy = _align_axis_weights(y1, bin_h, ph, gh, h).astype(data.dtype)
             wx = _align_axis_weights(x1, bin_w, pw, gw, w).astype(data.dtype)
             count = data.dtype.type(gh * gw)
-            # (ph*gh, H) @ img (C, H, W) @ (W, pw*gw) -> (C, ph, gh, pw, gw), as two
-            # matrix products (a three-operand einsum contracts naively: C*Y*X*H*W
-            # multiply-adds, half a second per ROI of a 256x38x50 map)
-            s = ((wy @ data[b]) @ wx.T).reshape(c_in, ph, gh, pw, gw)
-            pooled = s.sum(axis=(2, 4)) / count          # (C_in, ph, pw)
+            # a bin's samples are summed through their weights: (ph*gh, H) -> (ph, H)
+            wy = wy.reshape(ph, gh, h).sum(axis=1)
+            wx = wx.reshape(pw, gw, w).sum(axis=1)
+            pooled = _bilinear_samples(data[b], wy, wx) / count        # (C_in, ph, pw)
             if p.position_sensitive:
                 pooled = pooled.reshape(c_out, ph, pw, ph, pw)
                 ii, jj = np.meshgrid(np.arange(ph), np.arange(pw), indexing="ij")

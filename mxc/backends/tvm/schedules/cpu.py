@@ -175,21 +175,32 @@ def cpu_schedule_pass(ctx, stats: dict | None = None,
     """A module pass giving every unscheduled PrimFunc a default CPU schedule from
     *rules* (default: the build's ``ctx.rules``, else :data:`RULES`) for the build *ctx*
     (:class:`..build_context.BuildContext`: its CPU and ``strict``; its ``progress``
-    hook hears each kernel's name, for the compile's progress line)."""
+    hook hears ``kernel i/N NAME`` as each kernel is reached, then that code is being
+    generated, for the compile's progress line)."""
     rules = list(rules if rules is not None else ctx.rules if ctx.rules is not None else RULES)
 
     @tvm.transform.module_pass(opt_level=0, name="MxcCpuDefaultSchedule")
     def _pass(mod, _ctx):
+        total = sum(1 for _, f in mod.functions_items()
+                    if isinstance(f, tirx.PrimFunc) and not _is_scheduled(f))
+        done = 0
+
         def schedule(gv, func):
+            nonlocal done
             if not isinstance(func, tirx.PrimFunc) or _is_scheduled(func):
                 return None
+            done += 1
             if ctx.progress is not None:
-                ctx.progress(gv.name_hint)
+                ctx.progress(f"kernel {done}/{total} {gv.name_hint}")
             name, new = schedule_func(func, ctx, rules)
             if stats is not None:
                 stats[gv.name_hint] = name
             return new if name is not None else None
 
-        return rewrite_functions(mod, schedule)
+        mod = rewrite_functions(mod, schedule)
+        if ctx.progress is not None and total:
+            # what follows (TIR lowering, LLVM code generation) is one call for all kernels
+            ctx.progress(f"{total} kernel(s) scheduled; generating code")
+        return mod
 
     return _pass

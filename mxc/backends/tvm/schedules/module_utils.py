@@ -135,9 +135,36 @@ def block_name(sch, block_rv) -> str:
     return sch.get(block_rv).name_hint
 
 
+#: a block its consumers read in more places than this is computed once into its
+#: buffer, not inlined
+MAX_INLINED_READS = 4
+
+
+def consumer_reads(sch, block_rv) -> int:
+    """How many loads of *block_rv*'s output its consumer blocks contain (each one a copy
+    of its expression if it were inlined)."""
+    import tvm_ffi
+    out = sch.get(block_rv).writes[0].source
+    loads: list = []
+    for c in sch.get_consumers(block_rv):
+        tvm_ffi.structural_walk(sch.get(c).body, [(tvm.ir.expr.TensorLoad, loads.append)])
+    return sum(1 for ld in loads if ld.source.same_as(out))
+
+
 def inline_injective(sch, params, keep=()) -> None:
     """Inline every spatial, non-output block (except *keep*) into its consumers,
-    then what is left into its producers where possible."""
+    then what is left into its producers where possible.
+
+    A block its consumers read in more than :data:`MAX_INLINED_READS` places stays:
+    inlined, its whole expression (with everything already inlined into it) is
+    copied into each place, so the kernel grows with the product and every later
+    inline and simplification with it.  Places, not consumer blocks: once the
+    readers are inlined into one concatenation, that one block reads it 20 times.
+    SSD's per-class decoder reads one box decoding (itself six levels' transposes,
+    concatenated) from 20 class concatenations: inlining it took minutes of
+    scheduling, and the decoded boxes would have been recomputed,
+    ``exp`` and all, 20 times per box at run time.
+    """
     keep_names = {block_name(sch, b) for b in keep}
     for _ in range(2):
         changed = False
@@ -145,6 +172,8 @@ def inline_injective(sch, params, keep=()) -> None:
             name = block_name(sch, b)
             blk = sch.get(b)
             if name in keep_names or not is_spatial(blk) or writes_param(sch, b, params):
+                continue
+            if consumer_reads(sch, b) > MAX_INLINED_READS:
                 continue
             try:
                 sch.compute_inline(b)
