@@ -411,3 +411,16 @@ def test_openvino_runner_writes_the_precision_as_openvino_spells_it():
 
     assert runner._type_name(FakeType()) == "bf16"
     assert runner._type_name("f32") == "f32"
+
+
+def test_zoo_export_keeps_batchnorm_affines_that_training_fixes():
+    """resnet50_v2's first BatchNorm has scale=False, center=False (gamma and beta with
+    grad_req 'null'): they keep 1 and 0, since MXNet's ONNX exporter writes the stored
+    gamma that MXNet itself ignores; every trained parameter still gets synthetic values."""
+    from bench.peers.zoo_export import fixed_affine
+
+    assert fixed_affine("resnetv20_batchnorm0_gamma", "null")
+    assert fixed_affine("resnetv20_batchnorm0_beta", "null")
+    assert not fixed_affine("resnetv20_batchnorm1_gamma", "write")
+    assert not fixed_affine("resnetv20_batchnorm0_running_var", "null")
+    assert not fixed_affine("resnetv20_conv0_weight", "write")
