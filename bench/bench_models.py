@@ -752,7 +752,7 @@ def render_markdown(report: dict) -> str:
     tuned = bool(s.get("tuning_db"))
     lines = [f"# mxc model benchmark — {report['date']}", "",
              f"Command: `{report['command']}`", "",
-             f"Batch-1 CPU latency: {s['warmup']} warm-up calls, then {s['runs']} timed calls per "
+             f"Batch-{s.get('batch', 1)} CPU latency: {s['warmup']} warm-up calls, then {s['runs']} timed calls per "
              f"engine (best of {s['rounds']} round(s)); median, p10–p90 in parentheses. mxc: "
              f"`mxc.compile` ({_variant(report)}, target {s['target']}) → `.mxc` artifact → "
              f"`mxc.runtime.load` → `Session.run`, compile and run each in a process of its "
@@ -847,6 +847,8 @@ def render_markdown(report: dict) -> str:
         p = report["peer_settings"]
         lines.append(f"- MXNet: {p.get('mxnet')}")
         lines.append(f"- ONNX Runtime: {p.get('onnxruntime')}")
+        if openvino:
+            lines.append(f"- OpenVINO: {_openvino_text(report)}")
     lines.append(f"- load: {_load_text(report)}")
 
     notes = []
@@ -878,6 +880,25 @@ def render_markdown(report: dict) -> str:
     if notes:
         lines += ["", "## Notes", ""] + notes
     return "\n".join(lines) + "\n"
+
+
+def _openvino_text(report: dict) -> str:
+    """OpenVINO's version, how it was configured and the precision it chose: its default
+    is bf16 wherever the CPU has AMX or AVX512-BF16, which the report must say."""
+    versions, chosen = set(), {}
+    for e in report["models"]:
+        for engine in OPENVINO:
+            res = e["engines"].get(engine) or {}
+            if res.get("openvino"):
+                versions.add(res["openvino"])
+            if res.get("inference_precision"):
+                chosen.setdefault(engine, set()).add(str(res["inference_precision"]))
+    picked = "; ".join(f"{ENGINE_TITLES[k]} ran in {', '.join(sorted(v))}"
+                       for k, v in chosen.items())
+    return (f"{', '.join(sorted(versions)) or '?'}; MXNet's ONNX export → "
+            f"core.compile_model(CPU, PERFORMANCE_HINT=LATENCY, INFERENCE_NUM_THREADS="
+            f"{report['settings']['threads']}), f32 column with INFERENCE_PRECISION_HINT=f32"
+            + (f"; INFERENCE_PRECISION_HINT it reported: {picked}" if picked else ""))
 
 
 def _title(engine: str, tuned: bool) -> str:
@@ -1121,6 +1142,7 @@ def main(argv=None) -> int:
                                                             else sys.argv[1:])]),
               "settings": {"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds,
                            "threads": args.threads, "target": args.target,
+                           "batch": args.batch,
                            "quiet": args.quiet, "tuning_db": args.db},
               "machine": info, "ceiling": ceiling, "peers": peer_versions, "models": []}
     if args.peers:

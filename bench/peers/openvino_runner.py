@@ -29,6 +29,13 @@ from bench.peers import onnx_runner_arguments  # noqa: E402
 from bench.timing import measure  # noqa: E402
 
 
+def _type_name(value) -> str:
+    """An ``ov.Type`` as OpenVINO spells it in its own settings (``bf16``, ``f32``), not its
+    repr (``<Type: 'bfloat16'>``) that the report would print verbatim."""
+    to_string = getattr(value, "to_string", None)
+    return to_string() if callable(to_string) else str(value)
+
+
 def main() -> None:
     ap = onnx_runner_arguments()
     ap.add_argument("--precision", choices=("default", "f32"), default="default")
@@ -73,7 +80,7 @@ def main() -> None:
     print(json.dumps({
         "engine": "openvino" if args.precision == "default" else "openvino-f32",
         "openvino": ov.__version__, "numpy": np.__version__, "config": config,
-        "inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
+        "inference_precision": _type_name(compiled.get_property("INFERENCE_PRECISION_HINT")),
         "session_load_s": load_s, "fed": sorted(feeds), "times_s": times,
         "warmup": args.warmup, "runs": args.runs, "peak_rss_bytes": peak,
         "rss_after_import_bytes": rss_after_import,

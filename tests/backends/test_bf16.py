@@ -98,7 +98,21 @@ CONVS = {   # c, k, side, kernel, stride, pad
     "3x3-c30-k40": (30, 40, 14, 3, 1, 1),
     "5x5-s2-c15": (15, 32, 20, 5, 2, 2),
     "1x1-c64-k48": (64, 48, 7, 1, 1, 0),
+    # 29x29 = 841 pixels: the cost model's best tile (64 x 5) leaves a partial block,
+    # whose predicate made the tensorize fail (inceptionv3's 71x71 layer ran scalar)
+    "3x3-c32-k64-29x29": (32, 64, 29, 3, 1, 1),
 }
+
+
+def test_dot_kernels_take_register_blocks_that_divide_the_pixels():
+    from mxc.backends.tvm.schedules.microarch import MICROARCHS
+    from mxc.backends.tvm.schedules.reduction import tile_shape
+    for row in ("znver4", "sapphirerapids"):
+        info = MICROARCHS[row]
+        assert 841 % tile_shape(64, 841, info)[1]             # float32: partial allowed
+        nc, rw = tile_shape(64, 841, info, exact=True)
+        assert 841 % rw == 0 and nc % 16 == 0
+        assert tile_shape(192, 71 * 71, info, exact=True)[1] in (1, 71)
 
 
 @pytest.mark.parametrize("case", list(CONVS))

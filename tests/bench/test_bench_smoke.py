@@ -371,3 +371,56 @@ def test_openvino_runner_says_when_openvino_is_missing(tmp_path):
                          text=True, timeout=120, cwd=str(tmp_path))
     assert out.returncode == 0
     assert "openvino is not installed" in json.loads(out.stdout.strip().splitlines()[-1])["error"]
+
+
+def test_report_names_the_batch_and_the_precision_openvino_chose():
+    """OpenVINO's default is bf16 on a CPU with AVX512-BF16 or AMX: the report says which
+    precision each OpenVINO column ran in (as OpenVINO reported it), and the batch."""
+    from bench.bench_models import render_markdown
+
+    report = _made_up_report(tuned=False, peers=True)
+    report["settings"]["batch"] = 8
+    (entry,) = report["models"]
+    for name, precision in (("openvino", "bf16"), ("openvino-f32", "f32")):
+        entry["engines"][name] = {
+            "engine": name, "openvino": "2026.4.1", "inference_precision": precision,
+            "latency": {"n": 5, "median_ms": 1.0, "p10_ms": 1.0, "p90_ms": 1.0},
+            "check": {"ok": True, "max_abs_diff": 0.1, "detail": "ok"}}
+    md = render_markdown(report)
+    assert "Batch-8 CPU latency" in md and "Batch-1" not in md
+    (line,) = [x for x in md.splitlines() if x.startswith("- OpenVINO: ")]
+    assert line.startswith("- OpenVINO: 2026.4.1;")
+    assert "OpenVINO default ran in bf16; OpenVINO f32 ran in f32" in line
+
+
+def test_openvino_runner_writes_the_precision_as_openvino_spells_it():
+    """``ov.Type`` prints as ``<Type: 'bfloat16'>``; the runner records ``to_string()``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "openvino_runner", REPO / "bench" / "peers" / "openvino_runner.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+
+    class FakeType:
+        def to_string(self):
+            return "bf16"
+
+        def __str__(self):
+            return "<Type: 'bfloat16'>"
+
+    assert runner._type_name(FakeType()) == "bf16"
+    assert runner._type_name("f32") == "f32"
+
+
+def test_zoo_export_keeps_batchnorm_affines_that_training_fixes():
+    """resnet50_v2's first BatchNorm has scale=False, center=False (gamma and beta with
+    grad_req 'null'): they keep 1 and 0, since MXNet's ONNX exporter writes the stored
+    gamma that MXNet itself ignores; every trained parameter still gets synthetic values."""
+    from bench.peers.zoo_export import fixed_affine
+
+    assert fixed_affine("resnetv20_batchnorm0_gamma", "null")
+    assert fixed_affine("resnetv20_batchnorm0_beta", "null")
+    assert not fixed_affine("resnetv20_batchnorm1_gamma", "write")
+    assert not fixed_affine("resnetv20_batchnorm0_running_var", "null")
+    assert not fixed_affine("resnetv20_conv0_weight", "write")

@@ -89,7 +89,7 @@ def vector_piece(nc: int, lanes: int) -> int:
 
 
 def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
-               streaming: bool = False) -> tuple[int | None, int]:
+               streaming: bool = False, exact: bool = False) -> tuple[int | None, int]:
     """(nc, rw): channels per tile (the vector axis, extent *cext*) and the
     register-block length along the pixel axis (extent *rext*).
 
@@ -107,20 +107,23 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
     few pixels to block: a dense layer, a 1x1 convolution after global
     pooling), tiles of up to :data:`LATENCY_TILE_VECTORS` pieces are tried
     too: there the channels must supply the independent accumulators.
+
+    *exact*: only register blocks that divide *rext* (a tensorized micro-kernel,
+    :func:`.int8.rule_dot`, cannot take the predicate a partial last block puts on it).
     """
     if nc is not None:
-        return _best_tile([nc], rext, info, streaming)
+        return _best_tile([nc], rext, info, streaming, exact)
     piece = vector_piece(cext, info.lanes)
     shapes = _tile_candidates(cext, piece, MAX_TILE_VECTORS)
     wide = STREAMING_MIN_VECTORS * info.lanes
     if streaming and any(cand >= wide for cand in shapes):
         shapes = [cand for cand in shapes if cand >= wide]
-    nc, rw = _best_tile(shapes, rext, info, streaming)
+    nc, rw = _best_tile(shapes, rext, info, streaming, exact)
     in_flight = info.fma_latency * info.fma_ports
     if not streaming and rw * (nc // piece) < in_flight:
         more = _tile_candidates(cext, piece, LATENCY_TILE_VECTORS)
         if len(more) > len(shapes):
-            nc, rw = _best_tile(more, rext, info, streaming)
+            nc, rw = _best_tile(more, rext, info, streaming, exact)
     return nc, rw
 
 
@@ -130,7 +133,7 @@ def _tile_candidates(cext: int, piece: int, max_pieces: int) -> list[int]:
 
 
 def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
-               streaming: bool) -> tuple[int, int]:
+               streaming: bool, exact_blocks: bool = False) -> tuple[int, int]:
     """The (nc, rw) of the register-tile model's best pick among channel tiles *shapes*."""
     regs = info.registers
     best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
@@ -156,8 +159,8 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
                 best[exact] = (score, cand, rw)
     # a block length dividing the extent wins unless it is clearly worse
     pick = best[True]
-    if pick is None or (best[False] is not None
-                        and best[False][0][0] > PARTIAL_BLOCK_MARGIN * pick[0][0]):
+    if not exact_blocks and (pick is None or (
+            best[False] is not None and best[False][0][0] > PARTIAL_BLOCK_MARGIN * pick[0][0])):
         pick = best[False]
     if pick is None:
         return shapes[0], 1
