@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,10 @@ def import_kserve():
     ``model_server`` module parses ``sys.argv`` at import time)."""
     saved = sys.argv
     sys.argv = saved[:1]
+    # KServe's REST routes answer through FastAPI's ORJSONResponse, which recent FastAPI
+    # releases deprecate with a warning on a server's first request: KServe's to change,
+    # not the user's, so it is not shown to them
+    warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated")
     try:
         import kserve  # noqa: F401
         import kserve.model_server  # noqa: F401
