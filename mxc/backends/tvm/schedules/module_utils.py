@@ -144,7 +144,10 @@ def consumer_reads(sch, block_rv) -> int:
     """How many loads of *block_rv*'s output its consumer blocks contain (each one a copy
     of its expression if it were inlined)."""
     import tvm_ffi
-    out = sch.get(block_rv).writes[0].source
+    writes = sch.get(block_rv).writes
+    if not writes:      # no declared write region (scatter_nd's data-dependent update)
+        return 0
+    out = writes[0].source
     loads: list = []
     for c in sch.get_consumers(block_rv):
         tvm_ffi.structural_walk(sch.get(c).body, [(tvm.ir.expr.TensorLoad, loads.append)])
