@@ -31,7 +31,7 @@ the detectors ``bench/peers/zoo_export.py --all`` writes), its wall and CPU
 seconds, the seconds per operator type (the five slowest) and the largest
 difference from MXNet's outputs in ``io.npz``::
 
-    python bench/bench_reference_ops.py --model /work/zoo-models/mask_rcnn_resnet50_v1b_coco
+    python bench/bench_reference_ops.py --model zoo-models/mask_rcnn_resnet50_v1b_coco
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Beyond the classification zoo, ``NETWORKS`` names GluonCV/GluonNLP networks
 and input sizes an MXNet user would run them at (issue 26's compile-time and
 reference-speed set); ``--all DIR`` exports every one of them into DIR/NAME::
 
-    python zoo_export.py --all /work/zoo-models [--only icnet_resnet50_citys ...]
+    python zoo_export.py --all zoo-models [--only icnet_resnet50_citys ...]
 """
 
 from __future__ import annotations
