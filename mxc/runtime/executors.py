@@ -159,9 +159,7 @@ class Executors:
         if getattr(_local, "executor", False):
             return fn(*args)
         with self._cond:
-            if self._budget is None:
-                self._budget = self._free = max(1, int(self._budget_of()))
-            threads = min(threads, self._budget)
+            threads = min(threads, self._budget_now())
             while self._free < threads:
                 self._cond.wait()
             self._free -= threads
@@ -169,11 +167,7 @@ class Executors:
         try:
             return ex.submit(_Job(fn, args, threads))
         finally:
-            with self._cond:
-                self._free += threads
-                self._idle.append(ex)
-                self._admit_waiting()
-                self._cond.notify_all()
+            self._finished(ex, threads)
 
     def submit(self, threads: int, fn: Callable, *args: Any) -> Future:
         """``fn(*args)`` on an executor like :meth:`call`, without waiting: the
@@ -187,9 +181,7 @@ class Executors:
                 future.set_exception(exc)
             return future
         with self._cond:
-            if self._budget is None:
-                self._budget = self._free = max(1, int(self._budget_of()))
-            job = _Job(fn, args, min(threads, self._budget), future)
+            job = _Job(fn, args, min(threads, self._budget_now()), future)
             if self._waiting or self._free < job.threads:
                 self._waiting.append(job)
                 return future
@@ -198,8 +190,14 @@ class Executors:
         ex._jobs.put(job)
         return future
 
+    def _budget_now(self) -> int:
+        """The process's core budget, read on first use (under the lock)."""
+        if self._budget is None:
+            self._budget = self._free = max(1, int(self._budget_of()))
+        return self._budget
+
     def _finished(self, ex: _Executor, threads: int) -> None:
-        """A submitted job ended on *ex*: its cores and *ex* are free again."""
+        """A job ended on *ex*: its cores and *ex* are free again."""
         with self._cond:
             self._free += threads
             self._idle.append(ex)

@@ -18,6 +18,7 @@ The one difference on the wire: a binary answer carries its ``Content-Length``
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from typing import Any
@@ -104,8 +105,6 @@ def fast_infer(app: Any, dataplane: Any):
             handler = _handler(app, exc)
             if handler is None:
                 raise
-            import inspect
-
             from starlette.requests import Request
             response = handler(Request(scope), exc)
             if inspect.isawaitable(response):
