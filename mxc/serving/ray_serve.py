@@ -250,8 +250,8 @@ def serve_on_ray(opts, ray_options: RayOptions) -> int:
     from ray import serve
 
     from ..errors import MxcError
-    from .server import _serve_async, _verify_all
-    _verify_all(opts)  # every artifact checked before the cluster is touched
+    from .server import serve_async, verify_all
+    verify_all(opts)  # every artifact checked before the cluster is touched
     if ray_options.address:
         _check_reachable(ray_options.address)
     try:
@@ -261,7 +261,7 @@ def serve_on_ray(opts, ray_options: RayOptions) -> int:
     deployed: set[str] = set()
     try:
         serve.start(proxy_location="Disabled")
-        asyncio.run(_serve_async(opts, reuse_port=False,
+        asyncio.run(serve_async(opts, reuse_port=False,
                                 make_model=model_factory(opts, ray_options, deployed),
                                 unload=unload))
     finally:

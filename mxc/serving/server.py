@@ -209,7 +209,7 @@ def _grpc_server(opts: ServeOptions, dataplane, repo_ext):
     return server
 
 
-async def _serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unload=None) -> None:
+async def serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unload=None) -> None:
     """Serve until SIGTERM/SIGINT.  *make_model(name, path)* builds each model (default:
     a local :class:`~mxc.serving.model.MxcModel`; :mod:`mxc.serving.ray_serve` passes
     one that deploys on Ray), *unload(model)* is called for a model removed from the
@@ -246,7 +246,7 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, un
         def install_signal_handlers(self):  # older uvicorn; ours are below
             pass
 
-        def capture_signals(self):  # newer uvicorn: leave SIGTERM to _serve_async
+        def capture_signals(self):  # newer uvicorn: leave SIGTERM to serve_async
             import contextlib
             return contextlib.nullcontext()
 
@@ -276,16 +276,16 @@ async def _serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, un
 
 def _worker(opts: ServeOptions) -> None:
     import_kserve()
-    asyncio.run(_serve_async(opts, reuse_port=True))
+    asyncio.run(serve_async(opts, reuse_port=True))
 
 
 def serve(opts: ServeOptions) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status."""
     import_kserve()
     if opts.workers <= 1:
-        asyncio.run(_serve_async(opts, reuse_port=False))
+        asyncio.run(serve_async(opts, reuse_port=False))
         return 0
-    _verify_all(opts)
+    verify_all(opts)
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_worker, args=(opts,), name=f"mxc-serve-{i}")
              for i in range(opts.workers)]
@@ -303,7 +303,7 @@ def serve(opts: ServeOptions) -> int:
     return max((p.exitcode or 0) for p in procs)
 
 
-def _verify_all(opts: ServeOptions) -> None:
+def verify_all(opts: ServeOptions) -> None:
     """Refuse to start workers for a repository none of whose artifacts verifies
     (read and checked here; no native code is loaded in the parent)."""
     from ..runtime.artifact import read_artifact
