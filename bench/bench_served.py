@@ -15,7 +15,11 @@ rest,grpc``) until ``--requests`` have been answered.  Per row:
   at concurrency 32);
 * at concurrency 1, ``overhead`` = served p50 - in-process p50 of a batch-1
   ``run``, from a second pass that alternates one served request and one
-  in-process call, so both see the same load (target: <= 1 ms on REST).
+  in-process call, so both see the same load (target: <= 1 ms on REST);
+* ``floor`` (REST, concurrency 1, in the same rounds): the p50 of the same
+  tritonclient call to a bare uvicorn app that reads the request and replays
+  the server's recorded answer (:mod:`bench.http_floor`) -- the transport's own
+  cost, which ``overhead`` contains and no change inside mxc can remove.
 
 Also reported: the server's and the client's CPU time per request (from
 ``/proc`` and ``time.process_time``), since on a small machine the load
@@ -27,7 +31,7 @@ purpose (small request counts, one server at a time): the machine is shared.
 
     python bench/bench_served.py [--models resnet18_v1,mobilenetv2_0.25] [--requests 200]
         [--concurrency 1,8,32] [--max-batch-size 32 --max-latency-ms 2]
-        [--protocols rest[,grpc]] [--cache DIR] [--server-tree DIR] [--json out.json]
+        [--protocols rest[,grpc]] [--no-floor] [--cache DIR] [--server-tree DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -135,19 +139,15 @@ def _ceiling(sess, name: str, x1: np.ndarray, runs: int, images: int) -> float:
 
 def _client(protocol: str, port: int, grpc_port: int, name: str, info, x: np.ndarray):
     """A per-thread client factory: returns a callable sending one request."""
-    datatype = "FP32" if info.dtype == "float32" else "INT64"
-
     def make():
         if protocol == "grpc":
-            import tritonclient.grpc as gc
-            client = gc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-            inp = gc.InferInput(info.name, list(x.shape), datatype)
+            import tritonclient.grpc as module
+            client = module.InferenceServerClient(f"127.0.0.1:{grpc_port}")
         else:
-            import tritonclient.http as hc
-            client = hc.InferenceServerClient(f"127.0.0.1:{port}", connection_timeout=120,
-                                              network_timeout=120)
-            inp = hc.InferInput(info.name, list(x.shape), datatype)
-        inp.set_data_from_numpy(x)
+            import tritonclient.http as module
+            client = module.InferenceServerClient(f"127.0.0.1:{port}", connection_timeout=120,
+                                                  network_timeout=120)
+        inp = _input(module, info, x)
         return lambda: client.infer(name, [inp])
     return make
 
@@ -170,6 +170,7 @@ def bench_model(model: Path, args) -> list[dict]:
                               cwd=tree)   # `python -m` puts the working directory first
     base = f"http://127.0.0.1:{port}"
     rows = []
+    floor_server = None
     try:
         for _ in range(600):
             try:
@@ -178,6 +179,9 @@ def bench_model(model: Path, args) -> list[dict]:
             except OSError:
                 time.sleep(0.2)
         ref = sess.run({info.name: x})[0]
+        floor = None
+        if args.floor and "rest" in args.protocols.split(","):
+            floor_server, floor = _floor(port, name, info, x, env, tree)
 
         def in_process():
             return lambda: sess.run({info.name: x})
@@ -201,34 +205,96 @@ def bench_model(model: Path, args) -> list[dict]:
                 row["ceiling_img_per_s"] = _ceiling(sess, info.name, x, runs, images)
                 row["ratio"] = row["req_per_s"] / row["ceiling_img_per_s"]
                 if conc == 1:   # overhead: served and in-process calls interleaved one by one
-                    one, alone, both = served(), in_process(), []
-                    for _ in range(args.requests):
-                        t0 = time.perf_counter()
-                        one()
-                        t1 = time.perf_counter()
-                        alone()
-                        both.append((t1 - t0, time.perf_counter() - t1))
-                    row["interleaved_served_p50_ms"] = percentile([a for a, _ in both], 50) * 1e3
-                    row["in_process_p50_ms"] = percentile([b for _, b in both], 50) * 1e3
-                    row["overhead_ms"] = row["interleaved_served_p50_ms"] - row["in_process_p50_ms"]
+                    row.update(_overhead(served(), in_process(), args.requests,
+                                         floor() if protocol == "rest" and floor else None))
                 rows.append(row)
                 print(_format(row), flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(60)
+        if floor_server is not None:
+            floor_server.send_signal(signal.SIGTERM)
+            floor_server.wait(60)
     return rows
 
 
+def _overhead(one, alone, requests: int, floor=None) -> dict:
+    """Served p50 over in-process p50 from calls interleaved one by one (so both see the
+    same load), and the HTTP floor's p50 in the same rounds when *floor* is given."""
+    rounds = []
+    for _ in range(requests):
+        t0 = time.perf_counter()
+        one()
+        t1 = time.perf_counter()
+        alone()
+        t2 = time.perf_counter()
+        if floor is not None:
+            floor()
+        rounds.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+    out = {"interleaved_served_p50_ms": percentile([r[0] for r in rounds], 50) * 1e3,
+           "in_process_p50_ms": percentile([r[1] for r in rounds], 50) * 1e3}
+    out["overhead_ms"] = out["interleaved_served_p50_ms"] - out["in_process_p50_ms"]
+    if floor is not None:
+        out["http_floor_p50_ms"] = percentile([r[2] for r in rounds], 50) * 1e3
+    return out
+
+
+def _floor(port: int, name: str, info, x: np.ndarray, env: dict, tree: str):
+    """Start :mod:`bench.http_floor` replaying the server's own answer to one request; returns
+    the process and a client factory sending the same request to it (see that module)."""
+    import tempfile
+
+    import tritonclient.http as hc
+    from bench.http_floor import save_answer
+    request, json_size = hc.InferenceServerClient.generate_request_body(
+        [_input(hc, info, x)])
+    headers = {"Content-Type": "application/octet-stream"}
+    if json_size is not None:
+        headers["Inference-Header-Content-Length"] = str(json_size)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{name}/infer", data=request,
+                                 headers=headers, method="POST")
+    with urllib.request.urlopen(req, timeout=60) as answer:
+        body, answer_headers = answer.read(), dict(answer.headers)
+    fd, path = tempfile.mkstemp(prefix="mxc-floor-", suffix=".json")
+    os.close(fd)
+    save_answer(Path(path), answer_headers, body)
+    floor_port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.http_floor", "--port", str(floor_port),
+                             "--answer", path], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env, cwd=str(REPO))
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", floor_port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    os.unlink(path)   # read by the floor server as it started
+
+    def make():
+        client = hc.InferenceServerClient(f"127.0.0.1:{floor_port}", connection_timeout=120,
+                                          network_timeout=120)
+        inp = _input(hc, info, x)
+        return lambda: client.infer(name, [inp])
+    return proc, make
+
+
+def _input(module, info, x: np.ndarray):
+    inp = module.InferInput(info.name, list(x.shape), "FP32" if info.dtype == "float32" else "INT64")
+    inp.set_data_from_numpy(x)
+    return inp
+
+
 _HEAD = (f"{'model':<18} {'proto':<5} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-         f"{'batches':>11} {'ceiling/s':>9} {'ratio':>6} {'overhead':>8} {'srv cpu':>8} "
-         f"{'cli cpu':>8}")
+         f"{'batches':>11} {'ceiling/s':>9} {'ratio':>6} {'overhead':>8} {'floor':>6} "
+         f"{'srv cpu':>8} {'cli cpu':>8}")
 
 
 def _format(r: dict) -> str:
     over = f"{r['overhead_ms']:.3f}" if "overhead_ms" in r else ""
+    floor = f"{r['http_floor_p50_ms']:.3f}" if "http_floor_p50_ms" in r else ""
     return (f"{r['model']:<18} {r['protocol']:<5} {r['concurrency']:>4} {r['req_per_s']:>8.1f} "
             f"{r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['batches']:>5}x{r['mean_batch']:<5.1f} "
-            f"{r['ceiling_img_per_s']:>9.1f} {r['ratio']:>6.2f} {over:>8} "
+            f"{r['ceiling_img_per_s']:>9.1f} {r['ratio']:>6.2f} {over:>8} {floor:>6} "
             f"{r['server_cpu_us']:>6.0f}us {r['client_cpu_us']:>6.0f}us")
 
 
@@ -242,6 +308,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-batch-size", type=int, default=32)
     ap.add_argument("--max-latency-ms", type=float, default=2.0)
     ap.add_argument("--protocols", default="rest", help="rest, grpc or rest,grpc")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="skip the HTTP floor (bench/http_floor.py) of the REST overhead")
     ap.add_argument("--cache", default=str(REPO / "bench" / ".served-models"),
                     help="where compiled corpus models are kept between runs")
     ap.add_argument("--server-tree", help="run the server from this mxc source tree (e.g. an "
