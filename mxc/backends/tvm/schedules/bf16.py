@@ -24,7 +24,9 @@ instruction (whose LLVM intrinsic takes ``<32 x bfloat>``) is reached
 through a three-line LLVM function linked into each kernel
 (``pragma_import_llvm``) that reinterprets the bits and is inlined.
 
-Depthwise/grouped convolutions, NCHW first layers, layers too small to gain
+3x3 stride-1 convolutions that Winograd applies to take :mod:`.bf16_winograd`
+(Winograd with this kernel as its batched product).  Depthwise/grouped
+convolutions, NCHW first layers, layers too small to gain
 (:func:`worth_it`) and everything else keep float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
 intrinsics, so a Sapphire Rapids target gets the AVX512-BF16 kernels (it has
 the instruction) -- see docs/performance.md.
@@ -254,6 +256,12 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
         return None
     dot_intrinsic()
     weights = w.value.numpy()
+    from . import bf16_winograd
+    shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
+    if bf16_winograd.applies(*shapes, [int(v) for v in a.strides],
+                             [int(v) for v in a.dilation], int(a.groups), ctx):
+        _count(ctx)
+        return bf16_winograd.emit(bb, x, weights, a.padding, shapes[2])
     packed = pack_weights(weights)
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]))
