@@ -98,6 +98,8 @@ CONVS = {   # c, k, side, kernel, stride, pad
     "3x3-c30-k40": (30, 40, 14, 3, 1, 1),
     "5x5-s2-c15": (15, 32, 20, 5, 2, 2),
     "1x1-c64-k48": (64, 48, 7, 1, 1, 0),
+    # a network's 3-channel input: NCHW data read in place by the rounding copy
+    "7x7-s2-c3-stem": (3, 64, 30, 7, 2, 3),
     # 29x29 = 841 pixels: the cost model's best tile (64 x 5) leaves a partial block,
     # whose predicate made the tensorize fail (inceptionv3's 71x71 layer ran scalar)
     "3x3-c32-k64-29x29": (32, 64, 29, 3, 1, 1),

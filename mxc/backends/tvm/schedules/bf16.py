@@ -26,7 +26,7 @@ through a three-line LLVM function linked into each kernel
 
 3x3 stride-1 convolutions that Winograd applies to take :mod:`.bf16_winograd`
 (Winograd with this kernel as its batched product).  Depthwise/grouped
-convolutions, NCHW first layers, layers too small to gain
+convolutions, layers too small to gain
 (:func:`worth_it`) and everything else keep float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
 intrinsics, so a Sapphire Rapids target gets the AVX512-BF16 kernels (it has
 the instruction) -- see docs/performance.md.
@@ -186,9 +186,21 @@ def _round_bits(v):
 
 
 def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
-                     channels: int) -> te.Tensor:
-    """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs)."""
-    n, h, w, c = (int(d) for d in data.shape)
+                     channels: int, data_layout: str = "NHWC") -> te.Tensor:
+    """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs).
+
+    NCHW data (a network's input, too thin to transpose first: 3 channels) is read
+    in place by the rounding copy, which writes it channels-last."""
+    if data_layout == "NCHW":
+        n, c, h, w = (int(d) for d in data.shape)
+
+        def load(i, y, x, ch):
+            return data[i, ch, y, x]
+    else:
+        n, h, w, c = (int(d) for d in data.shape)
+
+        def load(i, y, x, ch):
+            return data[i, y, x, ch]
     ko, kh, kw, c2, lanes, group = (int(d) for d in weight.shape)
     sh, sw = strides
     dh, dw = dilation
@@ -199,7 +211,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     def padded(i, y, x, ch):
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
-        return tirx.if_then_else(inside, _round_bits(data[i, y - pt, x - pl, ch]), zero)
+        return tirx.if_then_else(inside, _round_bits(load(i, y - pt, x - pl, ch)), zero)
 
     src = te.compute((n, h + pt + pb, w + pl + pr, c2 * group), padded, name="pad_temp")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -249,7 +261,8 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     x, w = call.args
     if ctx.precision != "bf16" or not family or not _float32_operands(x, w, call) \
             or int(a.groups) != 1 \
-            or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+            or a.data_layout not in ("NHWC", "NCHW") \
+            or (a.kernel_layout, a.out_layout) != ("HWIO", "NHWC"):
         return None
     kh, kw, c, k = (int(d) for d in static_shape(w))
     if not worth_it(kh * kw * c, k):
@@ -258,13 +271,13 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     weights = w.value.numpy()
     from . import bf16_winograd
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
-    if bf16_winograd.applies(*shapes, [int(v) for v in a.strides],
+    if a.data_layout == "NHWC" and bf16_winograd.applies(*shapes, [int(v) for v in a.strides],
                              [int(v) for v in a.dilation], int(a.groups), ctx):
         _count(ctx)
         return bf16_winograd.emit(bb, x, weights, a.padding, shapes[2])
     packed = pack_weights(weights)
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
-                [int(v) for v in a.dilation], int(weights.shape[3]))
+                [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
     _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
