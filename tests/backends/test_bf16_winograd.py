@@ -54,7 +54,7 @@ def _winograd_bf16_ref(x, w):
 
 CASES = {   # c, k, side, batch
     "c64-k64-28x28": (64, 64, 28, 1),
-    "c32-k48-15x15-b2": (32, 48, 15, 2),     # odd side: the last tiles cropped
+    "c48-k48-15x15-b2": (48, 48, 15, 2),     # odd side: the last tiles cropped
     "c64-k32-7x7": (64, 32, 7, 1),           # the smallest side "auto" transforms
 }
 
@@ -80,7 +80,7 @@ def test_partial_channel_blocks_and_small_sides_stay_direct():
     """40 output channels (not whole 16-lane blocks) and a 6x6 output (under the
     Winograd "auto" size) take the direct bfloat16 kernel."""
     rng = np.random.RandomState(5)
-    for c, k, side in ((32, 40, 28), (64, 64, 6)):
+    for c, k, side in ((48, 40, 28), (64, 64, 6)):
         assert not bf16_winograd.applies(
             [1, side, side, c], [3, 3, c, k], [1, side, side, k], [1, 1], [1, 1], 1,
             _ctx(ZEN4))
@@ -101,11 +101,27 @@ def test_winograd_off_keeps_the_direct_kernel():
                                  [1, 1], [1, 1], 1, _ctx(ZEN4))
 
 
+def test_thin_layers_over_large_outputs_stay_direct():
+    """16 -> 64 channels over 55x55 (squeezenet1.1's first expand layer): F(2, 3) saves
+    20 * 16 * 64 multiply-adds per tile for 2 * 16 * (2 * 16 + 4 * 64) bytes moved
+    (2.2 per byte); at batch 8 the product (16 * 8 * 28 * 28 * 64 float32, 25.7 MB)
+    leaves the cache: direct.  At batch 1 (3.2 MB) it stays: Winograd.  64 -> 64
+    channels (6.7 per byte) take Winograd at batch 8 too."""
+    assert bf16_winograd.saved_per_byte(16, 64) == pytest.approx(20 * 16 * 64 / (64 * 16 + 128 * 64))
+    ctx = _ctx(ZEN4)
+
+    def takes(n, c, k, side):
+        return bf16_winograd.applies([n, side, side, c], [3, 3, c, k], [n, side, side, k],
+                                     [1, 1], [1, 1], 1, ctx)
+    assert not takes(8, 16, 64, 55) and takes(1, 16, 64, 55)
+    assert takes(8, 64, 64, 56)
+
+
 @pytest.mark.parametrize("target", [ZEN4, SPR])
 def test_bf16_winograd_assembly_has_the_dot_instruction(target):
-    w = np.random.RandomState(6).randn(32, 32, 3, 3).astype("float32")
+    w = np.random.RandomState(6).randn(32, 48, 3, 3).astype("float32")
     stats = {}
-    exe, record = _build(_conv_module((1, 32, 16, 16), w, (1, 1), (1, 1)), target, stats)
+    exe, record = _build(_conv_module((1, 48, 16, 16), w, (1, 1), (1, 1)), target, stats)
     assert record["kernels"] == 1 and {"bf16", "winograd"} <= set(stats.values()), stats
     assert "vdpbf16ps" in _asm(exe)
 

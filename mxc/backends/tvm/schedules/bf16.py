@@ -271,8 +271,9 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     weights = w.value.numpy()
     from . import bf16_winograd
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
-    if a.data_layout == "NHWC" and bf16_winograd.applies(*shapes, [int(v) for v in a.strides],
-                             [int(v) for v in a.dilation], int(a.groups), ctx):
+    if a.data_layout == "NHWC" and bf16_winograd.applies(
+            *shapes, [int(v) for v in a.strides], [int(v) for v in a.dilation],
+            int(a.groups), ctx):
         _count(ctx)
         return bf16_winograd.emit(bb, x, weights, a.padding, shapes[2])
     packed = pack_weights(weights)

@@ -39,6 +39,26 @@ from .bf16 import CONV_BLOCK, GROUP, LANES, _bits_to_float, _round_bits, to_bf16
 
 log = logging.getLogger(__name__)
 
+#: F(2, 3) saves 20 of a tile's 36 multiply-adds per channel pair but moves its
+#: transformed input (16 bfloat16 values per input channel, written and read) and the
+#: product (16 float32 per output channel, written and read) through memory: where the
+#: product's bytes do not fit in cache (:data:`CACHED_BYTES`), Winograd needs at least
+#: this many multiply-adds saved per byte moved (:func:`saved_per_byte`).  squeezenet1.1
+#: batch 8, one thread on Zen 4, per expand layer pair (16 channels in, 64 out, 55x55:
+#: 2.2 saved per byte; 32 in, 128 out, 27x27: 4.4): 9.5 / 5.0 ms in bfloat16 Winograd,
+#: 5.9 / 4.3 ms direct; resnet18 at batch 8 (64 in, 64 out, 56x56: 6.7) 6.7 ms in
+#: Winograd, 8.4 direct
+MIN_SAVED_PER_BYTE = 5.0
+#: the product's bytes up to which Winograd stays in cache and wins at any ratio:
+#: squeezenet1.1 at batch 1 (3.2 and 1.6 MB) 0.49 / 0.33 ms in Winograd, 0.57 / 0.51
+#: direct
+CACHED_BYTES = 4 << 20
+
+
+def saved_per_byte(c: int, k: int) -> float:
+    """Multiply-adds F(2, 3) saves per byte its transforms move, *c* -> *k* channels."""
+    return 20.0 * c * k / (2 * 16 * 2 * c + 2 * 16 * 4 * k)
+
 #: whether F(4, 3) is used where the float32 kernels would use it (else F(2, 3) always).
 #: Off: rounding its transformed operands to bfloat16 put one 64-channel layer's error
 #: at 2.3e-2 of the output range, over the tolerance class (F(2, 3): 4.2e-3, the direct
@@ -49,8 +69,9 @@ F4 = False
 def applies(xs, ws, ys, strides, dilation, groups: int, ctx) -> bool:
     """Whether NHWC conv2d of input/weight/output shapes *xs*/*ws*/*ys* takes the bfloat16
     Winograd kernels under the build's *ctx*: the float32 Winograd conditions
-    (:func:`.winograd.eligible`, which the ``--winograd`` mode sizes) and output
-    channels in whole 16-lane blocks.
+    (:func:`.winograd.eligible`, which the ``--winograd`` mode sizes), output channels
+    in whole 16-lane blocks, and a product that stays in cache (:data:`CACHED_BYTES`)
+    or saves enough work for the bytes it moves (:data:`MIN_SAVED_PER_BYTE`).
 
     Even the fewest tiles "auto" transforms gain: resnet18's 512-channel 7x7 layer at
     batch 1 (16 F(2, 3) tiles, whose product streams the transformed weights) ran
@@ -59,7 +80,11 @@ def applies(xs, ws, ys, strides, dilation, groups: int, ctx) -> bool:
     if ctx.winograd == "off" or ctx.cpu is None or not winograd.eligible(
             xs, ws, strides, dilation, groups, ctx.cpu.lanes, ctx.winograd_min_size):
         return False
-    return ys[3] % LANES == 0
+    n, oh, ow, k = ys
+    if k % LANES:
+        return False
+    product_bytes = 16 * winograd.tile_count(n, oh, ow, 2) * k * 4
+    return product_bytes <= CACHED_BYTES or saved_per_byte(ws[2], k) >= MIN_SAVED_PER_BYTE
 
 
 def tile(n: int, oh: int, ow: int) -> int:

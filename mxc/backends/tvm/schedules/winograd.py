@@ -199,6 +199,11 @@ def _tiles(n: int, oh: int, ow: int, m: int) -> tuple[int, int, int]:
     return th, tw, n * th * tw
 
 
+def tile_count(n: int, oh: int, ow: int, m: int) -> int:
+    """F(m, 3) tiles of an *n* x *oh* x *ow* output: the rows of the batched product."""
+    return _tiles(n, oh, ow, m)[2]
+
+
 def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int,
                     finish=None) -> te.Tensor:
     """``V[e, p, c]``: every (m+2)x(m+2) input tile through ``B^T d B`` (then through
