@@ -3,9 +3,9 @@
 Under ``--precision bf16`` a 3x3 stride-1 convolution that the float32
 Winograd kernels take would, computed directly in bfloat16, lose to them:
 Winograd's F(2, 3) / F(4, 3) do 2.25x / 4x fewer multiply-adds, more than the
-bfloat16 instruction's 2x (resnet18's 3x3 layers on Zen 4, one thread:
-bfloat16 direct 1.2-1.8x slower than float32 Winograd).  Here both gains
-combine.  The three kernels are the float32 ones with the product in
+bfloat16 instruction's 2x (resnet18_v1, one thread on Zen 4, batch 8: float32
+159 ms, bfloat16 with direct 3x3 layers 147 ms).  Here both gains combine
+(112 ms).  The three kernels are the float32 ones with the product in
 bfloat16:
 
 * the input transform ``V = B^T d B`` computes in float32 and rounds its
@@ -62,7 +62,7 @@ def saved_per_byte(c: int, k: int) -> float:
 #: whether F(4, 3) is used where the float32 kernels would use it (else F(2, 3) always).
 #: Off: rounding its transformed operands to bfloat16 put one 64-channel layer's error
 #: at 2.3e-2 of the output range, over the tolerance class (F(2, 3): 4.2e-3, the direct
-#: kernel 2.2e-3); F(2, 3) in bfloat16 still beats float32 F(4, 3) by 1.1-1.9x
+#: kernel 2.2e-3); F(2, 3) in bfloat16 still beats float32 F(4, 3) (resnet18_v1 above)
 F4 = False
 
 
@@ -75,8 +75,8 @@ def applies(xs, ws, ys, strides, dilation, groups: int, ctx) -> bool:
 
     Even the fewest tiles "auto" transforms gain: resnet18's 512-channel 7x7 layer at
     batch 1 (16 F(2, 3) tiles, whose product streams the transformed weights) ran
-    0.65 ms against 1.04 ms direct in bfloat16 (one thread, Zen 4), as the weights
-    it streams are half float32 Winograd's bytes (1.5 ms)."""
+    0.80 ms against 1.00 ms direct in bfloat16 (one thread, Zen 4), as the weights
+    it streams are half float32 Winograd's bytes (1.54 ms)."""
     if ctx.winograd == "off" or ctx.cpu is None or not winograd.eligible(
             xs, ws, strides, dilation, groups, ctx.cpu.lanes, ctx.winograd_min_size):
         return False
