@@ -155,6 +155,22 @@ def test_bf16_assembly_has_the_dot_instruction(target):
     assert "vdpbf16ps" not in _asm(exe32)     # fp32 (the default) never rounds
 
 
+@pytest.mark.parametrize("target", [ZEN4, SPR])
+def test_one_vector_tiles_fold_the_broadcast_into_the_instruction(target):
+    """80 output channels over 13x13 pixels: a 16-channel x 13-pixel register tile, whose
+    broadcast pairs are each used once -- folded into ``vdpbf16ps`` as an embedded
+    broadcast (``{1to16}``), not loaded by a ``vbroadcastss`` apiece.  A 64-channel tile
+    shares each broadcast among four instructions from a register."""
+    rng = np.random.RandomState(8)
+    one = _asm(_build(_conv_module((1, 64, 13, 13), rng.randn(80, 64, 1, 1).astype("float32"),
+                                   (1, 1), (0, 0)), target)[0])
+    dots = [ln for ln in one.splitlines() if "vdpbf16ps" in ln]
+    assert dots and all("{1to16}" in ln for ln in dots), dots[:4]
+    four = _asm(_build(_conv_module((1, 64, 28, 28), rng.randn(64, 64, 3, 3).astype("float32"),
+                                    (1, 1), (1, 1)), target, winograd="off")[0])
+    assert "vdpbf16ps" in four and "{1to16}" not in four and "vbroadcastss" in four
+
+
 @pytest.mark.parametrize("target", NO_BF16)
 def test_bf16_refused_without_bf16_dot_products(target):
     with pytest.raises(BackendError, match="neither AVX512-BF16 nor AMX-BF16"):
