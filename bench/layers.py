@@ -133,6 +133,13 @@ def _row(case: dict) -> dict:
                                  "rules")}
 
 
+def is_layout_only(kernel: str) -> bool:
+    """A VM builtin or a kernel that only transposes (``transpose``, ``transpose3``): not
+    the layer's work.  A kernel with a transpose fused in (a Winograd output transform
+    writing NCHW, ``fused_winograd_output_..._transpose1``) is."""
+    return kernel.startswith("vm.builtin") or kernel.rstrip("0123456789") == "transpose"
+
+
 def _recorded_calls(exe, x) -> list:
     """(kernel name, args) of each kernel one call of *exe* runs, except VM builtins
     and pure layout kernels (``transpose``, ``transpose1``, ...: a kernel with the
@@ -146,8 +153,7 @@ def _recorded_calls(exe, x) -> list:
 
     def instrument(_func, name, before, _ret, *args):
         name = str(name)
-        if before and name.rstrip("0123456789") != "transpose" \
-                and not name.startswith("vm.builtin"):
+        if before and not is_layout_only(name):
             calls.append((name, list(args)))
         return 0
 
