@@ -128,6 +128,13 @@ def dot_intrinsic(vectors: int = 1) -> str:
     return _register_dot(vectors == 1)
 
 
+def register_dot_intrinsics() -> None:
+    """Register both forms of :func:`dot_intrinsic` (a schedule's trace, replayed, may
+    name either)."""
+    for embedded in (False, True):
+        _register_dot(embedded)
+
+
 @functools.lru_cache(maxsize=None)
 def _register_dot(embedded: bool) -> str:
     from tvm.script import tirx as T
@@ -285,7 +292,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     kh, kw, c, k = (int(d) for d in static_shape(w))
     if not worth_it(kh * kw * c, k):
         return None
-    dot_intrinsic()
+    register_dot_intrinsics()
     weights = w.value.numpy()
     from . import bf16_winograd
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
@@ -313,7 +320,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     c, n = (int(d) for d in static_shape(w))
     if not worth_it(c, n):
         return None
-    dot_intrinsic()
+    register_dot_intrinsics()
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n))
     _count(ctx)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n), x, relax.const(packed, "uint16"),
