@@ -83,9 +83,9 @@ def _ref_conv(x, w, stride, pad, relu=True):
     return np.maximum(out + 0.5, 0) if relu else out
 
 
-def _build(mod, target, stats=None):
+def _build(mod, target, stats=None, winograd=None):
     from mxc.backends.tvm.build_context import build_context
-    ctx = build_context(resolve_target(target), precision="bf16")
+    ctx = build_context(resolve_target(target), precision="bf16", winograd=winograd)
     exe = build_module(mod, target, stats=stats, ctx=ctx)
     return exe, ctx.records.precision
 
@@ -98,6 +98,8 @@ CONVS = {   # c, k, side, kernel, stride, pad
     "3x3-c30-k40": (30, 40, 14, 3, 1, 1),
     "5x5-s2-c15": (15, 32, 20, 5, 2, 2),
     "1x1-c64-k48": (64, 48, 7, 1, 1, 0),
+    # a network's 3-channel input: NCHW data read in place by the rounding copy
+    "7x7-s2-c3-stem": (3, 64, 30, 7, 2, 3),
     # 29x29 = 841 pixels: the cost model's best tile (64 x 5) leaves a partial block,
     # whose predicate made the tensorize fail (inceptionv3's 71x71 layer ran scalar)
     "3x3-c32-k64-29x29": (32, 64, 29, 3, 1, 1),
@@ -123,7 +125,7 @@ def test_bf16_conv_matches_rounded_product(case):
     w = rng.randn(k, c, kern, kern).astype("float32")
     stats = {}
     exe, record = _build(_conv_module(x.shape, w, (stride, stride), (pad, pad)),
-                         _runnable(ZEN4), stats)
+                         _runnable(ZEN4), stats, winograd="off")   # the direct kernels
     assert record["kernels"] == 1
     assert "bf16" in stats.values(), stats          # the vdpbf16ps schedule, not a fallback
     y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
@@ -146,10 +148,27 @@ def test_bf16_dense_matches_rounded_product():
 @pytest.mark.parametrize("target", [ZEN4, SPR])
 def test_bf16_assembly_has_the_dot_instruction(target):
     w = np.random.RandomState(3).randn(32, 16, 3, 3).astype("float32")   # 144 x 32: bf16
-    exe, _ = _build(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
+    exe, _ = _build(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target,
+                    winograd="off")                                  # the direct kernel
     assert "vdpbf16ps" in _asm(exe)
     exe32 = build_module(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
     assert "vdpbf16ps" not in _asm(exe32)     # fp32 (the default) never rounds
+
+
+@pytest.mark.parametrize("target", [ZEN4, SPR])
+def test_one_vector_tiles_fold_the_broadcast_into_the_instruction(target):
+    """80 output channels over 13x13 pixels: a 16-channel x 13-pixel register tile, whose
+    broadcast pairs are each used once -- folded into ``vdpbf16ps`` as an embedded
+    broadcast (``{1to16}``), not loaded by a ``vbroadcastss`` apiece.  A 64-channel tile
+    shares each broadcast among four instructions from a register."""
+    rng = np.random.RandomState(8)
+    one = _asm(_build(_conv_module((1, 64, 13, 13), rng.randn(80, 64, 1, 1).astype("float32"),
+                                   (1, 1), (0, 0)), target)[0])
+    dots = [ln for ln in one.splitlines() if "vdpbf16ps" in ln]
+    assert dots and all("{1to16}" in ln for ln in dots), dots[:4]
+    four = _asm(_build(_conv_module((1, 64, 28, 28), rng.randn(64, 64, 3, 3).astype("float32"),
+                                    (1, 1), (1, 1)), target, winograd="off")[0])
+    assert "vdpbf16ps" in four and "{1to16}" not in four and "vbroadcastss" in four
 
 
 @pytest.mark.parametrize("target", NO_BF16)

@@ -24,7 +24,9 @@ instruction (whose LLVM intrinsic takes ``<32 x bfloat>``) is reached
 through a three-line LLVM function linked into each kernel
 (``pragma_import_llvm``) that reinterprets the bits and is inlined.
 
-Depthwise/grouped convolutions, NCHW first layers, layers too small to gain
+3x3 stride-1 convolutions that Winograd applies to take :mod:`.bf16_winograd`
+(Winograd with this kernel as its batched product).  Depthwise/grouped
+convolutions, layers too small to gain
 (:func:`worth_it`) and everything else keep float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
 intrinsics, so a Sapphire Rapids target gets the AVX512-BF16 kernels (it has
 the instruction) -- see docs/performance.md.
@@ -111,9 +113,30 @@ def _bits_to_float(v):
     return tirx.reinterpret("float32", v.astype("uint32") << tirx.const(16, "uint32"))
 
 
+def dot_intrinsic(vectors: int = 1) -> str:
+    """Register (once) and name ``C[16] += A[2] . B[16, 2]`` (bfloat16 bits -> float32)
+    for a register tile of *vectors* 16-lane channel vectors (:func:`.int8.rule_dot`).
+
+    The broadcast pair ``A`` goes where the instruction takes its memory operand when
+    the tile has one vector: LLVM then folds its load into the instruction as an
+    embedded broadcast (``{1to16}``) instead of a ``vbroadcastss`` per instruction --
+    squeezenet1.1's last layer (1000 channels over 13x13: a 16-channel tile) 1.29-1.36x
+    faster, inceptionv3's 1x7 layers 1.35x (one thread, Zen 4).  With several vectors
+    each broadcast is shared by as many instructions from a register, and folding it
+    into every one cost 1-4% (resnet18's 3x3 and Winograd products), so there the
+    weights take that place.  The product is symmetric in its two operands."""
+    return _register_dot(vectors == 1)
+
+
+def register_dot_intrinsics() -> None:
+    """Register both forms of :func:`dot_intrinsic` (a schedule's trace, replayed, may
+    name either)."""
+    for embedded in (False, True):
+        _register_dot(embedded)
+
+
 @functools.lru_cache(maxsize=None)
-def dot_intrinsic() -> str:
-    """Register (once) and name ``C[16] += A[2] . B[16, 2]`` (bfloat16 bits -> float32)."""
+def _register_dot(embedded: bool) -> str:
     from tvm.script import tirx as T
 
     def f32(x):
@@ -132,6 +155,9 @@ def dot_intrinsic() -> str:
                         vi, vk = T.axis.remap("SR", [i, k])
                         c[vi] = c[vi] + f32(a[vk]) * f32(b[vi, vk])
 
+    def operands(broadcast, weights):    # the last is the instruction's memory operand
+        return (weights, broadcast) if embedded else (broadcast, weights)
+
     @T.prim_func(s_tir=True)
     def impl(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
              b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
@@ -140,12 +166,13 @@ def dot_intrinsic() -> str:
             T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
             T.writes(c[0:LANES])
             pair = T.reinterpret(a.vload([0], "uint16x2"), dtype="int32")
-            c[T.ramp(T.int32(0), 1, LANES)] = T.call_extern(
-                "float32x16", HELPER, c.vload([0], dtype="float32x16"),
+            first, second = T.meta_var(operands(
                 T.broadcast(pair, LANES),
-                T.reinterpret(b.vload([0, 0], dtype="uint16x32"), dtype="int32x16"))
+                T.reinterpret(b.vload([0, 0], dtype="uint16x32"), dtype="int32x16")))
+            c[T.ramp(T.int32(0), 1, LANES)] = T.call_extern(
+                "float32x16", HELPER, c.vload([0], dtype="float32x16"), first, second)
 
-    name = f"mxc_dot_{LANES}x{GROUP}_bf16"
+    name = f"mxc_dot_{LANES}x{GROUP}_bf16" + ("_bcast" if embedded else "")
     s_tir.TensorIntrin.register(name, desc, impl, override=True)
     return name
 
@@ -184,9 +211,21 @@ def _round_bits(v):
 
 
 def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
-                     channels: int) -> te.Tensor:
-    """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs)."""
-    n, h, w, c = (int(d) for d in data.shape)
+                     channels: int, data_layout: str = "NHWC") -> te.Tensor:
+    """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs).
+
+    NCHW data (a network's input, too thin to transpose first: 3 channels) is read
+    in place by the rounding copy, which writes it channels-last."""
+    if data_layout == "NCHW":
+        n, c, h, w = (int(d) for d in data.shape)
+
+        def load(i, y, x, ch):
+            return data[i, ch, y, x]
+    else:
+        n, h, w, c = (int(d) for d in data.shape)
+
+        def load(i, y, x, ch):
+            return data[i, y, x, ch]
     ko, kh, kw, c2, lanes, group = (int(d) for d in weight.shape)
     sh, sw = strides
     dh, dw = dilation
@@ -197,7 +236,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     def padded(i, y, x, ch):
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
-        return tirx.if_then_else(inside, _round_bits(data[i, y - pt, x - pl, ch]), zero)
+        return tirx.if_then_else(inside, _round_bits(load(i, y - pt, x - pl, ch)), zero)
 
     src = te.compute((n, h + pt + pb, w + pl + pr, c2 * group), padded, name="pad_temp")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -247,16 +286,24 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     x, w = call.args
     if ctx.precision != "bf16" or not family or not _float32_operands(x, w, call) \
             or int(a.groups) != 1 \
-            or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+            or a.data_layout not in ("NHWC", "NCHW") \
+            or (a.kernel_layout, a.out_layout) != ("HWIO", "NHWC"):
         return None
     kh, kw, c, k = (int(d) for d in static_shape(w))
     if not worth_it(kh * kw * c, k):
         return None
-    dot_intrinsic()
+    register_dot_intrinsics()
     weights = w.value.numpy()
+    from . import bf16_winograd
+    shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
+    if a.data_layout == "NHWC" and bf16_winograd.applies(
+            *shapes, [int(v) for v in a.strides], [int(v) for v in a.dilation],
+            int(a.groups), ctx):
+        _count(ctx)
+        return bf16_winograd.emit(bb, x, weights, a.padding, shapes[2])
     packed = pack_weights(weights)
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
-                [int(v) for v in a.dilation], int(weights.shape[3]))
+                [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
     _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
@@ -273,7 +320,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     c, n = (int(d) for d in static_shape(w))
     if not worth_it(c, n):
         return None
-    dot_intrinsic()
+    register_dot_intrinsics()
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n))
     _count(ctx)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n), x, relax.const(packed, "uint16"),

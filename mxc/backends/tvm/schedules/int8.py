@@ -301,14 +301,15 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
     lanes = dot_lanes(info.int8_dot)
     if not lanes:
         return None
-    return rule_dot(func, info, CONV_BLOCK, lanes, lambda: dot_intrinsic(info.int8_dot))
+    return rule_dot(func, info, CONV_BLOCK, lanes, lambda _vectors: dot_intrinsic(info.int8_dot))
 
 
 def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrinsic,
              annotations: dict | None = None):
     """The micro-kernel of :func:`rule_int8` for accumulating block *block* of a
     ``[n, y, x, k, ry, rx, rc, ri]`` dot-product kernel whose innermost ``lanes x ri``
-    step is the tensor intrinsic ``intrinsic()`` names (also the bfloat16 kernels of
+    step is the tensor intrinsic ``intrinsic(v)`` names for a register tile of ``v``
+    channel vectors (also the bfloat16 kernels of
     :mod:`.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
     no such block."""
     from .reduction import fuse_map, tile_split, tile_shape
@@ -365,7 +366,7 @@ def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrins
             sch.vectorize(tile[-1])
     init = sch.decompose_reduction(main, ry)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(ck, intrinsic())
+    sch.tensorize(ck, intrinsic(nc // lanes))
     for b in keep:
         _schedule_pad(sch, b)
     return sch

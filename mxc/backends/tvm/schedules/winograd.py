@@ -199,8 +199,15 @@ def _tiles(n: int, oh: int, ow: int, m: int) -> tuple[int, int, int]:
     return th, tw, n * th * tw
 
 
-def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int) -> te.Tensor:
-    """``V[e, p, c]``: every (m+2)x(m+2) input tile through ``B^T d B``."""
+def tile_count(n: int, oh: int, ow: int, m: int) -> int:
+    """F(m, 3) tiles of an *n* x *oh* x *ow* output: the rows of the batched product."""
+    return _tiles(n, oh, ow, m)[2]
+
+
+def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int,
+                    finish=None) -> te.Tensor:
+    """``V[e, p, c]``: every (m+2)x(m+2) input tile through ``B^T d B`` (then through
+    *finish*, if given: the bfloat16 kernels round it, :mod:`.bf16_winograd`)."""
     n, h, w, c = (int(d) for d in data.shape)
     pt, pl = int(padding[0]), int(padding[1])
     _, b, _ = transform_matrices(m)
@@ -220,7 +227,7 @@ def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int) -> te.Te
                 d = tirx.if_then_else(inside, data[i, y, x, ch], zero)
                 coef = _select(b, r1, eps, dtype) * _select(b, r2, nu, dtype)
                 total = total + coef * d
-        return total
+        return total if finish is None else finish(total)
 
     return te.compute((alpha * alpha, tiles, c), compute, name="winograd_input")
 
@@ -246,13 +253,16 @@ def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tens
     a, _, _ = transform_matrices(m)
     alpha = m + 2
     th, tw, tiles = _tiles(n, oh, ow, m)
-    k = int(mm.shape[2])
+    k = int(mm.shape[-1])
     dtype = mm.dtype
+    # the bfloat16 product's [E, 1, tiles, K] (a 1x1 convolution's layout) or [E, tiles, K]
+    at = (lambda e, p, ch: mm[e, 0, p, ch]) if len(mm.shape) == 4 else \
+        (lambda e, p, ch: mm[e, p, ch])
 
     def rows(yi, nu, p, ch):
         total = tirx.const(0.0, dtype)
         for eps in range(alpha):
-            total = total + _select(a, eps, yi, dtype) * mm[eps * alpha + nu, p, ch]
+            total = total + _select(a, eps, yi, dtype) * at(eps * alpha + nu, p, ch)
         return total
 
     t = te.compute((m, alpha, tiles, k), rows, name=OUTPUT_ROWS)
@@ -420,10 +430,10 @@ def _unroll_vectorize(sch, block) -> None:
 
 
 def _tile_of(block) -> int | None:
-    """m of the block's F(m, 3), from the ``[(m+2)^2, tiles, K]`` product it reads."""
+    """m of the block's F(m, 3), from the ``[(m+2)^2, (1,) tiles, K]`` product it reads."""
     for region in block.reads:
         shape = region.source.shape
-        if len(shape) == 3:
+        if len(shape) in (3, 4):
             alpha = math.isqrt(int(shape[0]))
             if alpha * alpha == int(shape[0]) and alpha > 2:
                 return alpha - 2
