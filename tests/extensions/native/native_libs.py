@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -111,9 +112,22 @@ def build_extensions_together(versions) -> list[Path]:
 _NAMED = re.compile(r"build_extensions\(\s*[\"'](v\d+)[\"']|\b(v\d+)_libs\b")
 
 
+@lru_cache(maxsize=None)
+def _named_in(func) -> tuple[str, ...]:
+    """The versions *func*'s source names (``build_extensions("v10")``, ``v7_libs``)."""
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        return ()
+    return tuple(a or b for a, b in _NAMED.findall(source))
+
+
 def _versions_of(item) -> list[str]:
-    """The lib_api versions *item* builds: its parameters, and those its test function and
-    fixtures name (``build_extensions("v10")``, ``v7_libs``)."""
+    """The lib_api versions *item* builds, when its module uses these helpers: its
+    parameters, and those its test function and fixtures name."""
+    module = getattr(item, "module", None)
+    if getattr(module, "_unload_native_libraries", None) is not _unload_native_libraries:
+        return []
     found = [v for v in getattr(getattr(item, "callspec", None), "params", {}).values()
              if isinstance(v, str) and v in VERSIONS]
     funcs = [getattr(item, "function", None)]
@@ -121,11 +135,7 @@ def _versions_of(item) -> list[str]:
     for defs in (info.name2fixturedefs.values() if info else ()):
         funcs += [d.func for d in defs]
     for func in funcs:
-        try:
-            source = inspect.getsource(func)
-        except (OSError, TypeError):
-            continue
-        found += [a or b for a, b in _NAMED.findall(source)]
+        found += _named_in(func)
     return found
 
 
