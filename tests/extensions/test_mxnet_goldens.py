@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, corpus_path
-from tests.extensions.native.native_libs import build_extensions
+from tests.extensions.native.native_libs import build_extensions_together
 
 VERSIONS = ("v11", "v7")
 GOLDENS = ("init_lib", "gemm_lib", "transposecsr_lib", "transposerowsp_lib", "subgraph_lib",
@@ -80,7 +80,7 @@ def _cases(versions=VERSIONS, goldens=GOLDENS):
 
 def _build_root() -> Path:
     """Every lib_api version built (the version-mismatch goldens load the others)."""
-    dirs = [build_extensions(v) for v in ("v7", "v8", "v10", "v11")]
+    dirs = build_extensions_together(("v7", "v8", "v10", "v11"))
     root = dirs[0].parent
     assert all(d.parent == root for d in dirs)
     return root

@@ -8,6 +8,15 @@
     ``unsupported_nodes`` says; cases TVM failed on; timing).  A chunk that
     fails to compile is bisected, so the broken cases are named.
 
+``python _corpus_jobs.py cli COMMANDS_JSON RESULT_JSON``
+    run ``mxc`` command lines (``{"claims": DIR, "commands": {key: argv}}``,
+    argv without the program name) through :func:`mxc.cli.main` in this one
+    process, so the interpreter and TVM start once for many of them (a tiny
+    model's ``mxc compile`` is ~0.2 s; a fresh process adds ~2 s).  Several
+    such processes can share one list: each command is claimed (a file created
+    in DIR) by the first process to reach it, so they balance themselves.
+    Writes ``{key: {ok, seconds, error}}`` for the commands this process ran.
+
 ``python _corpus_jobs.py run JOBS_JSON RESULT_JSON``
     the deployment side: load every artifact with :mod:`mxc.runtime` alone,
     run it on its inputs .npz, write its outputs .npz; records errors and
@@ -117,6 +126,41 @@ def _compile_group(cases, out_dir: Path, tag: str, pieces: list, failed: dict) -
 
 
 # ---------------------------------------------------------------------------
+# several mxc commands in one process
+# ---------------------------------------------------------------------------
+def run_cli(commands_path: Path, result_path: Path) -> None:
+    """Run each command line of *commands_path* not claimed by another process with
+    ``mxc.cli.main``; record each one's exit status, time and (on failure) its output,
+    after each command (a crash loses only the command in flight and the rest of
+    this process's share, and the test names what was not run)."""
+    import contextlib
+    import io
+
+    from mxc.cli import main
+    spec = json.loads(commands_path.read_text())
+    claims = Path(spec["claims"])
+    results: dict = {}
+    for key, argv in spec["commands"].items():
+        try:
+            os.close(os.open(claims / key.replace("/", "|"), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
+        out = io.StringIO()
+        t0 = time.perf_counter()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception:  # noqa: BLE001 - reported to the test
+            code = 1
+            out.write(traceback.format_exc())
+        results[key] = {"ok": code == 0, "seconds": time.perf_counter() - t0,
+                        "error": "" if code == 0 else f"exit {code}: {out.getvalue()[-4000:]}"}
+        result_path.write_text(json.dumps(results, indent=1))
+
+
+# ---------------------------------------------------------------------------
 # the fresh runtime process
 # ---------------------------------------------------------------------------
 def run_jobs(jobs_path: Path, result_path: Path) -> None:
@@ -153,6 +197,8 @@ def run_jobs(jobs_path: Path, result_path: Path) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "ops":
         compile_ops(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "cli":
+        run_cli(Path(sys.argv[2]), Path(sys.argv[3]))
     elif sys.argv[1] == "run":
         run_jobs(Path(sys.argv[2]), Path(sys.argv[3]))
     else:

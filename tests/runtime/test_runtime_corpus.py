@@ -12,7 +12,9 @@ cannot lower runs on the host, and the host set must be exactly what
 
 Compilations run as parallel subprocesses (one per core), once per session,
 into a cache under pytest's ``tmp_path_factory``; only the models a run
-selects are compiled.
+selects are compiled.  Each of those processes runs the ``mxc compile`` command
+lines of its share of the models (``_corpus_jobs.py cli``): one interpreter and
+one TVM start per core instead of per model.
 """
 
 from __future__ import annotations
@@ -101,15 +103,51 @@ def _selected(request, argname: str, default: list[str]) -> list[str]:
 
 
 def _model_command(name: str, out: Path, target: str) -> list[str]:
+    """The ``mxc compile`` arguments (without the program name) of corpus model *name*."""
     root = corpus_path() / "models" / name
     meta = json.loads((root / "meta.json").read_text())
     shapes = [f"{k}={','.join(map(str, v['shape']))}" for k, v in meta["inputs"].items()]
-    cmd = [sys.executable, "-m", "mxc.cli", "compile", str(root / "symbol.json"),
+    cmd = ["compile", str(root / "symbol.json"),
            "--params", str(root / "model.params"), "--target", target, "-q",
            "-o", str(out / f"{name}-{_tag(target)}.mxc")]
     for s in shapes:
         cmd += ["--shape", s]
     return cmd
+
+
+def _model_groups(models: list[str], out: Path, target: str,
+                  groups: int | None = None) -> dict[str, list[str]]:
+    """``{group key: command}``: one ``_corpus_jobs.py cli`` process per core, all
+    sharing the ``mxc compile`` command lines of *models* (largest parameter files
+    first; each process takes the next one not taken); :func:`_model_results` reads
+    their results back."""
+    groups = max(1, min(groups or os.cpu_count() or 1, len(models)))
+    claims = out / f"claims-{_tag(target)}"
+    claims.mkdir()
+    weight = {m: (corpus_path() / "models" / m / "model.params").stat().st_size
+              for m in models}
+    spec = out / f"models-{_tag(target)}.json"
+    spec.write_text(json.dumps({"claims": str(claims), "commands": {
+        f"model:{m}": _model_command(m, out, target)
+        for m in sorted(models, key=lambda m: -weight[m])}}))
+    return {f"models:{i}": [sys.executable, str(JOBS), "cli", str(spec),
+                            str(out / f"models-{_tag(target)}-{i}.result.json")]
+            for i in range(groups)}
+
+
+def _model_results(compiled: dict, models: list[str], out: Path, target: str) -> None:
+    """Replace the group entries of *compiled* by one entry per model; a model no group
+    finished (its process died) fails with the output of the groups that failed."""
+    results: dict = {}
+    groups = {k: compiled.pop(k) for k in [k for k in compiled if k.startswith("models:")]}
+    for key in groups:
+        path = out / f"models-{_tag(target)}-{key.split(':')[1]}.result.json"
+        results.update(json.loads(path.read_text()) if path.exists() else {})
+    died = "\n".join(f"{k}: {g['error']}" for k, g in groups.items() if not g["ok"])
+    for m in models:
+        compiled[f"model:{m}"] = results.get(f"model:{m}") or {
+            "ok": False, "seconds": 0.0,
+            "error": f"not compiled: the compiling process ended first:\n{died}"}
 
 
 def _model_inputs(name: str, out: Path) -> Path:
@@ -144,13 +182,14 @@ def llvm_build(request, tmp_path_factory) -> Build:
     models = [m for m in _selected(request, "name", MODELS) if m in MODELS and m != "no-corpus"]
     ops = bool(CASES) and any("case_id" in getattr(i, "fixturenames", ())
                               for i in request.session.items)
-    commands = {f"model:{m}": _model_command(m, build.out, CPU_TARGET) for m in models}
+    commands = _model_groups(models, build.out, CPU_TARGET) if models else {}
     if ops:
         for k in range(OP_CHUNKS):
             commands[f"ops:{k}"] = [sys.executable, str(JOBS), "ops", str(build.out), str(k),
                                     str(OP_CHUNKS)]
     t0 = time.perf_counter()
     build.compiled = run_parallel(commands)
+    _model_results(build.compiled, models, build.out, CPU_TARGET)
     build.compiled["__wall__"] = {"seconds": time.perf_counter() - t0}
     jobs = []
     for m in models:
@@ -303,8 +342,8 @@ def cuda_build(request, tmp_path_factory) -> Build:
     models = [m for m in _selected(request, "cuda_name", MODELS) if m in MODELS
               and m != "no-corpus"]
     t0 = time.perf_counter()
-    build.compiled = run_parallel({f"model:{m}": _model_command(m, build.out, "cuda")
-                                   for m in models})
+    build.compiled = run_parallel(_model_groups(models, build.out, "cuda") if models else {})
+    _model_results(build.compiled, models, build.out, "cuda")
     build.compiled["__wall__"] = {"seconds": time.perf_counter() - t0}
     if has_cuda():
         _run_fresh(build, [{"key": f"model:{m}", "artifact": str(build.out / f"{m}-cuda.mxc"),

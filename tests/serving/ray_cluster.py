@@ -25,6 +25,7 @@ from serve_helpers import REPO, free_port
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's minimum is 75 MiB
 START_TIMEOUT = 180.0
+STOP_GRACE_S = 2.0
 
 
 def ray_executable() -> str:
@@ -139,10 +140,12 @@ class Cluster:
                 if port in ports}
 
     def stop(self) -> None:
+        """SIGTERM, a short grace, then SIGKILL: some of a node's processes outlived 15 s of
+        SIGTERMs (the grace this had), and nothing of the cluster is kept after a test."""
         try:
             for node in (self.second, self.head):
                 if node is not None:
-                    node.kill(signal.SIGTERM, timeout=15)
+                    node.kill(signal.SIGTERM, timeout=STOP_GRACE_S)
         finally:
             for node in (self.second, self.head):
                 if node is not None:

@@ -135,6 +135,14 @@ def test_replicas_scale_up_on_queue_length(cluster, tmp_path_factory):
         assert s.stop() == 0, s.output()
 
 
+def _wait_for(condition, what: str, server, timeout: float = 120) -> None:
+    """Poll *condition* (instead of a fixed sleep) until it holds, or fail saying *what*."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s: {server.output()}"
+        time.sleep(0.2)
+
+
 def test_losing_a_node_loses_no_request_retried_within_the_health_window(cluster, served):
     server, path = served
     want = rt.load(path).run({"data": X})[0].ravel()
@@ -161,11 +169,18 @@ def test_losing_a_node_loses_no_request_retried_within_the_health_window(cluster
     for t in threads:
         t.start()
     try:
-        time.sleep(3)
+        _wait_for(lambda: len(results) >= 2 * len(threads), "answers before the kill", server)
         before = len(results)
+        t_kill = time.monotonic()
         cluster.second.kill()  # the node's raylet, agents, workers and its replica: gone at once
         assert not cluster.second.processes()
-        time.sleep(15)
+        # the clients keep sending until the head has declared the node dead (the window in
+        # which requests still reach its replica) and some requests were answered after that
+        cluster.wait_nodes(1)
+        noticed = len(results)
+        _wait_for(lambda: len(results) - noticed >= len(threads) and len(results) - before > 4,
+                  "answers after the loss", server)
+        print(f"the head noticed the loss after {time.monotonic() - t_kill:.1f} s")
     finally:
         stop.set()
         for t in threads:

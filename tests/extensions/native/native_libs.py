@@ -7,15 +7,26 @@ A helper module (not a ``conftest.py``: a second conftest would shadow the suite
 per-session directory (or ``$MXC_EXT_BUILD/v11`` when set, reused when it
 already holds the libraries) and returns DIR.  The sources are read from the
 corpus, never copied into the repository.
+
+A build of one version is ~25 s of g++ on one core.  When the collected tests
+need several versions, they are built side by side, one per core, from the
+first one a test asks for (``_prebuild_extensions``), instead of one after the
+other as each test reaches its own: the libraries are the same, only the wait
+is shorter.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,9 +37,13 @@ from conftest import corpus_path
 LIBS = ("libinit_lib.so", "libgemm_lib.so", "libtransposecsr_lib.so",
         "libtransposerowsp_lib.so", "libpass_lib.so", "libsubgraph_lib.so")
 _ROOT = Path(os.environ.get("MXC_EXT_BUILD") or tempfile.mkdtemp(prefix="mxc-ext-"))
+VERSIONS = ("v7", "v8", "v10", "v11")
+
+_builds: dict[str, Future] = {}      # version -> its build (running, or done)
+_lock = threading.Lock()
+_running: set[subprocess.Popen] = set()   # build.sh processes, to stop at the session's end
 
 
-@lru_cache(maxsize=None)
 def _build(version: str) -> tuple[Path | None, str]:
     corpus = corpus_path()
     script = corpus / "extensions" / "build.sh" if corpus else None
@@ -39,19 +54,118 @@ def _build(version: str) -> tuple[Path | None, str]:
     out = _ROOT / version
     if not all((out / name).exists() for name in LIBS):
         out.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["bash", str(script), version, str(out)], capture_output=True,
-                           text=True, timeout=900)
-        if r.returncode != 0:
-            return None, f"build.sh {version} failed: {r.stderr[-500:]}"
+        proc = subprocess.Popen(["bash", str(script), version, str(out)], text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)   # g++ with it: one group to stop
+        with _lock:
+            _running.add(proc)
+        try:
+            _, err = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            with _lock:
+                _running.discard(proc)
+        if proc.returncode != 0:
+            return None, f"build.sh {version} failed: {err[-500:]}"
     return out, ""
+
+
+def _fill(future: Future, version: str) -> None:
+    try:
+        future.set_result(_build(version))
+    except BaseException as e:  # noqa: BLE001 - the test that waits for it raises it
+        future.set_exception(e)
+
+
+def _start(versions, pool: ThreadPoolExecutor | None = None) -> None:
+    """Start the builds of *versions* not started yet (in *pool*, else here and now)."""
+    for version in versions:
+        with _lock:
+            if version in _builds:
+                continue
+            future: Future = Future()
+            _builds[version] = future
+        if pool is not None:
+            pool.submit(_fill, future, version)
+        else:
+            _fill(future, version)
 
 
 def build_extensions(version: str) -> Path:
     """The directory of the built libraries of lib_api *version*, or skip."""
-    out, why = _build(version)
+    _start([version])
+    out, why = _builds[version].result()
     if out is None:
         pytest.skip(why)
     return out
+
+
+def build_extensions_together(versions) -> list[Path]:
+    """The directories of several versions' libraries, built side by side (one per core)."""
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        _start(versions, pool)
+    return [build_extensions(v) for v in versions]
+
+
+_NAMED = re.compile(r"build_extensions\(\s*[\"'](v\d+)[\"']|\b(v\d+)_libs\b")
+
+
+@lru_cache(maxsize=None)
+def _named_in(func) -> tuple[str, ...]:
+    """The versions *func*'s source names (``build_extensions("v10")``, ``v7_libs``)."""
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        return ()
+    return tuple(a or b for a, b in _NAMED.findall(source))
+
+
+def _versions_of(item) -> list[str]:
+    """The lib_api versions *item* builds, when its module uses these helpers: its
+    parameters, and those its test function and fixtures name."""
+    module = getattr(item, "module", None)
+    if getattr(module, "_unload_native_libraries", None) is not _unload_native_libraries:
+        return []
+    found = [v for v in getattr(getattr(item, "callspec", None), "params", {}).values()
+             if isinstance(v, str) and v in VERSIONS]
+    funcs = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        funcs += [d.func for d in defs]
+    for func in funcs:
+        found += _named_in(func)
+    return found
+
+
+_prebuilding: list[ThreadPoolExecutor] = []
+
+
+def _prebuild_extensions(request) -> None:
+    """Once per session: when its tests need more than one lib_api version, build them all
+    now, one per core, in the order the tests will ask for them; what is still building
+    when the session ends is stopped."""
+    with _lock:
+        if _prebuilding:
+            return
+        pool = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
+        _prebuilding.append(pool)
+    wanted: list[str] = []
+    for item in request.session.items:
+        wanted += [v for v in _versions_of(item) if v not in wanted]
+    if len(wanted) > 1:
+        _start(wanted, pool)
+
+    def stop() -> None:
+        pool.shutdown(wait=False, cancel_futures=True)
+        with _lock:
+            for proc in _running:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    request.config.add_cleanup(stop)
 
 
 def golden(version: str, name: str) -> dict:
@@ -97,9 +211,11 @@ def v7_libs() -> Path:
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _unload_native_libraries():
+def _unload_native_libraries(request):
     """Leave the registries as the module found them (compiled libraries register names --
-    ``my_gemm`` -- that other tests' Python extensions use too)."""
+    ``my_gemm`` -- that other tests' Python extensions use too).  (Every native module uses
+    this fixture: it also starts the session's builds, ``_prebuild_extensions``.)"""
+    _prebuild_extensions(request)
     import mxc
     before = {id(r) for r in mxc.library.loaded()}
     yield
