@@ -1,0 +1,56 @@
+"""The uncalibrated ``_contrib_requantize`` lowering (``mxc/backends/tvm/ops/quantization.py``).
+
+Without a calibrated range MXNet requantizes by the tensor's own ``max |x|``.
+mxc reduces it from the int32 accumulator as it lies (channels-last), per
+channel first: flattening it first pinned the layout pass back to NCHW and
+made an int64 transposed copy of every such activation, which cost
+int8_mobilenet0.5_nocalib more than its convolutions.  Oracle: MXNet's outputs
+of the corpus model (``io.npz``), and the invariant that no kernel writes an
+int64 tensor the size of an activation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+import mxc  # noqa: E402
+from conftest import require_corpus  # noqa: E402
+from oracle import assert_close  # noqa: E402
+
+
+def _int64_buffers(script: str) -> list[int]:
+    """Element counts of the int64 buffers in a kernel's signature (its TVMScript text)."""
+    head = script[script.index("def "):script.index("T.func_attr")]
+    return [int(np.prod([int(d) for d in re.findall(r"T\.int64\((\d+)\)", dims)] or [1]))
+            for dims in re.findall(r'T\.Buffer\(\(([^"]*?)\), "int64"\)', head)]
+
+
+@pytest.mark.corpus
+def test_uncalibrated_requantize_reduces_the_activation_in_place():
+    from mxc.backends.tvm.dump_code import capture_tir
+    name = "int8_mobilenet0.5_nocalib"
+    root = require_corpus("wave2/models") / name
+    meta = json.loads((root / "meta.json").read_text())
+    params = mxc.nd.load(root / "model.params")
+    io = np.load(root / "io.npz")
+    feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
+    args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
+    aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
+    with capture_tir() as capture:
+        model = mxc.compile(mxc.sym.load(root / "symbol.json"), (args, aux),
+                            shapes={k: v.shape for k, v in feeds.items()})
+    kernels = capture.kernels
+    assert kernels, "no kernels captured"
+    # the widest channel count of the model is 512: a per-channel (or whole-tensor)
+    # maximum may be int64, an int64 copy of a 24x24x64 activation (36,864) may not
+    wide = {n: c for n, text in kernels.items() for c in _int64_buffers(text) if c > 1024}
+    assert not wide, wide
+    for i, got in enumerate(model.session().run(feeds)):
+        assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"],
+                     f"{name} output {i}")
