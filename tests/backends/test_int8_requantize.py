@@ -13,7 +13,6 @@ activation to one number (TVM's schedule for that is a scalar loop).
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -22,7 +21,7 @@ import pytest
 pytest.importorskip("tvm")
 
 import mxc  # noqa: E402
-from conftest import require_corpus  # noqa: E402
+from conftest import load_corpus_model  # noqa: E402
 from oracle import assert_close  # noqa: E402
 
 
@@ -39,16 +38,11 @@ def _buffers(script: str, dtype: str = r"\w+") -> list[int]:
 def test_uncalibrated_requantize_reduces_the_activation_in_place():
     from mxc.backends.tvm.dump_code import capture_tir
     name = "int8_mobilenet0.5_nocalib"
-    root = require_corpus("wave2/models") / name
-    meta = json.loads((root / "meta.json").read_text())
-    params = mxc.nd.load(root / "model.params")
+    root, meta, sym, params = load_corpus_model("wave2/models", name)
     io = np.load(root / "io.npz")
     feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
-    args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
-    aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
     with capture_tir() as capture:
-        model = mxc.compile(mxc.sym.load(root / "symbol.json"), (args, aux),
-                            shapes={k: v.shape for k, v in feeds.items()})
+        model = mxc.compile(sym, params, shapes={k: v.shape for k, v in feeds.items()})
     kernels = capture.kernels
     assert kernels, "no kernels captured"
     # the widest channel count of the model is 512: a per-channel (or whole-tensor)
