@@ -83,3 +83,21 @@ def test_dump_code_into_a_directory(tmp_path, capsys):
     assert (code / "mlp.ll").read_text().startswith("; ModuleID")
     r = cli(*COMPILE, "-o", str(tmp_path / "x.mxc"), "--dump-code", "tir,c")
     assert r.returncode == 64 and "unknown format(s) in 'tir,c'" in r.stderr
+
+
+def test_dump_code_shortens_kernel_names_too_long_for_a_file(tmp_path):
+    """A fused kernel of a deep graph can be named by hundreds of ops; its file gets the
+    name's start and a hash (distinct per kernel), and the TIR inside keeps the name."""
+    from mxc.backends.tvm.dump_code import MAX_FILE_NAME, write_code
+    long_a, long_b = "fused_" + "conv2d_add_relu_" * 40 + "a", "fused_" + "conv2d_add_relu_" * 40 + "b"
+    kernels = {"short": "def short(): pass", long_a: f"def {long_a}(): pass",
+               long_b: f"def {long_b}(): pass"}
+    written = write_code(["tir"], tmp_path / "m.mxc", tmp_path / "code", kernels=kernels,
+                         executable=None)
+    names = sorted(p.name for p in written)
+    assert len(set(names)) == 3 and "short.tir" in names
+    assert all(len(n.encode()) <= MAX_FILE_NAME for n in names)
+    for p in written:
+        text = p.read_text()
+        assert p.name == "short.tir" or p.name.startswith("fused_conv2d_add_relu_")
+        assert text.split("(")[0].removeprefix("def ") in kernels   # the full name inside

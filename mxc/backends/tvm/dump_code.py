@@ -72,6 +72,24 @@ def library_source(executable, fmt: str) -> str:
     return "\n".join(m.inspect_source(fmt) for m in executable.mod.imports if m.kind == "llvm")
 
 
+#: longest kernel file name written (bytes): file systems allow 255, and the atomic
+#: write's temporary name beside it adds about 30
+MAX_FILE_NAME = 200
+
+
+def kernel_file_name(name: str) -> str:
+    """``NAME.tir``, or for a kernel name too long to be a file name (fused kernels of
+    deep graphs reach thousands of characters) its start and a hash of the whole name,
+    so that names stay distinct and the TIR inside still says the full name."""
+    file_name = f"{name}.tir"
+    if len(file_name.encode()) <= MAX_FILE_NAME:
+        return file_name
+    import hashlib
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    head = name.encode()[:MAX_FILE_NAME - len(digest) - len("-.tir")].decode(errors="ignore")
+    return f"{head}-{digest}.tir"
+
+
 def write_code(formats: list[str], out: Path, directory: Path | None, *,
                kernels: dict[str, str], executable) -> list[Path]:
     """Write *formats* as tvmc does, beside the artifact *out* (``OUT.tir``, ``OUT.ll``,
@@ -81,7 +99,8 @@ def write_code(formats: list[str], out: Path, directory: Path | None, *,
     texts: dict[Path, str] = {}
     for fmt in formats:
         if fmt == "tir" and directory is not None:
-            texts.update({directory / f"{name}.tir": text for name, text in kernels.items()})
+            texts.update({directory / kernel_file_name(name): text
+                          for name, text in kernels.items()})
             continue
         text = "\n\n".join(kernels.values()) if fmt == "tir" else library_source(executable, fmt)
         path = (out.with_name(f"{out.name}.{fmt}") if directory is None
