@@ -29,6 +29,22 @@ MLP = REPO / "examples" / "mlp"
 BOUND_S = 300
 
 
+@pytest.fixture(autouse=True)
+def default_sigint():
+    """Python's own SIGINT handler for each test, as a terminal gives it.  A suite started
+    under ``nohup`` or as a shell's background job inherits SIGINT ignored, and
+    ``watch_interrupts`` rightly leaves an ignoring application alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _default_sigint_in_child():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)   # Python then installs its own handler
+
+
 def _sigint_self():
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(1)     # the handler runs (and raises) before this returns
@@ -105,7 +121,7 @@ _INJECT = textwrap.dedent("""
 
 def _run_python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO, timeout=BOUND_S)
+                          cwd=REPO, timeout=BOUND_S, preexec_fn=_default_sigint_in_child)
 
 
 def test_sigint_inside_the_tvm_build_is_interrupted_130(tmp_path):
@@ -148,7 +164,8 @@ def test_ctrl_c_to_the_process_group_mid_tune(tmp_path):
         [sys.executable, "-m", "mxc.cli", "tune", str(symbol), "--params", str(params),
          "--shape", "data=1,4,8,8", "--trials", "400", "--batch", "2", "--search", "random",
          "--no-default-record", "--db", str(db)],
-        stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+        stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        preexec_fn=_default_sigint_in_child)
     lines = []
     try:
         deadline = time.time() + BOUND_S
