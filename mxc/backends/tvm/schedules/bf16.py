@@ -109,7 +109,8 @@ def _count(ctx) -> None:
 # ---------------------------------------------------------------------------
 # the instruction
 # ---------------------------------------------------------------------------
-def _bits_to_float(v):
+def bits_to_float(v):
+    """bfloat16 bits (``uint16``) -> the float32 they stand for (exact)."""
     return tirx.reinterpret("float32", v.astype("uint32") << tirx.const(16, "uint32"))
 
 
@@ -201,7 +202,7 @@ def pack_weights(w_hwio: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # the kernel (TE)
 # ---------------------------------------------------------------------------
-def _round_bits(v):
+def round_bits(v):
     """float32 -> bfloat16 bits, round to nearest even (NaN stays a NaN)."""
     u = tirx.reinterpret("uint32", v)
     one, half, sixteen = (tirx.const(n, "uint32") for n in (1, 0x7FFF, 16))
@@ -236,7 +237,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     def padded(i, y, x, ch):
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
-        return tirx.if_then_else(inside, _round_bits(load(i, y - pt, x - pl, ch)), zero)
+        return tirx.if_then_else(inside, round_bits(load(i, y - pt, x - pl, ch)), zero)
 
     src = te.compute((n, h + pt + pb, w + pl + pr, c2 * group), padded, name="pad_temp")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -247,7 +248,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
     def conv(i, y, x, k):
         a = src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
         b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
-        return te.sum(_bits_to_float(a) * _bits_to_float(b), axis=[ry, rx, rc, ri])
+        return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 
     acc = te.compute((n, oh, ow, ko * lanes), conv, name=CONV_BLOCK)
     if ko * lanes == channels:

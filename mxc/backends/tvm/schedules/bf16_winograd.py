@@ -32,10 +32,10 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from tvm import relax, te, tirx
+from tvm import relax, te
 
 from . import winograd
-from .bf16 import CONV_BLOCK, GROUP, LANES, _bits_to_float, _round_bits, to_bf16_bits
+from .bf16 import CONV_BLOCK, GROUP, LANES, bits_to_float, round_bits, to_bf16_bits
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def batch_matmul(v: te.Tensor, u: te.Tensor) -> te.Tensor:
     def product(e, _y, p, k):
         a = v[e, p, rc * group + ri]
         b = u[e, k // lanes, rc, k % lanes, ri]
-        return te.sum(_bits_to_float(a) * _bits_to_float(b), axis=[ry, rx, rc, ri])
+        return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 
     return te.compute((e_, 1, tiles, ko * lanes), product, name=CONV_BLOCK)
 
@@ -126,12 +126,6 @@ def emit(bb: relax.BlockBuilder, x, w_hwio: np.ndarray, padding, out_shape):
     m = tile(n, oh, ow)
     packed = pack_weights(w_hwio, m)
     u = relax.const(packed, "uint16")
-    pad = [int(p) for p in padding]
-    v = bb.emit(winograd._opaque(bb, bb.call_te(
-        lambda d: winograd.input_transform(d, m, pad, oh, ow, _round_bits), x,
-        primfunc_name_hint="winograd_input_bf16")))
-    mm = bb.emit(winograd._opaque(bb, bb.call_te(batch_matmul, v, u,
-                                                 primfunc_name_hint="winograd_bgemm_bf16")))
     log.debug("conv2d -> bf16 Winograd F(%d, 3), weights %s", m, packed.shape)
-    return bb.call_te(winograd.output_transform, mm, m, n, oh, ow,
-                      primfunc_name_hint="winograd_output")
+    return winograd.emit_transforms(bb, x, u, m, padding, (n, oh, ow), batch_matmul,
+                                    finish=round_bits, suffix="_bf16")

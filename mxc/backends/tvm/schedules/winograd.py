@@ -307,10 +307,20 @@ def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for, reco
         stats["weight_bytes"] += int(w_hwio.size * itemsize)
         stats["transformed_bytes"] += int(np.prod(transformed_shape(w_hwio.shape, m, nc))
                                           * itemsize)
-    v = bb.emit(_opaque(bb, bb.call_te(input_transform, x, m, [int(p) for p in padding],
-                                       oh, ow, primfunc_name_hint="winograd_input")))
-    mm = bb.emit(_opaque(bb, bb.call_te(batch_matmul, v, u,
-                                        primfunc_name_hint="winograd_bgemm")))
+    return emit_transforms(bb, x, u, m, padding, (n, oh, ow), batch_matmul)
+
+
+def emit_transforms(bb, x, u, m: int, padding, out_nhw, product, finish=None,
+                    suffix: str = ""):
+    """The input transform of *x* (then *finish*, see :func:`input_transform`), its
+    batched *product* with the transformed weights *u*, and the output transform:
+    the three kernels of an F(*m*, 3) convolution (also :mod:`.bf16_winograd`'s)."""
+    n, oh, ow = out_nhw
+    pad = [int(p) for p in padding]
+    v = bb.emit(_opaque(bb, bb.call_te(lambda d: input_transform(d, m, pad, oh, ow, finish),
+                                       x, primfunc_name_hint=f"winograd_input{suffix}")))
+    mm = bb.emit(_opaque(bb, bb.call_te(product, v, u,
+                                        primfunc_name_hint=f"winograd_bgemm{suffix}")))
     return bb.call_te(output_transform, mm, m, n, oh, ow, primfunc_name_hint="winograd_output")
 
 
