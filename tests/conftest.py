@@ -98,6 +98,27 @@ def corpus() -> Path:
 
 
 @pytest.fixture
+def amx_emulated(monkeypatch):
+    """A target of this CPU's features plus AMX, its tile steps built as scalar
+    emulation (``MXC_EMULATE_AMX=1``, :mod:`mxc.backends.tvm.schedules.amx`) so the
+    AMX kernels run here; skips where this CPU lacks the rest of such a build."""
+    pytest.importorskip("tvm")
+    from mxc.backends.tvm.build import resolve_target
+    from mxc.backends.tvm.schedules import amx
+    from mxc.backends.tvm.targets import missing_on_host
+    monkeypatch.setenv(amx.EMULATE_ENV, "1")
+    amx_features = ("amx-tile", "amx-bf16", "amx-int8")
+    host = dict(resolve_target("llvm").export())
+    target = resolve_target({"kind": "llvm", "mcpu": host.get("mcpu", "generic"),
+                             "mattr": list(host.get("mattr", []))
+                             + [f"+{f}" for f in amx_features]})
+    missing = set(missing_on_host(target)) - set(amx_features)
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}")
+    return target
+
+
+@pytest.fixture
 def no_library_write(monkeypatch):
     """Fail the test if any library reaches the disk (or dlopen) before a refusal
     (the reliability tests of signed and forged artifacts)."""

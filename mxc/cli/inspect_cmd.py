@@ -123,8 +123,9 @@ def precision_line(prec: dict) -> str:
     """``--precision``: what was asked, what was built, and auto's check."""
     line = f"precision: {prec.get('mode', 'fp32')}"
     if prec.get("mode") == "bf16":
-        line += (f" ({prec.get('kernels', 0)} convolution/dense kernel(s) in bfloat16, "
-                 f"float32 accumulation)")
+        tiles = prec.get("tile_kernels", 0)
+        line += (f" ({prec.get('kernels', 0)} convolution/dense kernel(s) in bfloat16"
+                 + (f", {tiles} on AMX tiles" if tiles else "") + ", float32 accumulation)")
     if prec.get("requested") == "auto":
         check = prec.get("check")
         line += " -- chosen by --precision auto"

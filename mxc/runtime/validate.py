@@ -121,8 +121,9 @@ def validate_manifest(man: Any, path: Any, *, max_member: int) -> None:
     if host:
         for key in ("arch", "cpu", "triple"):
             f.get(host, key, "target.host", (str,), required=False)
-        f.items(host, "features", "target.host",
-                lambda v, w: f.get({"feature": v}, "feature", w, (str,)), required=False)
+        for key in ("features", "emulated"):
+            f.items(host, key, "target.host",
+                    lambda v, w: f.get({"feature": v}, "feature", w, (str,)), required=False)
     for key in ("mxc_version", "tvm_version", "created", "pipeline", "name"):
         f.get(man, key, "", (str, type(None)), required=False)
     f.get(man, "bind_params", "", (bool,), required=False)

@@ -25,7 +25,7 @@ from tvm import relax  # noqa: E402
 
 from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
 from mxc.backends.tvm.schedules import bf16_winograd  # noqa: E402
-from test_bf16 import SPR, ZEN4, _asm, _build, _conv_module, _ref_conv, _runnable  # noqa: E402
+from test_bf16 import CPX, ZEN4, _asm, _build, _conv_module, _ref_conv, _runnable  # noqa: E402
 
 # Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", F(2x2, 3x3)
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
@@ -117,7 +117,7 @@ def test_thin_layers_over_large_outputs_stay_direct():
     assert takes(8, 64, 64, 56)
 
 
-@pytest.mark.parametrize("target", [ZEN4, SPR])
+@pytest.mark.parametrize("target", [ZEN4, CPX])   # SPR: tiles (test_amx.py), not Winograd
 def test_bf16_winograd_assembly_has_the_dot_instruction(target):
     w = np.random.RandomState(6).randn(32, 48, 3, 3).astype("float32")
     stats = {}

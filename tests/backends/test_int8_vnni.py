@@ -182,7 +182,7 @@ def test_vnni_targets_compile_to_vpdpbusd(cpu, register):
     """AVX512-VNNI (zmm) on Zen 4 and a Xeon, AVX-VNNI (ymm, VEX) on Alder Lake: compiled
     whatever this CPU is (run by the tests above where it has VNNI).
 
-    (AMX tiles are not used: Sapphire Rapids gets the AVX512-VNNI kernel.)"""
+    (Sapphire Rapids takes AMX tiles where they fit: tests/backends/test_amx.py.)"""
     target = f"llvm -mcpu={cpu}"
     assert int8_dot(resolve_target(target)) == ("avxvnni" if cpu == "alderlake" else "avx512vnni")
     xdt, c, k, hw, ks, stride, pad = CONVS["u8-3x3"]
@@ -212,6 +212,28 @@ def test_int8_corpus_model_on_the_avx2_fallback_matches_mxnet(name):
     for i, got in enumerate(model.session().run(feeds)):
         assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"],
                      f"{name} output {i} ({target})")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", INT8_MODELS)
+def test_int8_corpus_model_on_emulated_amx_tiles_matches_mxnet(name, amx_emulated, caplog):
+    """The AMX-INT8 build (tile steps emulated): convolutions on tiles, and MXNet's
+    outputs to float32 rounding -- an int32 accumulation has one right answer, so only
+    the float dequantization may differ in the last bits (the VNNI build's own margin)."""
+    root = require_corpus("wave2/models") / name
+    params = mxc.nd.load(root / "model.params")
+    io = np.load(root / "io.npz")
+    feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
+    args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
+    aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
+    with caplog.at_level("DEBUG", logger="mxc.backends.tvm.schedules.int8"):
+        model = mxc.compile(mxc.sym.load(root / "symbol.json"), (args, aux),
+                            shapes={k: v.shape for k, v in feeds.items()}, target=amx_emulated)
+    assert any("conv2d_nhwc_int8_amx kernel" in r.getMessage() for r in caplog.records)
+    for i, got in enumerate(model.session().run(feeds)):
+        want = io[f"out__{i}"]
+        np.testing.assert_allclose(np.asarray(got), want, rtol=0,
+                                   atol=1e-5 * max(1.0, float(np.abs(want).max())))
 
 
 @pytest.mark.corpus

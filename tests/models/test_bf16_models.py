@@ -50,3 +50,23 @@ def test_corpus_model_bf16_within_the_bf16_class(name):
         assert np.asarray(got).shape == want.shape
         if want.dtype.kind == "f":
             assert range_error(np.asarray(got), want) <= BF16_TOLERANCE, f"{name} output {i}"
+
+
+#: models whose layers AMX tiles fit (stride-1, >= 32-channel convolutions)
+TILE_MODELS = [m for m in ("resnet18_v1", "squeezenet1.1") if m in MODELS] or ["no-corpus"]
+
+
+@pytest.mark.parametrize("name", TILE_MODELS)
+def test_corpus_model_bf16_on_emulated_amx_tiles(name, amx_emulated):
+    """The AMX-BF16 build (tile steps emulated, :mod:`mxc.backends.tvm.schedules.amx`)
+    within the same bf16 class of MXNet's float32 outputs."""
+    root, meta, sym, params = load_corpus_model("models", name)
+    io = np.load(root / "io.npz")
+    feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
+    model = mxc.compile(sym, params, {k: v.shape for k, v in feeds.items()},
+                        precision="bf16", target=amx_emulated)
+    prec = model.manifest["precision"]
+    assert prec["tile_kernels"] > 0 and prec["kernels"] >= prec["tile_kernels"]
+    outs = model.run(feeds)
+    for i, got in enumerate(outs if isinstance(outs, (list, tuple)) else [outs]):
+        assert range_error(np.asarray(got), io[f"out__{i}"]) <= BF16_TOLERANCE, f"{name} {i}"

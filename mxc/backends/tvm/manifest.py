@@ -30,7 +30,8 @@ class BuildRecord:
     winograd:
         the Winograd mode and weight sizes (CPU builds with regions), else None.
     precision:
-        ``{"mode": "fp32" | "bf16", "kernels": bfloat16 kernels}`` (``--precision``).
+        ``{"mode": "fp32" | "bf16", "kernels": bfloat16 kernels}`` (``--precision``), and
+        ``"tile_kernels"``: how many of them run on AMX tiles, where any do.
     lifted:
         ``{region function: its load-time weight transforms}``
         (:attr:`~mxc.backends.tvm.build_context.BuildRecords.lifted`) for the runtime plan's
@@ -104,6 +105,12 @@ def target_info(tgt) -> dict:
             features = []
         info["host"] = {"cpu": str(host.attrs.get("mcpu", "") or "generic"), "triple": triple,
                         "arch": _arch_of(triple), "features": features}
+        from .schedules import amx
+        if amx.emulating():
+            # the tile steps were built as scalar loops (a test of the AMX kernels on a
+            # CPU without AMX): the code needs no AMX, and the manifest says which it emulates
+            info["host"]["features"] = [f for f in features if not f.startswith("amx")]
+            info["host"]["emulated"] = [f for f in features if f.startswith("amx")]
     return info
 
 

@@ -1,9 +1,9 @@
-"""AMX tile micro-kernels (``tdpbf16ps``, ``tdpbusd``): compiled and inspected, not yet used.
+"""AMX tile steps (``tdpbf16ps``, ``tdpbusd``), their emulation, and the tile schedule.
 
-Sapphire Rapids and later multiply whole tiles: ``tdpbf16ps`` adds a 16x32
-bfloat16 by 32x16 (VNNI-packed) product into 16x16 float32 accumulators,
-``tdpbusd`` a 16x64 uint8 by 64x16 int8 one into int32 -- 16x the work of one
-``vdpbf16ps``/``vpdpbusd``.  TVM 0.27 ships no AMX tensor intrinsics, and
+Sapphire Rapids and later multiply whole tiles: ``tdpbf16ps`` adds a rows x 32
+bfloat16 by 32x16 (VNNI-packed) product into rows x 16 float32 accumulators,
+``tdpbusd`` a rows x 64 uint8 by 64x16 int8 one into int32 -- 16x the work of
+one ``vdpbf16ps``/``vpdpbusd``.  TVM 0.27 ships no AMX tensor intrinsics, and
 its LLVM code generator has no ``x86_amx`` type, so, as for the bf16 vector
 kernels (:mod:`.bf16`), each step is an LLVM function linked into the kernel
 (``pragma_import_llvm``) and inlined: load the accumulator and operand tiles
@@ -11,25 +11,28 @@ kernels (:mod:`.bf16`), each step is an LLVM function linked into the kernel
 It uses LLVM's ``*.internal`` intrinsics, whose tile shapes are operands, so
 LLVM's tile-configuration pass writes the ``ldtilecfg`` itself.
 
-:func:`dense_kernel` builds ``C[M, N] += A[M, K] . B[K, N]`` from these steps
-for ``M, N`` multiples of 16 and ``K`` of one step's depth, B packed as
-:func:`.bf16.pack_weights` / :func:`.int8.pack_weights` pack it.
+:func:`tile_intrinsic` makes that step a tensor intrinsic and :func:`rule_tiles`
+schedules a convolution around it (used by :mod:`.bf16_amx` and
+:mod:`.int8_amx` on targets with ``amx-bf16``/``amx-int8``);
+:func:`dense_kernel` is a bare ``C = A . B`` of steps.
 
-**Status.**  The kernels compile for ``-mcpu=sapphirerapids`` and their
-assembly has the tile configuration and instructions
-(``tests/backends/test_amx.py``), but they have never run: the machine they
-were written on (AMD Zen 4) has no AMX.  So the compile pipeline does not
-select them; ``--precision bf16`` on a Sapphire Rapids target uses the
-AVX512-BF16 kernels and INT8 the AVX512-VNNI ones.  Wiring them in (the
-legalization of :mod:`.bf16`/:mod:`.int8` choosing a tile kernel when the
-target has ``amx-bf16``/``amx-int8``, then a blocked schedule keeping the
-accumulators in tiles across the reduction) needs an AMX machine to check
-the results against the vector kernels.
+**Emulation.**  The machines this was written on have no AMX.  With
+``MXC_EMULATE_AMX=1`` (:data:`EMULATE_ENV`) the step is built as scalar loops with
+the instruction's definition instead -- same function, same pointers and byte
+strides -- so the whole kernel around it (packing, tiling, strides, fused
+epilogues) runs on any x86 CPU and is checked against the numpy oracle
+(``tests/backends/test_amx.py``); the manifest then lists the AMX features as
+emulated, not needed.  What emulation cannot check, the four tile instructions and
+LLVM's tile configuration, is checked in the assembly for ``-mcpu=sapphirerapids``.
+Nothing here has been timed.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+
+from tvm import s_tir, tirx
 
 #: rows of a tile, and bytes of one tile row
 ROWS, ROW_BYTES = 16, 64
@@ -37,32 +40,147 @@ ROWS, ROW_BYTES = 16, 64
 KINDS = {"tdpbf16ps": ("uint16", "float32", 32), "tdpbusd": ("uint8", "int32", 64)}
 
 
-def helper_name(kind: str) -> str:
-    return f"mxc_amx_{kind}_16x16"
+#: environment variable: when set to 1, :func:`helper_ir` gives the scalar emulation
+#: of each tile step (same function, same arguments), so the AMX kernels -- their
+#: layouts, strides, blocking and fused epilogues -- run and are checked on a CPU
+#: without AMX; only the four tile instructions themselves are then not exercised
+EMULATE_ENV = "MXC_EMULATE_AMX"
+
+
+def emulating() -> bool:
+    """Whether this process builds the scalar emulation of the tile steps."""
+    return os.environ.get(EMULATE_ENV, "") == "1"
+
+
+def helper_name(kind: str, rows: int = ROWS) -> str:
+    return f"mxc_amx_{kind}_{rows}x16"
+
+
+def helper_ir(kind: str, rows: int = ROWS) -> str:
+    """The LLVM function of one tile step of *kind* (``tdpbf16ps`` or ``tdpbusd``) on
+    *rows* accumulator rows: ``(c, a, b, a_stride, b_stride, c_stride)``, strides in
+    bytes; its scalar emulation when :func:`emulating`."""
+    if kind not in KINDS:
+        raise ValueError(f"no AMX tile product {kind!r}; known: {', '.join(KINDS)}")
+    if not 1 <= rows <= ROWS:
+        raise ValueError(f"an AMX tile has 1 to {ROWS} rows, not {rows}")
+    return (_emulation_ir if emulating() else _tile_ir)(kind, rows)
 
 
 @functools.lru_cache(maxsize=None)
-def helper_ir(kind: str) -> str:
-    """The LLVM function of one tile step of *kind* (``tdpbf16ps`` or ``tdpbusd``):
-    ``(c, a, b, a_stride, b_stride, c_stride)``, strides in bytes."""
-    if kind not in KINDS:
-        raise ValueError(f"no AMX tile product {kind!r}; known: {', '.join(KINDS)}")
-    name = helper_name(kind)
-    tile = f"i16 {ROWS}, i16 {ROW_BYTES}"
+def _tile_ir(kind: str, rows: int) -> str:
+    name = helper_name(kind, rows)
+    acc, ops = f"i16 {rows}, i16 {ROW_BYTES}", f"i16 {ROWS}, i16 {ROW_BYTES}"
     return f"""
 define linkonce_odr void @{name}(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc) \
 alwaysinline {{
-  %tc = call x86_amx @llvm.x86.tileloadd64.internal({tile}, ptr %c, i64 %sc)
-  %ta = call x86_amx @llvm.x86.tileloadd64.internal({tile}, ptr %a, i64 %sa)
-  %tb = call x86_amx @llvm.x86.tileloadd64.internal({tile}, ptr %b, i64 %sb)
-  %r = call x86_amx @llvm.x86.{kind}.internal({tile}, i16 {ROW_BYTES}, x86_amx %tc, \
-x86_amx %ta, x86_amx %tb)
-  call void @llvm.x86.tilestored64.internal({tile}, ptr %c, i64 %sc, x86_amx %r)
+  %tc = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %c, i64 %sc)
+  %ta = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %a, i64 %sa)
+  %tb = call x86_amx @llvm.x86.tileloadd64.internal({ops}, ptr %b, i64 %sb)
+  %r = call x86_amx @llvm.x86.{kind}.internal(i16 {rows}, i16 {ROW_BYTES}, i16 {ROW_BYTES}, \
+x86_amx %tc, x86_amx %ta, x86_amx %tb)
+  call void @llvm.x86.tilestored64.internal({acc}, ptr %c, i64 %sc, x86_amx %r)
   ret void
 }}
 declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
 declare x86_amx @llvm.x86.{kind}.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
 declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
+"""
+
+
+#: per kind: LLVM IR computing one group's products into ``%p`` (a float or i32) from
+#: the group's first operand bytes ``%ap`` and ``%bp`` -- the instruction's definition:
+#: ``tdpbf16ps`` widens each bfloat16 to float32 (exact) and adds the pair's products
+#: in order; ``tdpbusd`` multiplies unsigned by signed bytes and adds the four in int32
+_GROUP_IR = {
+    "tdpbf16ps": ("float", "fadd", """
+  %a0 = load i16, ptr %ap
+  %ap1 = getelementptr i8, ptr %ap, i64 2
+  %a1 = load i16, ptr %ap1
+  %b0 = load i16, ptr %bp
+  %bp1 = getelementptr i8, ptr %bp, i64 2
+  %b1 = load i16, ptr %bp1
+  %fa0 = call float @mxc_amx_bf16_to_f32(i16 %a0)
+  %fa1 = call float @mxc_amx_bf16_to_f32(i16 %a1)
+  %fb0 = call float @mxc_amx_bf16_to_f32(i16 %b0)
+  %fb1 = call float @mxc_amx_bf16_to_f32(i16 %b1)
+  %m0 = fmul float %fa0, %fb0
+  %m1 = fmul float %fa1, %fb1
+  %s0 = fadd float %acc, %m0
+  %p = fadd float %s0, %m1
+"""),
+    "tdpbusd": ("i32", "add", "".join(f"""
+  %ap{j} = getelementptr i8, ptr %ap, i64 {j}
+  %a{j} = load i8, ptr %ap{j}
+  %bp{j} = getelementptr i8, ptr %bp, i64 {j}
+  %b{j} = load i8, ptr %bp{j}
+  %wa{j} = zext i8 %a{j} to i32
+  %wb{j} = sext i8 %b{j} to i32
+  %m{j} = mul i32 %wa{j}, %wb{j}""" for j in range(4)) + """
+  %s0 = add i32 %acc, %m0
+  %s1 = add i32 %s0, %m1
+  %s2 = add i32 %s1, %m2
+  %p = add i32 %s2, %m3
+"""),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _emulation_ir(kind: str, rows: int) -> str:
+    """Scalar loops with the tile step's semantics: ``C[m, n] += sum_k A[m, k-group] .
+    B[k, n-group]`` over ``m < rows``, 16 ``n`` and 16 groups ``k`` (64 bytes a row)."""
+    name = helper_name(kind, rows)
+    elem, _, body = _GROUP_IR[kind]
+    convert = """
+define linkonce_odr float @mxc_amx_bf16_to_f32(i16 %x) alwaysinline {
+  %w = zext i16 %x to i32
+  %s = shl i32 %w, 16
+  %f = bitcast i32 %s to float
+  ret float %f
+}
+""" if kind == "tdpbf16ps" else ""
+    return convert + f"""
+define linkonce_odr void @{name}(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc) \
+alwaysinline {{
+entry:
+  br label %row
+row:
+  %mi = phi i64 [0, %entry], [%mi1, %row_end]
+  %arow = mul i64 %mi, %sa
+  %crow = mul i64 %mi, %sc
+  br label %col
+col:
+  %ni = phi i64 [0, %row], [%ni1, %col_end]
+  %coff0 = mul i64 %ni, 4
+  %coff = add i64 %crow, %coff0
+  %cp = getelementptr i8, ptr %c, i64 %coff
+  %init = load {elem}, ptr %cp
+  br label %step
+step:
+  %ki = phi i64 [0, %col], [%ki1, %step]
+  %acc = phi {elem} [%init, %col], [%p, %step]
+  %aoff0 = mul i64 %ki, 4
+  %aoff = add i64 %arow, %aoff0
+  %ap = getelementptr i8, ptr %a, i64 %aoff
+  %boff0 = mul i64 %ki, %sb
+  %boff = add i64 %boff0, %coff0
+  %bp = getelementptr i8, ptr %b, i64 %boff
+{body}
+  %ki1 = add i64 %ki, 1
+  %kmore = icmp ult i64 %ki1, 16
+  br i1 %kmore, label %step, label %col_end
+col_end:
+  store {elem} %p, ptr %cp
+  %ni1 = add i64 %ni, 1
+  %nmore = icmp ult i64 %ni1, 16
+  br i1 %nmore, label %col, label %row_end
+row_end:
+  %mi1 = add i64 %mi, 1
+  %mmore = icmp ult i64 %mi1, {rows}
+  br i1 %mmore, label %row, label %done
+done:
+  ret void
+}}
 """
 
 
@@ -97,3 +215,147 @@ def dense_kernel(kind: str, m: int, n: int, k: int):
                         T.int64(ROW_BYTES), T.int64(n * 4)))
 
     return kernel
+
+
+# ---------------------------------------------------------------------------
+# convolution on tiles: the tensor intrinsic and the schedule
+# ---------------------------------------------------------------------------
+#: per kind: (A dtype, B dtype, accumulator dtype, operand elements per accumulator lane)
+OPERANDS = {"tdpbf16ps": ("uint16", "uint16", "float32", 2),
+            "tdpbusd": ("uint8", "int8", "int32", 4)}
+#: float32/int32 lanes of an accumulator tile row
+LANES = ROW_BYTES // 4
+
+
+def tile_channels(kind: str) -> int:
+    """Input channels of one A tile row (64 bytes): 32 bfloat16, 64 int8."""
+    return KINDS[kind][2]
+
+
+def tile_rows(width: int) -> int:
+    """Output pixels per tile: the largest divisor of the row *width* up to 16 (a
+    partial tile would need its own configuration)."""
+    return max(r for r in range(1, ROWS + 1) if width % r == 0)
+
+
+def conv_fits(xs, ws, ys, strides, kind: str, min_rows: int) -> bool:
+    """Whether an NHWC conv2d (input/weight/output shapes *xs*/*ws*/*ys*) is a tile
+    kernel's: stride 1 (a strided row's taps are evenly spaced too, but tensorize needs
+    the tile's pixels to be one contiguous region), at least one tile row of input
+    channels (padding fewer up to it multiplies the work), whole 16-channel output
+    blocks, and rows of at least *min_rows* pixels."""
+    return (tuple(int(s) for s in strides) == (1, 1) and ws[2] >= tile_channels(kind)
+            and ys[3] % LANES == 0 and tile_rows(ys[2]) >= min_rows)
+
+
+def _product(kind: str, a, b):
+    from tvm.script import tirx as T
+    if kind == "tdpbusd":
+        return T.cast(a, "int32") * T.cast(b, "int32")
+
+    def f32(x):
+        return T.reinterpret(T.shift_left(T.cast(x, "uint32"), T.uint32(16)), dtype="float32")
+    return f32(a) * f32(b)
+
+
+@functools.lru_cache(maxsize=None)
+def tile_intrinsic(kind: str, rows: int) -> str:
+    """Register (once) and name one tile step of *kind* as a tensor intrinsic:
+    ``C[rows, 16] += A[rows, 16 * g] . B[16, 16, g]`` (``g`` operands per accumulator
+    lane), A and C at any row stride, B 16 contiguous rows of 64 bytes."""
+    from tvm.script import tirx as T
+
+    a_type, b_type, acc, group = OPERANDS[kind]
+    cols, size = tile_channels(kind), 2 if a_type == "uint16" else 1
+    steps = cols // group
+    name = helper_name(kind, rows)
+
+    def product(x, y):
+        return _product(kind, x, y)
+
+    @T.prim_func(s_tir=True)
+    def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+        sa, sc = T.int32(), T.int32()
+        a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
+        b = T.match_buffer(b_h, (steps, LANES, group), b_type, offset_factor=1)
+        c = T.match_buffer(c_h, (rows, LANES), acc, offset_factor=1, strides=[sc, 1],
+                           scope="local")
+        with T.sblock("root"):
+            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:steps, 0:LANES, 0:group])
+            T.writes(c[0:rows, 0:LANES])
+            for p, lane, r, i in T.grid(rows, LANES, steps, group):
+                with T.sblock("update"):
+                    vp, vl, vr, vi = T.axis.remap("SSRR", [p, lane, r, i])
+                    c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi], b[vr, vl, vi])
+
+    # the same buffers, the step as one call of the helper (strides in bytes)
+    @T.prim_func(s_tir=True)
+    def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+        sa, sc = T.int32(), T.int32()
+        a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
+        b = T.match_buffer(b_h, (steps, LANES, group), b_type, offset_factor=1)
+        c = T.match_buffer(c_h, (rows, LANES), acc, offset_factor=1, strides=[sc, 1],
+                           scope="local")
+        with T.sblock("root"):
+            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:steps, 0:LANES, 0:group])
+            T.writes(c[0:rows, 0:LANES])
+            T.evaluate(T.call_extern(
+                "void", name, c.access_ptr("rw"), a.access_ptr("r"), b.access_ptr("r"),
+                T.int64(sa) * T.int64(size), T.int64(ROW_BYTES), T.int64(sc) * T.int64(4)))
+
+    intrin = f"mxc_amx_{kind}_{rows}x{LANES}"
+    s_tir.TensorIntrin.register(intrin, desc, impl, override=True)
+    return intrin
+
+
+def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
+    """The tile schedule of the ``[n, y, x, k, ry, rx, rc, ri]`` dot-product block
+    *block* of *func* (None when it has none)::
+
+        parallel for (n, y, 16 * v output channels):        # one output row a thread
+            for x tile of rows pixels:
+                acc[rows][16 * v] = 0
+                for (ry, rx, channel tile), v blocks:
+                    acc[:, block] = tile step(pad_temp[y + ry, x + rx : + rows], w[...])
+            out[row] = epilogue(acc)                        # fused, vectorized
+
+    A tile's pixels are a row's consecutive ``rows`` output pixels, whose taps are
+    consecutive input pixels: the A tile's stride is one pixel's channels."""
+    from .int8 import _find, _schedule_pad
+    from .module_utils import accumulate_locally, inline_injective
+    from .tir_queries import is_vectorizable
+
+    sch = s_tir.Schedule(func)
+    if _find(sch, block) is None:
+        return None
+    params = list(func.params)
+    keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
+    inline_injective(sch, params, keep=keep)
+    main = sch.get_sblock(block)
+    ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]     # n y x k ry rx rc ri
+    group = OPERANDS[kind][3]
+    if ext[7] != group or ext[6] % (tile_channels(kind) // group) or ext[3] % LANES:
+        return None
+    main, epilogues = accumulate_locally(sch, main, params)
+    n, y, x, k, ry, rx, rc, ri = sch.get_loops(main)
+    rows = tile_rows(ext[2])
+    xo, xi = sch.split(x, [None, rows])
+    blocks = ext[3] // LANES
+    ko, kv, kl = sch.split(k, [None, max(v for v in (1, 2, 4) if blocks % v == 0), LANES])
+    rco, rci = sch.split(rc, [None, tile_channels(kind) // group])
+    sch.reorder(n, y, ko, xo, ry, rx, rco, kv, xi, kl, rci, ri)
+    par = sch.fuse(n, y, ko)
+    for epi in epilogues:
+        sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
+    sch.parallel(par)
+    sch.annotate(par, "pragma_import_llvm", helper_ir(kind, rows))
+    for epi in epilogues:
+        tile = sch.get_loops(epi)[1:]
+        if tile and is_vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
+            sch.vectorize(tile[-1])
+    init = sch.decompose_reduction(main, xo)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.tensorize(xi, tile_intrinsic(kind, rows))
+    for b in keep:
+        _schedule_pad(sch, b)
+    return sch

@@ -27,9 +27,9 @@ through a three-line LLVM function linked into each kernel
 3x3 stride-1 convolutions that Winograd applies to take :mod:`.bf16_winograd`
 (Winograd with this kernel as its batched product).  Depthwise/grouped
 convolutions, layers too small to gain
-(:func:`worth_it`) and everything else keep float32.  AMX (``tdpbf16ps``) is not used: TVM 0.27 ships no AMX tensor
-intrinsics, so a Sapphire Rapids target gets the AVX512-BF16 kernels (it has
-the instruction) -- see docs/performance.md.
+(:func:`worth_it`) and everything else keep float32.  On a target with AMX-BF16
+(Sapphire Rapids and later) the layers AMX tiles fit take :mod:`.bf16_amx` (the
+same kernel, ``tdpbf16ps`` tile steps) before Winograd or these vector kernels.
 """
 
 from __future__ import annotations
@@ -101,9 +101,12 @@ def check_target(target, precision: str) -> None:
             f"--cpu sapphirerapids / znver4 to build for a CPU that has them")
 
 
-def _count(ctx) -> None:
-    if ctx.records.precision is not None:
-        ctx.records.precision["kernels"] += 1
+def _count(ctx, tiles: bool = False) -> None:
+    prec = ctx.records.precision
+    if prec is not None:
+        prec["kernels"] += 1
+        if tiles:
+            prec["tile_kernels"] = prec.get("tile_kernels", 0) + 1
 
 
 # ---------------------------------------------------------------------------
@@ -187,10 +190,11 @@ def to_bf16_bits(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
-def pack_weights(w_hwio: np.ndarray) -> np.ndarray:
-    """``[K/16, KH, KW, C/2, 16, 2]`` bfloat16 bits, channels zero-padded."""
+def pack_weights(w_hwio: np.ndarray, channel_multiple: int = GROUP) -> np.ndarray:
+    """``[K/16, KH, KW, C/2, 16, 2]`` bfloat16 bits, channels zero-padded (input channels
+    to *channel_multiple*: a pair, or a whole AMX tile row)."""
     kh, kw, c, k = w_hwio.shape
-    cp, kp = -(-c // GROUP) * GROUP, -(-k // LANES) * LANES
+    cp, kp = -(-c // channel_multiple) * channel_multiple, -(-k // LANES) * LANES
     w = np.zeros((kh, kw, cp, kp), dtype=np.float32)
     w[:, :, :c, :k] = w_hwio
     bits = to_bf16_bits(w)
@@ -212,7 +216,8 @@ def round_bits(v):
 
 
 def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
-                     channels: int, data_layout: str = "NHWC") -> te.Tensor:
+                     channels: int, data_layout: str = "NHWC",
+                     name: str = CONV_BLOCK) -> te.Tensor:
     """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs).
 
     NCHW data (a network's input, too thin to transpose first: 3 channels) is read
@@ -250,18 +255,19 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
         b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
         return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 
-    acc = te.compute((n, oh, ow, ko * lanes), conv, name=CONV_BLOCK)
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=name)
     if ko * lanes == channels:
         return acc
     return te.compute((n, oh, ow, channels), lambda i, y, x, k: acc[i, y, x, k],
                       name="conv2d_bf16_crop")
 
 
-def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int) -> te.Tensor:
+def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int,
+               name: str = CONV_BLOCK) -> te.Tensor:
     """``[M, C] x [C, N]`` as a 1x1 convolution over ``M`` pixels."""
     m, c = (int(d) for d in data.shape)
     x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_bf16_rows")
-    y = conv2d_nhwc_bf16(x, weight, (1, 1), (0, 0, 0, 0), (1, 1), units)
+    y = conv2d_nhwc_bf16(x, weight, (1, 1), (0, 0, 0, 0), (1, 1), units, name=name)
     return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_bf16_out")
 
 
@@ -295,16 +301,24 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
         return None
     register_dot_intrinsics()
     weights = w.value.numpy()
-    from . import bf16_winograd
+    from . import bf16_amx, bf16_winograd
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
+    geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
+                [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
+    if a.data_layout == "NHWC" and bf16_amx.applies(*shapes, geometry[0], ctx.cpu):
+        bf16_amx.register(shapes[2][2])
+        _count(ctx, tiles=True)
+        packed = pack_weights(weights, bf16_amx.CHANNELS)
+        log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
+        return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, bf16_amx.CONV_BLOCK),
+                          x, relax.const(packed, "uint16"),
+                          primfunc_name_hint=bf16_amx.CONV_BLOCK)
     if a.data_layout == "NHWC" and bf16_winograd.applies(
             *shapes, [int(v) for v in a.strides], [int(v) for v in a.dilation],
             int(a.groups), ctx):
         _count(ctx)
         return bf16_winograd.emit(bb, x, weights, a.padding, shapes[2])
     packed = pack_weights(weights)
-    geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
-                [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
     _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
@@ -322,9 +336,16 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     if not worth_it(c, n):
         return None
     register_dot_intrinsics()
-    packed = pack_weights(w.value.numpy().reshape(1, 1, c, n))
-    _count(ctx)
-    return bb.call_te(lambda d, wt: dense_bf16(d, wt, n), x, relax.const(packed, "uint16"),
+    from . import bf16_amx
+    m = int(static_shape(x)[0])
+    block = CONV_BLOCK
+    if bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu):
+        block = bf16_amx.CONV_BLOCK
+        bf16_amx.register(m)
+    packed = pack_weights(w.value.numpy().reshape(1, 1, c, n),
+                          bf16_amx.CHANNELS if block != CONV_BLOCK else GROUP)
+    _count(ctx, tiles=block != CONV_BLOCK)
+    return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, block), x, relax.const(packed, "uint16"),
                       primfunc_name_hint="dense_bf16")
 
 

@@ -114,10 +114,22 @@ def _bf16(func: tirx.PrimFunc, info: CpuInfo):
     return rule(func, info)
 
 
+def _bf16_amx(func: tirx.PrimFunc, info: CpuInfo):
+    from .bf16_amx import rule_amx as rule
+    return rule(func, info)
+
+
+def _int8_amx(func: tirx.PrimFunc, info: CpuInfo):
+    from .int8_amx import rule_amx as rule
+    return rule(func, info)
+
+
 #: the rules, in the order they are tried (the first that returns a schedule wins)
 RULES: list[ScheduleRule] = [
-    ScheduleRule("winograd", _winograd), ScheduleRule("int8", _int8),
-    ScheduleRule("bf16", _bf16), ScheduleRule("reduction", rule_reduction),
+    ScheduleRule("winograd", _winograd), ScheduleRule("int8_amx", _int8_amx),
+    ScheduleRule("int8", _int8),
+    ScheduleRule("bf16_amx", _bf16_amx), ScheduleRule("bf16", _bf16),
+    ScheduleRule("reduction", rule_reduction),
     ScheduleRule("elementwise", rule_elementwise), ScheduleRule("fallback", rule_fallback),
 ]
 

@@ -31,7 +31,8 @@ pixels (``oh * ow`` fused) are register-blocked ``rw`` at a time, the output
 channels ``nc`` (whole registers) at a time, as the float micro-kernel of
 :func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
 one ``vpdpbusd``.  Targets without VNNI keep the generic int32 path (the
-float-style schedules on int32 arithmetic); AMX tiles are not used.
+float-style schedules on int32 arithmetic); targets with AMX-INT8 take the tile
+kernel (:mod:`.int8_amx`) where it fits.
 """
 
 from __future__ import annotations
@@ -130,14 +131,16 @@ def register_dot_intrinsics() -> None:
 # ---------------------------------------------------------------------------
 # compile-time weight packing
 # ---------------------------------------------------------------------------
-def pack_weights(w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+def pack_weights(w_hwio: np.ndarray, lanes: int,
+                 channel_multiple: int = GROUP) -> tuple[np.ndarray, np.ndarray]:
     """(``[K/L, KH, KW, C/4, L, 4]`` int8 weights, ``128 * sum(w)`` int32 per padded channel).
 
-    Channels are zero-padded to multiples of 4 (input) and *lanes* (output);
-    the second array is the compensation of the +128 data shift.
+    Channels are zero-padded to multiples of *channel_multiple* (input: 4, or an AMX
+    tile row's 64) and *lanes* (output); the second array is the compensation of the
+    +128 data shift.
     """
     kh, kw, c, k = w_hwio.shape
-    cp, kp = -(-c // GROUP) * GROUP, -(-k // lanes) * lanes
+    cp, kp = -(-c // channel_multiple) * channel_multiple, -(-k // lanes) * lanes
     w = np.zeros((kh, kw, cp, kp), dtype=np.int8)
     w[:, :, :c, :k] = w_hwio
     packed = w.reshape(kh, kw, cp // GROUP, GROUP, kp // lanes, lanes).transpose(4, 0, 1, 2, 5, 3)
@@ -164,7 +167,8 @@ def fold_width(w_hwio: np.ndarray) -> np.ndarray | None:
 # the kernel (TE)
 # ---------------------------------------------------------------------------
 def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None, strides,
-                     padding, dilation, channels: int, kernel_w: int | None = None) -> te.Tensor:
+                     padding, dilation, channels: int, kernel_w: int | None = None,
+                     name: str = CONV_BLOCK) -> te.Tensor:
     """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs).
 
     *kernel_w*: the weight folds the kernel's width into its channel groups
@@ -213,7 +217,7 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
         b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
         return te.sum(tap(i, y, x).astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
 
-    acc = te.compute((n, oh, ow, ko * lanes), conv, name=CONV_BLOCK)
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=name)
     if comp is None and ko * lanes == channels:
         return acc
     if comp is None:
@@ -224,11 +228,11 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
 
 
 def dense_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
-               units: int) -> te.Tensor:
+               units: int, name: str = CONV_BLOCK) -> te.Tensor:
     """``[M, C] x [C, N]`` of int8 codes as a 1x1 convolution over ``M`` pixels."""
     m, c = (int(d) for d in data.shape)
     x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_int8_rows")
-    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units)
+    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, name=name)
     return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_int8_out")
 
 
@@ -241,8 +245,10 @@ def _int8_operands(x, w, call) -> bool:
             and static_shape(x) is not None and static_shape(call) is not None)
 
 
-def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
-    """The VNNI kernel for an int8 NHWC/HWIO ``conv2d`` (None: not applicable)."""
+def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
+                    tiles: bool = False):
+    """The VNNI kernel for an int8 NHWC/HWIO ``conv2d`` (None: not applicable); the AMX
+    tile kernel (:mod:`.int8_amx`) where *tiles* (the target has AMX-INT8) and it fits."""
     lanes = dot_lanes(int8_dot)
     a = call.attrs
     x, w = call.args
@@ -251,21 +257,26 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
         return None
     dot_intrinsic(int8_dot)   # registered before any schedule (or tuning record) names it
     weights = w.value.numpy()
-    folded = fold_width(weights) if int(a.dilation[1]) == 1 else None
-    packed, comp = pack_weights(weights if folded is None else folded, lanes)
+    block = _tile_block(tiles, [int(d) for d in static_shape(x)], list(weights.shape),
+                        [int(d) for d in static_shape(call)], a.strides)
+    folded = fold_width(weights) if int(a.dilation[1]) == 1 and block == CONV_BLOCK else None
+    packed, comp = pack_weights(weights if folded is None else folded, lanes,
+                                _channel_multiple(block))
     args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
         args.append(relax.const(comp, "int32"))
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(static_shape(w)[3]),
-                None if folded is None else int(weights.shape[1]))
-    log.debug("int8 conv2d -> %s kernel, weights %s", int8_dot, packed.shape)
+                None if folded is None else int(weights.shape[1]), block)
+    log.debug("int8 conv2d -> %s kernel, weights %s", block, packed.shape)
     return bb.call_te(lambda d, wt, *cp: conv2d_nhwc_int8(d, wt, *(cp or [None]), *geometry),
-                      *args, primfunc_name_hint=CONV_BLOCK)
+                      *args, primfunc_name_hint=block)
 
 
-def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
-    """The VNNI kernel for ``[M, C] x const [C, N]`` int8 ``matmul`` (None: not applicable)."""
+def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
+                    tiles: bool = False):
+    """The VNNI (or, as :func:`legalize_conv2d`, AMX) kernel for ``[M, C] x const [C, N]``
+    int8 ``matmul`` (None: not applicable)."""
     lanes = dot_lanes(int8_dot)
     x, w = call.args
     if not lanes or not _int8_operands(x, w, call) or len(static_shape(x)) != 2 \
@@ -273,12 +284,30 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str):
         return None
     dot_intrinsic(int8_dot)
     c, n = (int(d) for d in static_shape(w))
-    packed, comp = pack_weights(w.value.numpy().reshape(1, 1, c, n), lanes)
+    m = int(static_shape(x)[0])
+    block = _tile_block(tiles, [1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1))
+    packed, comp = pack_weights(w.value.numpy().reshape(1, 1, c, n), lanes,
+                                _channel_multiple(block))
     args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
         args.append(relax.const(comp, "int32"))
-    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n), *args,
+    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n, block), *args,
                       primfunc_name_hint="dense_int8")
+
+
+def _tile_block(tiles: bool, xs, ws, ys, strides) -> str:
+    """The accumulating block's name: :data:`.int8_amx.CONV_BLOCK` where the AMX tile
+    kernel takes the layer (its tile step registered), else :data:`CONV_BLOCK`."""
+    from . import int8_amx
+    if tiles and int8_amx.fits(xs, ws, ys, strides):
+        int8_amx.register(ys[2])
+        return int8_amx.CONV_BLOCK
+    return CONV_BLOCK
+
+
+def _channel_multiple(block: str) -> int:
+    from . import int8_amx
+    return int8_amx.CHANNELS if block == int8_amx.CONV_BLOCK else GROUP
 
 
 # ---------------------------------------------------------------------------

@@ -105,7 +105,7 @@ def _conv2d(info: CpuInfo, ctx):
     default = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        out = int8.legalize_conv2d(bb, call, info.int8_dot)
+        out = int8.legalize_conv2d(bb, call, info.int8_dot, info.int8_tiles)
         if out is None:
             out = bf16.legalize_conv2d(bb, call, info.bf16_dot, ctx)
         if out is not None:
@@ -146,7 +146,7 @@ def _matmul(info: CpuInfo, ctx):
     default = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        out = int8.legalize_matmul(bb, call, info.int8_dot)
+        out = int8.legalize_matmul(bb, call, info.int8_dot, info.int8_tiles)
         if out is None:
             out = bf16.legalize_matmul(bb, call, info.bf16_dot, ctx)
         if out is not None:

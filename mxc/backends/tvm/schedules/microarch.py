@@ -54,6 +54,10 @@ class CpuInfo:
     int8_dot: str = ""
     #: bfloat16 dot products the target enables (:mod:`.bf16`): "avx512bf16" or "" (none)
     bf16_dot: str = ""
+    #: whether the target has AMX-BF16 tiles (:mod:`.bf16_amx`: ``tdpbf16ps``)
+    bf16_tiles: bool = False
+    #: whether the target has AMX-INT8 tiles (:mod:`.int8_amx`: ``tdpbusd``)
+    int8_tiles: bool = False
 
     def ports(self, lanes: int) -> tuple[int, int]:
         """(FMA, load) operations issued per cycle on vectors of *lanes* floats."""
@@ -144,7 +148,9 @@ def cpu_info(target: Target) -> CpuInfo:
     """The cost-model row of *target* with its thread count (``num-cores`` or this host's)."""
     threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
     return replace(microarch(target), threads=threads or host_threads(),
-                   int8_dot=int8_dot(target), bf16_dot=bf16_dot(target))
+                   int8_dot=int8_dot(target), bf16_dot=bf16_dot(target),
+                   bf16_tiles=bool(bf16_dot(target)) and tiles(target, "amx-bf16"),
+                   int8_tiles=bool(int8_dot(target)) and tiles(target, "amx-int8"))
 
 
 def int8_dot(target: Target) -> str:
@@ -159,6 +165,12 @@ def int8_dot(target: Target) -> str:
 def bf16_dot(target: Target) -> str:
     """The bfloat16 dot-product family of *target* (``vdpbf16ps``), "" when none."""
     return "avx512bf16" if _has(target, "avx512bf16") and _has(target, "avx512bw") else ""
+
+
+def tiles(target: Target, feature: str) -> bool:
+    """Whether *target* enables AMX tiles with the products of *feature* (``amx-bf16``:
+    ``tdpbf16ps``, ``amx-int8``: ``tdpbusd``)."""
+    return _has(target, "amx-tile") and _has(target, feature)
 
 
 def host_threads() -> int:

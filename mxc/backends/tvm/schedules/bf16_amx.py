@@ -1,0 +1,59 @@
+"""bfloat16 convolutions and dense layers on AMX tiles (``tdpbf16ps``), on AMX-BF16 CPUs.
+
+One ``tdpbf16ps`` adds a ``rows x 32`` bfloat16 tile times a ``32 x 16`` one into
+``rows x 16`` float32 accumulators: 16x the products of one ``vdpbf16ps``.  A
+stride-1 convolution in :mod:`.bf16`'s layout already has its operands in tile
+shape, so nothing is copied for the tiles:
+
+* **A** -- ``rows`` consecutive output pixels of a row, 32 input channels: in the
+  rounded, padded input (``pad_temp``, channels-last) at tap ``(ry, rx)`` these
+  are ``rows`` rows of 64 bytes, one pixel's channels apart (the tile's stride);
+* **B** -- the weights packed ``[K/16, KH, KW, C/2, 16, 2]``: 16 channel pairs of
+  one 16-channel block are 16 contiguous rows of 64 bytes, the pair-interleaved
+  layout the instruction reads;
+* **C** -- the kernel's float32 accumulator (the ``local`` buffer the fused
+  epilogue reads), ``rows x 16`` at a stride of the channels a thread keeps.
+
+So the kernel is :func:`.bf16.conv2d_nhwc_bf16` with input channels padded to a
+tile row (:data:`CHANNELS`) and the block named :data:`CONV_BLOCK`, scheduled by
+:func:`.amx.rule_tiles`.  Layers the tiles do not fit (:func:`.amx.conv_fits`:
+strided, under 32 input channels, rows under :data:`MIN_ROWS` pixels -- a batch-1
+dense layer) keep the AVX512-BF16 kernels, and Winograd is not used where the
+tiles are.  No machine this was written on has AMX: the results are checked
+through :mod:`.amx`'s emulation and the instructions in the assembly; the speed
+is for an AMX machine's benchmark to show.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from . import amx
+
+#: name of the accumulating block (what :func:`rule_amx` recognises)
+CONV_BLOCK = "conv2d_nhwc_bf16_amx"
+KIND = "tdpbf16ps"
+#: input channels of one tile row; the packing pads to them
+CHANNELS = amx.tile_channels(KIND)
+#: fewest pixels of a tile: below, most of each tile instruction would be idle rows
+MIN_ROWS = 4
+
+
+def applies(xs, ws, ys, strides, cpu) -> bool:
+    """Whether an NHWC conv2d of input/weight/output shapes *xs*/*ws*/*ys* and *strides*
+    takes the tile kernel on a CPU with *cpu*'s (:class:`.microarch.CpuInfo`) features."""
+    return bool(cpu is not None and cpu.bf16_tiles
+                and amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS))
+
+
+def register(width: int) -> None:
+    """Register the tile step for rows of *width* output pixels (before any schedule,
+    or tuning record, names it)."""
+    amx.tile_intrinsic(KIND, amx.tile_rows(width))
+
+
+def rule_amx(func: tirx.PrimFunc, info):
+    """The tile schedule of a :data:`CONV_BLOCK` kernel; None for other kernels."""
+    if not info.bf16_tiles:
+        return None
+    return amx.rule_tiles(func, CONV_BLOCK, KIND)

@@ -1,0 +1,47 @@
+"""INT8 convolutions and dense layers on AMX tiles (``tdpbusd``), on AMX-INT8 CPUs.
+
+``tdpbusd`` adds a ``rows x 64`` uint8 tile times a ``64 x 16`` int8 one into
+``rows x 16`` int32 accumulators: 16x one ``vpdpbusd``.  The kernel is
+:func:`.int8.conv2d_nhwc_int8` unchanged -- the +128 shift of int8 data and its
+compensation, the exact int32 accumulator, the fused requantize -- with input
+channels padded to a tile row (:data:`CHANNELS`) and the block named
+:data:`CONV_BLOCK`; the weights' VNNI packing ``[K/16, KH, KW, C/4, 16, 4]`` is
+already the B tile's layout (16 rows of 16 lanes x 4 bytes), and ``rows``
+consecutive output pixels of the padded channels-last input are the A tile at a
+stride of one pixel.  :func:`.amx.rule_tiles` schedules it, as the bfloat16 tiles
+(:mod:`.bf16_amx`).  Layers the tiles do not fit (:func:`.amx.conv_fits`) keep the
+VNNI kernels.  Not timed (no AMX machine at hand): checked through :mod:`.amx`'s
+emulation and in the assembly.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from . import amx
+
+#: name of the accumulating block (what :func:`rule_amx` recognises)
+CONV_BLOCK = "conv2d_nhwc_int8_amx"
+KIND = "tdpbusd"
+#: input channels of one tile row; the packing pads to them
+CHANNELS = amx.tile_channels(KIND)
+#: fewest pixels of a tile (as :data:`.bf16_amx.MIN_ROWS`)
+MIN_ROWS = 4
+
+
+def fits(xs, ws, ys, strides) -> bool:
+    """Whether the tile kernel takes an NHWC conv2d of these shapes and *strides*."""
+    return amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS)
+
+
+def register(width: int) -> None:
+    """Register the tile step for rows of *width* output pixels (before any schedule,
+    or tuning record, names it)."""
+    amx.tile_intrinsic(KIND, amx.tile_rows(width))
+
+
+def rule_amx(func: tirx.PrimFunc, info):
+    """The tile schedule of a :data:`CONV_BLOCK` kernel; None for other kernels."""
+    if not info.int8_tiles:
+        return None
+    return amx.rule_tiles(func, CONV_BLOCK, KIND)
