@@ -114,9 +114,13 @@ def cpu_needs_line(host: dict) -> str:
     missing = missing_cpu_features(features, arch) if arch == machine_arch() else None
     here = ("this CPU has them" if missing == [] else
             f"this CPU lacks {', '.join(missing)}" if missing else "built for another arch")
-    return (f"CPU features needed: {', '.join(simd) or 'no vector extensions'} "
+    line = (f"CPU features needed: {', '.join(simd) or 'no vector extensions'} "
             f"({len(features)} LLVM features in all; {here}; --cpu generic builds a "
             f"portable one)")
+    if host.get("emulated"):
+        line += (f"; emulated: {', '.join(host['emulated'])} (built with MXC_EMULATE_AMX=1: "
+                 f"a test build whose tile steps are scalar loops, not for deployment)")
+    return line
 
 
 def precision_line(prec: dict) -> str:

@@ -210,6 +210,9 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
 
 def test_an_emulated_build_says_so_and_needs_no_amx(emulated):
     from mxc.backends.tvm.manifest import target_info
+    from mxc.cli.inspect_cmd import cpu_needs_line
     host = target_info(emulated)["host"]
     assert {"amx-tile", "amx-bf16", "amx-int8"} <= set(host["emulated"])
     assert not any(f.startswith("amx") for f in host["features"])
+    assert "emulated: amx-bf16, amx-int8, amx-tile" in cpu_needs_line(host)
+    assert "this CPU has them" in cpu_needs_line(host)
