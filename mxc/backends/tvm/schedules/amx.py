@@ -258,6 +258,12 @@ def _product(kind: str, a, b):
     return f32(a) * f32(b)
 
 
+def register(kind: str, width: int) -> None:
+    """Register *kind*'s tile step for output rows of *width* pixels (before any
+    schedule, or tuning record, names it)."""
+    tile_intrinsic(kind, tile_rows(width))
+
+
 @functools.lru_cache(maxsize=None)
 def tile_intrinsic(kind: str, rows: int) -> str:
     """Register (once) and name one tile step of *kind* as a tensor intrinsic:
@@ -288,7 +294,8 @@ def tile_intrinsic(kind: str, rows: int) -> str:
                     vp, vl, vr, vi = T.axis.remap("SSRR", [p, lane, r, i])
                     c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi], b[vr, vl, vi])
 
-    # the same buffers, the step as one call of the helper (strides in bytes)
+    # the same buffers (TVMScript takes a function's match_buffer only in its own body),
+    # the step as one call of the helper (strides in bytes)
     @T.prim_func(s_tir=True)
     def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
         sa, sc = T.int32(), T.int32()
@@ -321,22 +328,15 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
 
     A tile's pixels are a row's consecutive ``rows`` output pixels, whose taps are
     consecutive input pixels: the A tile's stride is one pixel's channels."""
-    from .int8 import _find, _schedule_pad
-    from .module_utils import accumulate_locally, inline_injective
-    from .tir_queries import is_vectorizable
+    from .int8 import open_dot_kernel, schedule_pads, vectorize_epilogues
 
-    sch = s_tir.Schedule(func)
-    if _find(sch, block) is None:
+    opened = open_dot_kernel(func, block)
+    if opened is None:
         return None
-    params = list(func.params)
-    keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
-    inline_injective(sch, params, keep=keep)
-    main = sch.get_sblock(block)
-    ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]     # n y x k ry rx rc ri
+    sch, main, ext, epilogues, keep = opened                  # ext: n y x k ry rx rc ri
     group = OPERANDS[kind][3]
     if ext[7] != group or ext[6] % (tile_channels(kind) // group) or ext[3] % LANES:
         return None
-    main, epilogues = accumulate_locally(sch, main, params)
     n, y, x, k, ry, rx, rc, ri = sch.get_loops(main)
     rows = tile_rows(ext[2])
     xo, xi = sch.split(x, [None, rows])
@@ -349,13 +349,9 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
         sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
     sch.parallel(par)
     sch.annotate(par, "pragma_import_llvm", helper_ir(kind, rows))
-    for epi in epilogues:
-        tile = sch.get_loops(epi)[1:]
-        if tile and is_vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
-            sch.vectorize(tile[-1])
+    vectorize_epilogues(sch, epilogues)
     init = sch.decompose_reduction(main, xo)
     sch.vectorize(sch.get_loops(init)[-1])
     sch.tensorize(xi, tile_intrinsic(kind, rows))
-    for b in keep:
-        _schedule_pad(sch, b)
+    schedule_pads(sch, keep)
     return sch

@@ -301,12 +301,12 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
         return None
     register_dot_intrinsics()
     weights = w.value.numpy()
-    from . import bf16_amx, bf16_winograd
+    from . import amx, bf16_amx, bf16_winograd
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
     if a.data_layout == "NHWC" and bf16_amx.applies(*shapes, geometry[0], ctx.cpu):
-        bf16_amx.register(shapes[2][2])
+        amx.register(bf16_amx.KIND, shapes[2][2])
         _count(ctx, tiles=True)
         packed = pack_weights(weights, bf16_amx.CHANNELS)
         log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
@@ -336,12 +336,12 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     if not worth_it(c, n):
         return None
     register_dot_intrinsics()
-    from . import bf16_amx
+    from . import amx, bf16_amx
     m = int(static_shape(x)[0])
     block = CONV_BLOCK
     if bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu):
         block = bf16_amx.CONV_BLOCK
-        bf16_amx.register(m)
+        amx.register(bf16_amx.KIND, m)
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n),
                           bf16_amx.CHANNELS if block != CONV_BLOCK else GROUP)
     _count(ctx, tiles=block != CONV_BLOCK)

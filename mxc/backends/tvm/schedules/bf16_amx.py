@@ -46,12 +46,6 @@ def applies(xs, ws, ys, strides, cpu) -> bool:
                 and amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS))
 
 
-def register(width: int) -> None:
-    """Register the tile step for rows of *width* output pixels (before any schedule,
-    or tuning record, names it)."""
-    amx.tile_intrinsic(KIND, amx.tile_rows(width))
-
-
 def rule_amx(func: tirx.PrimFunc, info):
     """The tile schedule of a :data:`CONV_BLOCK` kernel; None for other kernels."""
     if not info.bf16_tiles:

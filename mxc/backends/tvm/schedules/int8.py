@@ -298,9 +298,9 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
 def _tile_block(tiles: bool, xs, ws, ys, strides) -> str:
     """The accumulating block's name: :data:`.int8_amx.CONV_BLOCK` where the AMX tile
     kernel takes the layer (its tile step registered), else :data:`CONV_BLOCK`."""
-    from . import int8_amx
+    from . import amx, int8_amx
     if tiles and int8_amx.fits(xs, ws, ys, strides):
-        int8_amx.register(ys[2])
+        amx.register(int8_amx.KIND, ys[2])
         return int8_amx.CONV_BLOCK
     return CONV_BLOCK
 
@@ -342,18 +342,11 @@ def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrins
     :mod:`.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
     no such block."""
     from .reduction import fuse_map, tile_split, tile_shape
-    from .tir_queries import is_vectorizable
-    from .module_utils import accumulate_locally, inline_injective
 
-    sch = s_tir.Schedule(func)
-    if _find(sch, block) is None:
+    opened = open_dot_kernel(func, block)
+    if opened is None:
         return None
-    params = list(func.params)
-    keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
-    inline_injective(sch, params, keep=keep)
-    main = sch.get_sblock(block)
-    ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]     # n y x k ry rx rc ri
-    main, epilogues = accumulate_locally(sch, main, params)
+    sch, main, ext, epilogues, keep = opened
     pix = [i for i in (1, 2) if ext[i] > 1]
     if len(pix) == 2:   # one pixel axis: a register block may wrap rows (7x7 maps)
         sch.transform_layout(main, ("write", 0), fuse_map(4, pix, ext[:4]))
@@ -389,16 +382,47 @@ def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrins
         sch.annotate(par, key, value)
     for lp in inner + [cv]:
         sch.unroll(lp)
+    vectorize_epilogues(sch, epilogues)
+    init = sch.decompose_reduction(main, ry)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.tensorize(ck, intrinsic(nc // lanes))
+    schedule_pads(sch, keep)
+    return sch
+
+
+def open_dot_kernel(func: tirx.PrimFunc, block: str):
+    """(schedule, block, its extents ``[n, y, x, k, ry, rx, rc, ri]``, epilogue blocks,
+    the kept ``pad_temp`` stages) of *func*'s dot-product block *block* with the
+    elementwise producers inlined and the result accumulated in a ``local`` buffer;
+    None when *func* has no such block.  The start of :func:`rule_dot` and of the AMX
+    tile schedule (:func:`.amx.rule_tiles`)."""
+    from .module_utils import accumulate_locally, inline_injective
+
+    sch = s_tir.Schedule(func)
+    if _find(sch, block) is None:
+        return None
+    params = list(func.params)
+    keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
+    inline_injective(sch, params, keep=keep)
+    main = sch.get_sblock(block)
+    ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
+    main, epilogues = accumulate_locally(sch, main, params)
+    return sch, main, ext, epilogues, keep
+
+
+def vectorize_epilogues(sch, epilogues) -> None:
+    """Vectorize each epilogue's innermost (channel) loop where its body allows."""
+    from .tir_queries import is_vectorizable
     for epi in epilogues:
         tile = sch.get_loops(epi)[1:]
         if tile and is_vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
             sch.vectorize(tile[-1])
-    init = sch.decompose_reduction(main, ry)
-    sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(ck, intrinsic(nc // lanes))
-    for b in keep:
+
+
+def schedule_pads(sch, blocks) -> None:
+    """:func:`_schedule_pad` for each kept padding stage."""
+    for b in blocks:
         _schedule_pad(sch, b)
-    return sch
 
 
 def _schedule_pad(sch, block) -> None:
