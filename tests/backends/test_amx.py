@@ -166,10 +166,12 @@ def test_int8_conv_on_emulated_tiles_is_exact(xdt, c, side, kern, pad, emulated)
     np.testing.assert_array_equal(y, _conv_reference(x, w, 1, pad))
 
 
-def test_int8_dense_on_emulated_tiles_is_exact(emulated):
+@pytest.mark.parametrize("c", [64, 66 * 64])   # 66 tile rows: two helper calls of 33 steps
+def test_int8_dense_on_emulated_tiles_is_exact(c, emulated):
+    assert amx.tile_steps("tdpbusd", c) == (1 if c == 64 else 33)
     rng = np.random.RandomState(6)
-    x = rng.randint(-128, 128, (16, 64)).astype(np.int8)
-    w = rng.randint(-128, 128, (64, 32)).astype(np.int8)
+    x = rng.randint(-128, 128, (16, c)).astype(np.int8)
+    w = rng.randint(-128, 128, (c, 32)).astype(np.int8)
     stats = {}
     y, _ = _run(_int8_dense(x.shape, "int8", w), emulated, x, stats=stats)
     assert "int8_amx" in stats.values(), stats
@@ -187,7 +189,9 @@ def test_amx_dense_assembly_on_sapphirerapids(kind):
                          target=resolve_target(SPR)).inspect_source("asm")
     assert _count(asm, kind) == 2 * 3 * 2        # one per 16x16 block and step
     assert "ldtilecfg" in asm and "tilerelease" in asm
-    assert _count(asm, "tileloadd") == 3 * _count(asm, kind)
+    # the accumulator loaded and stored once per block, across its two steps
+    assert _count(asm, "tileloadd") == 2 * 3 * (1 + 2 * 2)
+    assert _count(asm, "tilestored") == 2 * 3
 
 
 def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
@@ -199,8 +203,12 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
     for mod, precision, kind in ((bf16_mod, "bf16", "tdpbf16ps"), (int8_mod, "fp32", "tdpbusd")):
         target = resolve_target(SPR)
         asm = _asm_of(build_module(mod, target, ctx=build_context(target, precision=precision)))
-        assert _count(asm, kind) and "ldtilecfg" in asm and "tilerelease" in asm, kind
-        assert _count(asm, "tileloadd") >= 3 * _count(asm, kind)
+        products, stores = _count(asm, kind), _count(asm, "tilestored")
+        assert products and "ldtilecfg" in asm and "tilerelease" in asm, kind
+        # 64 input channels: two steps per accumulator load and store (bf16's 48 padded)
+        steps = 64 // amx.tile_channels(kind)
+        assert stores * steps == products
+        assert _count(asm, "tileloadd") == 2 * products + stores
         for other in ("llvm -mcpu=cooperlake", "llvm -mcpu=znver4"):   # BF16/VNNI, no AMX
             target = resolve_target(other)
             asm = _asm_of(build_module(mod, target,

@@ -52,34 +52,49 @@ def emulating() -> bool:
     return os.environ.get(EMULATE_ENV, "") == "1"
 
 
-def helper_name(kind: str, rows: int = ROWS) -> str:
-    return f"mxc_amx_{kind}_{rows}x16"
+def helper_name(kind: str, rows: int = ROWS, steps: int = 1) -> str:
+    return f"mxc_amx_{kind}_{rows}x16" + (f"_s{steps}" if steps > 1 else "")
 
 
-def helper_ir(kind: str, rows: int = ROWS) -> str:
-    """The LLVM function of one tile step of *kind* (``tdpbf16ps`` or ``tdpbusd``) on
-    *rows* accumulator rows: ``(c, a, b, a_stride, b_stride, c_stride)``, strides in
-    bytes; its scalar emulation when :func:`emulating`."""
+def helper_ir(kind: str, rows: int = ROWS, steps: int = 1) -> str:
+    """The LLVM function of *steps* tile steps of *kind* (``tdpbf16ps`` or ``tdpbusd``)
+    into one accumulator tile of *rows* rows: ``(c, a, b, a_stride, b_stride,
+    c_stride)``, strides in bytes.  The accumulator is loaded once, stays in a tile
+    register across the steps -- step ``s`` reads A 64 bytes a row further and B 16
+    rows further -- and is stored once.  Its scalar emulation when :func:`emulating`."""
     if kind not in KINDS:
         raise ValueError(f"no AMX tile product {kind!r}; known: {', '.join(KINDS)}")
     if not 1 <= rows <= ROWS:
         raise ValueError(f"an AMX tile has 1 to {ROWS} rows, not {rows}")
-    return (_emulation_ir if emulating() else _tile_ir)(kind, rows)
+    if not 1 <= steps <= MAX_STEPS:
+        raise ValueError(f"an AMX helper takes 1 to {MAX_STEPS} steps, not {steps}")
+    return (_emulation_ir if emulating() else _tile_ir)(kind, rows, steps)
+
+
+#: most steps one helper unrolls (2,048 bfloat16 / 4,096 int8 input channels)
+MAX_STEPS = 64
 
 
 @functools.lru_cache(maxsize=None)
-def _tile_ir(kind: str, rows: int) -> str:
-    name = helper_name(kind, rows)
+def _tile_ir(kind: str, rows: int, steps: int) -> str:
+    name = helper_name(kind, rows, steps)
     acc, ops = f"i16 {rows}, i16 {ROW_BYTES}", f"i16 {ROWS}, i16 {ROW_BYTES}"
+    body = []
+    for s in range(steps):
+        prev = "%tc" if s == 0 else f"%r{s - 1}"
+        body.append(f"""
+  %pa{s} = getelementptr i8, ptr %a, i64 {s * ROW_BYTES}
+  %ob{s} = mul i64 %sb, {s * ROWS}
+  %pb{s} = getelementptr i8, ptr %b, i64 %ob{s}
+  %ta{s} = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %pa{s}, i64 %sa)
+  %tb{s} = call x86_amx @llvm.x86.tileloadd64.internal({ops}, ptr %pb{s}, i64 %sb)
+  %r{s} = call x86_amx @llvm.x86.{kind}.internal(i16 {rows}, i16 {ROW_BYTES}, \
+i16 {ROW_BYTES}, x86_amx {prev}, x86_amx %ta{s}, x86_amx %tb{s})""")
     return f"""
 define linkonce_odr void @{name}(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc) \
 alwaysinline {{
-  %tc = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %c, i64 %sc)
-  %ta = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %a, i64 %sa)
-  %tb = call x86_amx @llvm.x86.tileloadd64.internal({ops}, ptr %b, i64 %sb)
-  %r = call x86_amx @llvm.x86.{kind}.internal(i16 {rows}, i16 {ROW_BYTES}, i16 {ROW_BYTES}, \
-x86_amx %tc, x86_amx %ta, x86_amx %tb)
-  call void @llvm.x86.tilestored64.internal({acc}, ptr %c, i64 %sc, x86_amx %r)
+  %tc = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %c, i64 %sc){"".join(body)}
+  call void @llvm.x86.tilestored64.internal({acc}, ptr %c, i64 %sc, x86_amx %r{steps - 1})
   ret void
 }}
 declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
@@ -126,10 +141,11 @@ _GROUP_IR = {
 
 
 @functools.lru_cache(maxsize=None)
-def _emulation_ir(kind: str, rows: int) -> str:
-    """Scalar loops with the tile step's semantics: ``C[m, n] += sum_k A[m, k-group] .
-    B[k, n-group]`` over ``m < rows``, 16 ``n`` and 16 groups ``k`` (64 bytes a row)."""
-    name = helper_name(kind, rows)
+def _emulation_ir(kind: str, rows: int, steps: int) -> str:
+    """Scalar loops with the tile steps' semantics: ``C[m, n] += sum_k A[m, k-group] .
+    B[k, n-group]`` over ``m < rows``, 16 ``n`` and ``16 * steps`` groups ``k`` (A's
+    steps are consecutive 64 bytes of a row, B's consecutive 16-row blocks)."""
+    name = helper_name(kind, rows, steps)
     elem, _, body = _GROUP_IR[kind]
     convert = """
 define linkonce_odr float @mxc_amx_bf16_to_f32(i16 %x) alwaysinline {
@@ -167,7 +183,7 @@ step:
   %bp = getelementptr i8, ptr %b, i64 %boff
 {body}
   %ki1 = add i64 %ki, 1
-  %kmore = icmp ult i64 %ki1, 16
+  %kmore = icmp ult i64 %ki1, {16 * steps}
   br i1 %kmore, label %step, label %col_end
 col_end:
   store {elem} %p, ptr %cp
@@ -196,7 +212,8 @@ def dense_kernel(kind: str, m: int, n: int, k: int):
         raise ValueError(f"AMX {kind} dense needs m, n multiples of {ROWS} and k of "
                          f"{per_row}, not {m}x{n}x{k}")
     size = 2 if operand == "uint16" else 1
-    ir, name = helper_ir(kind), helper_name(kind)
+    steps = k // per_row
+    ir, name = helper_ir(kind, ROWS, steps), helper_name(kind, ROWS, steps)
     b_type = "int8" if kind == "tdpbusd" else operand
 
     @T.prim_func
@@ -207,12 +224,10 @@ def dense_kernel(kind: str, m: int, n: int, k: int):
             c[i // n, i % n] = T.cast(0, acc)
         for io, jo in T.grid(m // ROWS, n // ROWS):
             with T.attr(0, "pragma_import_llvm", ir):
-                for ko in range(k // per_row):
-                    T.evaluate(T.call_extern(
-                        "void", name, T.address_of(c[io * ROWS, jo * ROWS]),
-                        T.address_of(a[io * ROWS, ko * per_row]),
-                        T.address_of(b[jo, ko * ROWS, 0]), T.int64(k * size),
-                        T.int64(ROW_BYTES), T.int64(n * 4)))
+                T.evaluate(T.call_extern(
+                    "void", name, T.address_of(c[io * ROWS, jo * ROWS]),
+                    T.address_of(a[io * ROWS, 0]), T.address_of(b[jo, 0, 0]),
+                    T.int64(k * size), T.int64(ROW_BYTES), T.int64(n * 4)))
 
     return kernel
 
@@ -258,23 +273,30 @@ def _product(kind: str, a, b):
     return f32(a) * f32(b)
 
 
-def register(kind: str, width: int) -> None:
-    """Register *kind*'s tile step for output rows of *width* pixels (before any
-    schedule, or tuning record, names it)."""
-    tile_intrinsic(kind, tile_rows(width))
+def tile_steps(kind: str, channels: int) -> int:
+    """Tile steps one helper call takes over *channels* input channels (padded to whole
+    tile rows): all of them, or the largest divisor up to :data:`MAX_STEPS`."""
+    blocks = -(-channels // tile_channels(kind))
+    return max(s for s in range(1, min(blocks, MAX_STEPS) + 1) if blocks % s == 0)
+
+
+def register(kind: str, width: int, channels: int) -> None:
+    """Register *kind*'s tile intrinsic for output rows of *width* pixels over *channels*
+    input channels (before any schedule, or tuning record, names it)."""
+    tile_intrinsic(kind, tile_rows(width), tile_steps(kind, channels))
 
 
 @functools.lru_cache(maxsize=None)
-def tile_intrinsic(kind: str, rows: int) -> str:
-    """Register (once) and name one tile step of *kind* as a tensor intrinsic:
-    ``C[rows, 16] += A[rows, 16 * g] . B[16, 16, g]`` (``g`` operands per accumulator
-    lane), A and C at any row stride, B 16 contiguous rows of 64 bytes."""
+def tile_intrinsic(kind: str, rows: int, steps: int = 1) -> str:
+    """Register (once) and name *steps* tile steps of *kind* as a tensor intrinsic:
+    ``C[rows, 16] += A[rows, 16 * g * steps] . B[16 * steps, 16, g]`` (``g`` operands
+    per accumulator lane), A and C at any row stride, B contiguous rows of 64 bytes."""
     from tvm.script import tirx as T
 
     a_type, b_type, acc, group = OPERANDS[kind]
-    cols, size = tile_channels(kind), 2 if a_type == "uint16" else 1
-    steps = cols // group
-    name = helper_name(kind, rows)
+    cols, size = tile_channels(kind) * steps, 2 if a_type == "uint16" else 1
+    pairs = cols // group
+    name = helper_name(kind, rows, steps)
 
     def product(x, y):
         return _product(kind, x, y)
@@ -283,13 +305,13 @@ def tile_intrinsic(kind: str, rows: int) -> str:
     def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
         sa, sc = T.int32(), T.int32()
         a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
-        b = T.match_buffer(b_h, (steps, LANES, group), b_type, offset_factor=1)
+        b = T.match_buffer(b_h, (pairs, LANES, group), b_type, offset_factor=1)
         c = T.match_buffer(c_h, (rows, LANES), acc, offset_factor=1, strides=[sc, 1],
                            scope="local")
         with T.sblock("root"):
-            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:steps, 0:LANES, 0:group])
+            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:pairs, 0:LANES, 0:group])
             T.writes(c[0:rows, 0:LANES])
-            for p, lane, r, i in T.grid(rows, LANES, steps, group):
+            for p, lane, r, i in T.grid(rows, LANES, pairs, group):
                 with T.sblock("update"):
                     vp, vl, vr, vi = T.axis.remap("SSRR", [p, lane, r, i])
                     c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi], b[vr, vl, vi])
@@ -300,17 +322,17 @@ def tile_intrinsic(kind: str, rows: int) -> str:
     def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
         sa, sc = T.int32(), T.int32()
         a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
-        b = T.match_buffer(b_h, (steps, LANES, group), b_type, offset_factor=1)
+        b = T.match_buffer(b_h, (pairs, LANES, group), b_type, offset_factor=1)
         c = T.match_buffer(c_h, (rows, LANES), acc, offset_factor=1, strides=[sc, 1],
                            scope="local")
         with T.sblock("root"):
-            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:steps, 0:LANES, 0:group])
+            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:pairs, 0:LANES, 0:group])
             T.writes(c[0:rows, 0:LANES])
             T.evaluate(T.call_extern(
                 "void", name, c.access_ptr("rw"), a.access_ptr("r"), b.access_ptr("r"),
                 T.int64(sa) * T.int64(size), T.int64(ROW_BYTES), T.int64(sc) * T.int64(4)))
 
-    intrin = f"mxc_amx_{kind}_{rows}x{LANES}"
+    intrin = f"mxc_amx_{kind}_{rows}x{LANES}_s{steps}"
     s_tir.TensorIntrin.register(intrin, desc, impl, override=True)
     return intrin
 
@@ -322,12 +344,15 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
         parallel for (n, y, 16 * v output channels):        # one output row a thread
             for x tile of rows pixels:
                 acc[rows][16 * v] = 0
-                for (ry, rx, channel tile), v blocks:
-                    acc[:, block] = tile step(pad_temp[y + ry, x + rx : + rows], w[...])
+                for (ry, rx), channel chunk, v blocks:      # a chunk: up to 64 tile rows
+                    acc[:, block] += steps(pad_temp[y + ry, x + rx : + rows], w[...])
             out[row] = epilogue(acc)                        # fused, vectorized
 
     A tile's pixels are a row's consecutive ``rows`` output pixels, whose taps are
-    consecutive input pixels: the A tile's stride is one pixel's channels."""
+    consecutive input pixels: the A tile's stride is one pixel's channels.  One helper
+    call runs the steps over a whole chunk of input channels (:func:`tile_steps`) with
+    the accumulator held in a tile register, so it is loaded and stored once per tap,
+    not once per 32 (64) channels."""
     from .int8 import open_dot_kernel, schedule_pads, vectorize_epilogues
 
     opened = open_dot_kernel(func, block)
@@ -342,16 +367,17 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
     xo, xi = sch.split(x, [None, rows])
     blocks = ext[3] // LANES
     ko, kv, kl = sch.split(k, [None, max(v for v in (1, 2, 4) if blocks % v == 0), LANES])
-    rco, rci = sch.split(rc, [None, tile_channels(kind) // group])
+    steps = tile_steps(kind, ext[6] * group)
+    rco, rci = sch.split(rc, [None, steps * tile_channels(kind) // group])
     sch.reorder(n, y, ko, xo, ry, rx, rco, kv, xi, kl, rci, ri)
     par = sch.fuse(n, y, ko)
     for epi in epilogues:
         sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
     sch.parallel(par)
-    sch.annotate(par, "pragma_import_llvm", helper_ir(kind, rows))
+    sch.annotate(par, "pragma_import_llvm", helper_ir(kind, rows, steps))
     vectorize_epilogues(sch, epilogues)
     init = sch.decompose_reduction(main, xo)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(xi, tile_intrinsic(kind, rows))
+    sch.tensorize(xi, tile_intrinsic(kind, rows, steps))
     schedule_pads(sch, keep)
     return sch

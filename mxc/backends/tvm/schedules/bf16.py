@@ -306,7 +306,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
     if a.data_layout == "NHWC" and bf16_amx.applies(*shapes, geometry[0], ctx.cpu):
-        amx.register(bf16_amx.KIND, shapes[2][2])
+        amx.register(bf16_amx.KIND, shapes[2][2], shapes[1][2])
         _count(ctx, tiles=True)
         packed = pack_weights(weights, bf16_amx.CHANNELS)
         log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
@@ -341,7 +341,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     block = CONV_BLOCK
     if bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu):
         block = bf16_amx.CONV_BLOCK
-        amx.register(bf16_amx.KIND, m)
+        amx.register(bf16_amx.KIND, m, c)
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n),
                           bf16_amx.CHANNELS if block != CONV_BLOCK else GROUP)
     _count(ctx, tiles=block != CONV_BLOCK)

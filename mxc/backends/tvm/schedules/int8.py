@@ -300,7 +300,7 @@ def _tile_block(tiles: bool, xs, ws, ys, strides) -> str:
     kernel takes the layer (its tile step registered), else :data:`CONV_BLOCK`."""
     from . import amx, int8_amx
     if tiles and int8_amx.fits(xs, ws, ys, strides):
-        amx.register(int8_amx.KIND, ys[2])
+        amx.register(int8_amx.KIND, ys[2], ws[2])
         return int8_amx.CONV_BLOCK
     return CONV_BLOCK
 
