@@ -397,6 +397,12 @@ def check_target_runnable(target: Mapping[str, Any], path: Any = "artifact") -> 
             f"{path}: compiled for CPU {host.get('cpu') or '?'!r} using "
             f"{', '.join(missing)}, which this CPU lacks; recompile on this machine or for an "
             f"older CPU (--target '{{\"kind\": \"llvm\", \"mcpu\": \"x86-64-v2\"}}')")
+    if "amx-tile" in (host.get("features") or ()):
+        from .amx_permission import request_tiles
+        refused = request_tiles()
+        if refused:
+            raise ArtifactError(f"{path}: its kernels use AMX tiles, but {refused}; recompile "
+                                f"for a CPU without AMX (--cpu icelake-server)")
     if kind == "cuda":
         _check_cuda(str(target.get("arch") or ""), path)
 
