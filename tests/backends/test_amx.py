@@ -104,20 +104,25 @@ BF16_CONVS = {   # c, k, side, kernel, pad: stride 1, >= 32 input channels, 16-c
     "3x3-c48-k64-14x14": (48, 64, 14, 3, 1),        # channels padded 48 -> 64, rows of 14
     "1x1-c64-k48-8x8": (64, 48, 8, 1, 0),
     "3x3-c32-k32-20x20": (32, 32, 20, 3, 1),        # tiles of 10 rows, two per image row
+    # stride 2: the input split by column phase (amx.phase_split); odd padded width 17
+    "3x3-s2-c64-k32-15x15": (64, 32, 15, 3, 1, 2),
+    "1x1-s2-c64-k64-14x14": (64, 64, 14, 1, 0, 2),
 }
 
 
 @pytest.mark.parametrize("case", list(BF16_CONVS))
 def test_bf16_conv_on_emulated_tiles_matches_the_rounded_product(case, emulated):
-    c, k, side, kern, pad = BF16_CONVS[case]
+    c, k, side, kern, pad, *stride = BF16_CONVS[case]
+    stride = stride[0] if stride else 1
     rng = np.random.RandomState(2)
     x = rng.randn(1, c, side, side).astype("float32")
     w = rng.randn(k, c, kern, kern).astype("float32")
     stats = {}
-    y, record = _run(_bf16_conv(x.shape, w, (1, 1), (pad, pad)), emulated, x, "bf16", stats)
+    y, record = _run(_bf16_conv(x.shape, w, (stride, stride), (pad, pad)), emulated, x, "bf16",
+                     stats)
     assert record["kernels"] == 1 and record["tile_kernels"] == 1
     assert "bf16_amx" in stats.values(), stats
-    want = _ref_conv(_round(x), _round(w), 1, pad)
+    want = _ref_conv(_round(x), _round(w), stride, pad)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
 
 
@@ -132,7 +137,7 @@ def test_bf16_dense_on_emulated_tiles(emulated):
 
 
 @pytest.mark.parametrize("shape,stride", [
-    ((1, 64, 14, 14), 2),     # strided: the tile's pixels are not one region
+    ((1, 64, 14, 14), 3),     # stride 3: no phase split for it
     ((1, 16, 14, 14), 1),     # 16 input channels: padding to a tile row doubles the work
     ((1, 64, 3, 3), 1),       # rows of 3 pixels
 ])
@@ -152,18 +157,22 @@ def test_layers_tiles_do_not_fit_keep_the_vector_kernel(shape, stride, emulated)
 # ---------------------------------------------------------------------------
 # int8 on tiles (emulated): exact
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("xdt,c,side,kern,pad", [("uint8", 64, 14, 3, 1),
-                                                   ("int8", 96, 8, 3, 1),    # shift; 96 -> 128
-                                                   ("uint8", 128, 7, 1, 0)])
-def test_int8_conv_on_emulated_tiles_is_exact(xdt, c, side, kern, pad, emulated):
+@pytest.mark.parametrize("xdt,c,side,kern,pad,stride", [
+    ("uint8", 64, 14, 3, 1, 1),
+    ("int8", 96, 8, 3, 1, 1),          # the +128 shift; 96 channels padded to 128
+    ("uint8", 128, 7, 1, 0, 1),
+    ("int8", 64, 15, 3, 1, 2),         # stride 2 by column phase, the shifted padding
+    ("uint8", 64, 16, 1, 0, 2)])       # a 1x1 downsample: no padding, yet split
+def test_int8_conv_on_emulated_tiles_is_exact(xdt, c, side, kern, pad, stride, emulated):
     rng = np.random.RandomState(5)
     info = np.iinfo(xdt)
     x = rng.randint(info.min, info.max + 1, (1, c, side, side)).astype(xdt)
     w = rng.randint(-128, 128, (32, c, kern, kern)).astype(np.int8)
     stats = {}
-    y, _ = _run(_int8_conv(x.shape, xdt, w, (1, 1), (pad, pad)), emulated, x, stats=stats)
+    y, _ = _run(_int8_conv(x.shape, xdt, w, (stride, stride), (pad, pad)), emulated, x,
+                stats=stats)
     assert "int8_amx" in stats.values(), stats
-    np.testing.assert_array_equal(y, _conv_reference(x, w, 1, pad))
+    np.testing.assert_array_equal(y, _conv_reference(x, w, stride, pad))
 
 
 @pytest.mark.parametrize("c", [64, 66 * 64])   # 66 tile rows: two helper calls of 33 steps
@@ -200,7 +209,10 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
     bf16_mod = _bf16_conv((1, 48, 14, 14), w, (1, 1), (1, 1))
     int8_mod = _int8_conv((1, 64, 14, 14), "uint8", rng.randint(-128, 128, (32, 64, 3, 3))
                           .astype(np.int8), (1, 1), (1, 1))
-    for mod, precision, kind in ((bf16_mod, "bf16", "tdpbf16ps"), (int8_mod, "fp32", "tdpbusd")):
+    strided = _bf16_conv((1, 64, 14, 14), rng.randn(32, 64, 3, 3).astype("float32"), (2, 2),
+                         (1, 1))
+    for mod, precision, kind in ((bf16_mod, "bf16", "tdpbf16ps"), (int8_mod, "fp32", "tdpbusd"),
+                                 (strided, "bf16", "tdpbf16ps")):
         target = resolve_target(SPR)
         asm = _asm_of(build_module(mod, target, ctx=build_context(target, precision=precision)))
         products, stores = _count(asm, kind), _count(asm, "tilestored")

@@ -253,14 +253,37 @@ def tile_rows(width: int) -> int:
     return max(r for r in range(1, ROWS + 1) if width % r == 0)
 
 
+#: strides the tile kernels take (a stride-2 layer reads its input split by column
+#: phase, :func:`phase_split`)
+STRIDES = ((1, 1), (2, 2))
+
+
 def conv_fits(xs, ws, ys, strides, kind: str, min_rows: int) -> bool:
     """Whether an NHWC conv2d (input/weight/output shapes *xs*/*ws*/*ys*) is a tile
-    kernel's: stride 1 (a strided row's taps are evenly spaced too, but tensorize needs
-    the tile's pixels to be one contiguous region), at least one tile row of input
-    channels (padding fewer up to it multiplies the work), whole 16-channel output
-    blocks, and rows of at least *min_rows* pixels."""
-    return (tuple(int(s) for s in strides) == (1, 1) and ws[2] >= tile_channels(kind)
+    kernel's: stride 1 or 2 (:data:`STRIDES`), at least one tile row of input channels
+    (padding fewer up to it multiplies the work), whole 16-channel output blocks, and
+    rows of at least *min_rows* pixels."""
+    return (tuple(int(s) for s in strides) in STRIDES and ws[2] >= tile_channels(kind)
             and ys[3] % LANES == 0 and tile_rows(ys[2]) >= min_rows)
+
+
+def phase_split(shape, padded, phases: int):
+    """The padded input ``[n, h, w, c]`` (element ``padded(i, y, x, ch)``) as
+    ``[n, h, phases, ceil(w / phases), c]``: column ``x`` at phase ``x % phases``,
+    position ``x // phases``.  A stride-``phases`` row's consecutive output pixels then
+    read consecutive pixels of one phase -- a tile at a stride of one pixel, as at
+    stride 1 -- and the rounding copy (``pad_temp``) makes the split for free."""
+    from tvm import te
+    n, h, w, c = shape
+    return te.compute((n, h, phases, -(-w // phases), c),
+                      lambda i, y, ph, x, ch: padded(i, y, x * phases + ph, ch),
+                      name="pad_temp")
+
+
+def phase_tap(src, phases: int, i, y, x, tap, ch):
+    """``padded[i, y, x * phases + tap, ch]`` of :func:`phase_split`'s *src* (*tap*:
+    the kernel column's offset, ``rx * dilation``)."""
+    return src[i, y, tap % phases, x + tap // phases, ch]
 
 
 def _product(kind: str, a, b):

@@ -244,14 +244,25 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
         return tirx.if_then_else(inside, round_bits(load(i, y - pt, x - pl, ch)), zero)
 
-    src = te.compute((n, h + pt + pb, w + pl + pr, c2 * group), padded, name="pad_temp")
+    shape = (n, h + pt + pb, w + pl + pr, c2 * group)
+    if name == CONV_BLOCK or sw == 1:
+        src = te.compute(shape, padded, name="pad_temp")
+    else:                     # AMX tiles of a strided layer: the input split by column phase
+        from .amx import phase_split
+        src = phase_split(shape, padded, sw)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, c2), name="rc")
     ri = te.reduce_axis((0, group), name="ri")
 
+    def tap(i, y, x):
+        if len(src.shape) == 5:
+            from .amx import phase_tap
+            return phase_tap(src, sw, i, y * sh + ry * dh, x, rx * dw, rc * group + ri)
+        return src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
+
     def conv(i, y, x, k):
-        a = src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
+        a = tap(i, y, x)
         b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
         return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 

@@ -7,7 +7,8 @@ shape, so nothing is copied for the tiles:
 
 * **A** -- ``rows`` consecutive output pixels of a row, 32 input channels: in the
   rounded, padded input (``pad_temp``, channels-last) at tap ``(ry, rx)`` these
-  are ``rows`` rows of 64 bytes, one pixel's channels apart (the tile's stride);
+  are ``rows`` rows of 64 bytes, one pixel's channels apart (the tile's stride;
+  at stride 2, in one column phase of the input);
 * **B** -- the weights packed ``[K/16, KH, KW, C/2, 16, 2]``: 16 channel pairs of
   one 16-channel block are 16 contiguous rows of 64 bytes, the pair-interleaved
   layout the instruction reads;
@@ -16,10 +17,11 @@ shape, so nothing is copied for the tiles:
 
 So the kernel is :func:`.bf16.conv2d_nhwc_bf16` with input channels padded to a
 tile row (:data:`CHANNELS`) and the block named :data:`CONV_BLOCK`, scheduled by
-:func:`.amx.rule_tiles`.  Layers the tiles do not fit (:func:`.amx.conv_fits`:
-strided, under 32 input channels, rows under :data:`MIN_ROWS` pixels -- a batch-1
-dense layer) keep the AVX512-BF16 kernels, and Winograd is not used where the
-tiles are.  No machine this was written on has AMX: the results are checked
+:func:`.amx.rule_tiles`; a stride-2 layer's rounding copy splits its input by
+column phase (:func:`.amx.phase_split`).  Layers the tiles do not fit
+(:func:`.amx.conv_fits`: other strides, under 32 input channels, rows under
+:data:`MIN_ROWS` pixels -- a batch-1 dense layer) keep the AVX512-BF16 kernels, and
+Winograd is not used where the tiles are.  No machine this was written on has AMX: the results are checked
 through :mod:`.amx`'s emulation and the instructions in the assembly; the speed
 is for an AMX machine's benchmark to show.
 """

@@ -203,6 +203,13 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
 
         def tap(i, y, x):
             return src[i, y * sh + ry * dh, x * sw * c + rc * group + ri]
+    elif name != CONV_BLOCK and sw > 1:   # AMX tiles of a strided layer: split by phase
+        from .amx import phase_split, phase_tap
+        src = phase_split((n, h + pt + pb, w + pl + pr, c4 * group),
+                          lambda i, y, x, ch: padded(i, y, x, ch, ch < c), sw)
+
+        def tap(i, y, x):
+            return phase_tap(src, sw, i, y * sh + ry * dh, x, rx * dw, rc * group + ri)
     else:
         if shifted or any(padding) or c4 * group != c:
             src = te.compute((n, h + pt + pb, w + pl + pr, c4 * group),
@@ -430,8 +437,8 @@ def _schedule_pad(sch, block) -> None:
     per byte, which a fused-and-split loop would put there (4-channel first layers)."""
     loops = sch.get_loops(block)
     sch.parallel(sch.fuse(*loops[:2]))
-    if len(loops) == 4:          # [n, y, x, ch]; a folded row [n, y, x*ch] stays a loop
-        ch = loops[3]
+    if len(loops) >= 4:          # [n, y, (phase,) x, ch]; a folded row [n, y, x*ch] stays a loop
+        ch = loops[-1]
         if int(sch.get(ch).extent) >= 16:
             sch.vectorize(ch)
         else:
