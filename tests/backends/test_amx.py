@@ -46,6 +46,18 @@ def _count(asm: str, ins: str) -> int:
     return len(re.findall(rf"\t{ins}\b", asm))
 
 
+def _functions_using(asm: str, ins: str) -> set[str]:
+    """The assembly's functions (labels not ``.L``-local) with instruction *ins*."""
+    found, func = set(), None
+    for line in asm.splitlines():
+        label = re.match(r"^([\w.$]+):", line)
+        if label and not label.group(1).startswith(".L"):
+            func = label.group(1)
+        if re.search(rf"\t{ins}\b", line):
+            found.add(func)
+    return found
+
+
 @pytest.fixture
 def emulated(amx_emulated):
     return amx_emulated
@@ -217,6 +229,11 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
         asm = _asm_of(build_module(mod, target, ctx=build_context(target, precision=precision)))
         products, stores = _count(asm, kind), _count(asm, "tilestored")
         assert products and "ldtilecfg" in asm and "tilerelease" in asm, kind
+        # each thread configures its own tiles: the configuration and release are in the
+        # parallel body that runs the products (TVM's ``*_compute_`` closure)
+        users = _functions_using(asm, kind)
+        assert users == _functions_using(asm, "ldtilecfg") == _functions_using(asm, "tilerelease")
+        assert all(f.endswith("_compute_") for f in users), users
         # 64 input channels: two steps per accumulator load and store (bf16's 48 padded)
         steps = 64 // amx.tile_channels(kind)
         assert stores * steps == products
