@@ -187,9 +187,10 @@ def test_int8_conv_on_emulated_tiles_is_exact(xdt, c, side, kern, pad, stride, e
     np.testing.assert_array_equal(y, _conv_reference(x, w, stride, pad))
 
 
-@pytest.mark.parametrize("c", [64, 66 * 64])   # 66 tile rows: two helper calls of 33 steps
+@pytest.mark.parametrize("c", [64, 66 * 64])   # 66 tile rows x 2 blocks: 3 calls of 22 steps
 def test_int8_dense_on_emulated_tiles_is_exact(c, emulated):
-    assert amx.tile_steps("tdpbusd", c) == (1 if c == 64 else 33)
+    assert amx.tile_blocks(32) == 2
+    assert amx.tile_steps("tdpbusd", c, 2) == (1 if c == 64 else 22)
     rng = np.random.RandomState(6)
     x = rng.randint(-128, 128, (16, c)).astype(np.int8)
     w = rng.randint(-128, 128, (c, 32)).astype(np.int8)
@@ -223,8 +224,9 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
                           .astype(np.int8), (1, 1), (1, 1))
     strided = _bf16_conv((1, 64, 14, 14), rng.randn(32, 64, 3, 3).astype("float32"), (2, 2),
                          (1, 1))
-    for mod, precision, kind in ((bf16_mod, "bf16", "tdpbf16ps"), (int8_mod, "fp32", "tdpbusd"),
-                                 (strided, "bf16", "tdpbf16ps")):
+    for mod, precision, kind, out in ((bf16_mod, "bf16", "tdpbf16ps", 64),
+                                      (int8_mod, "fp32", "tdpbusd", 32),
+                                      (strided, "bf16", "tdpbf16ps", 32)):
         target = resolve_target(SPR)
         asm = _asm_of(build_module(mod, target, ctx=build_context(target, precision=precision)))
         products, stores = _count(asm, kind), _count(asm, "tilestored")
@@ -234,10 +236,11 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
         users = _functions_using(asm, kind)
         assert users == _functions_using(asm, "ldtilecfg") == _functions_using(asm, "tilerelease")
         assert all(f.endswith("_compute_") for f in users), users
-        # 64 input channels: two steps per accumulator load and store (bf16's 48 padded)
-        steps = 64 // amx.tile_channels(kind)
-        assert stores * steps == products
-        assert _count(asm, "tileloadd") == 2 * products + stores
+        # 64 input channels: two bf16 steps (48 padded) per accumulator load and store;
+        # a call's blocks share each step's A tile
+        steps, blocks = 64 // amx.tile_channels(kind), amx.tile_blocks(out)
+        assert stores * steps == products and blocks > 1
+        assert _count(asm, "tileloadd") == stores + products + products // blocks
         for other in ("llvm -mcpu=cooperlake", "llvm -mcpu=znver4"):   # BF16/VNNI, no AMX
             target = resolve_target(other)
             asm = _asm_of(build_module(mod, target,

@@ -1,203 +1,33 @@
-"""AMX tile steps (``tdpbf16ps``, ``tdpbusd``), their emulation, and the tile schedule.
+"""AMX tile kernels: the tensor intrinsic, the convolution schedule, a bare dense kernel.
 
 Sapphire Rapids and later multiply whole tiles: ``tdpbf16ps`` adds a rows x 32
 bfloat16 by 32x16 (VNNI-packed) product into rows x 16 float32 accumulators,
 ``tdpbusd`` a rows x 64 uint8 by 64x16 int8 one into int32 -- 16x the work of
-one ``vdpbf16ps``/``vpdpbusd``.  TVM 0.27 ships no AMX tensor intrinsics, and
-its LLVM code generator has no ``x86_amx`` type, so, as for the bf16 vector
-kernels (:mod:`.bf16`), each step is an LLVM function linked into the kernel
-(``pragma_import_llvm``) and inlined: load the accumulator and operand tiles
-(``tileloadd64``), one tile product, store the accumulator (``tilestored64``).
-It uses LLVM's ``*.internal`` intrinsics, whose tile shapes are operands, so
-LLVM's tile-configuration pass writes the ``ldtilecfg`` itself.
-
-:func:`tile_intrinsic` makes that step a tensor intrinsic and :func:`rule_tiles`
-schedules a convolution around it (used by :mod:`.bf16_amx` and
-:mod:`.int8_amx` on targets with ``amx-bf16``/``amx-int8``);
+one ``vdpbf16ps``/``vpdpbusd``.  TVM 0.27 ships no AMX tensor intrinsics; the
+steps are LLVM functions (:mod:`.amx_steps`), which :func:`tile_intrinsic` makes
+a tensor intrinsic and :func:`rule_tiles` schedules a convolution around (for
+:mod:`.bf16_amx` and :mod:`.int8_amx`, on targets with ``amx-bf16``/``amx-int8``);
 :func:`dense_kernel` is a bare ``C = A . B`` of steps.
 
-**Emulation.**  The machines this was written on have no AMX.  With
-``MXC_EMULATE_AMX=1`` (:data:`EMULATE_ENV`) the step is built as scalar loops with
-the instruction's definition instead -- same function, same pointers and byte
-strides -- so the whole kernel around it (packing, tiling, strides, fused
-epilogues) runs on any x86 CPU and is checked against the numpy oracle
-(``tests/backends/test_amx.py``); the manifest then lists the AMX features as
-emulated, not needed.  What emulation cannot check, the four tile instructions and
-LLVM's tile configuration, is checked in the assembly for ``-mcpu=sapphirerapids``.
+**Checked without AMX.**  The machines this was written on have none.  With
+``MXC_EMULATE_AMX=1`` the steps are built as scalar loops with the instructions'
+definition (:mod:`.amx_steps`), so the whole kernel around them (packing, tiling,
+strides, fused epilogues) runs on any x86 CPU and is checked against the numpy
+oracle (``tests/backends/test_amx.py``); the manifest then lists the AMX features
+as emulated, not needed.  What emulation cannot check -- the tile instructions and
+LLVM's tile configuration -- is checked in the assembly for ``-mcpu=sapphirerapids``.
 Nothing here has been timed.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 
+import numpy as np
 from tvm import s_tir, tirx
 
-#: rows of a tile, and bytes of one tile row
-ROWS, ROW_BYTES = 16, 64
-#: instruction -> (operand dtype, accumulator dtype, operand elements per tile row)
-KINDS = {"tdpbf16ps": ("uint16", "float32", 32), "tdpbusd": ("uint8", "int32", 64)}
-
-
-#: environment variable: when set to 1, :func:`helper_ir` gives the scalar emulation
-#: of each tile step (same function, same arguments), so the AMX kernels -- their
-#: layouts, strides, blocking and fused epilogues -- run and are checked on a CPU
-#: without AMX; only the four tile instructions themselves are then not exercised
-EMULATE_ENV = "MXC_EMULATE_AMX"
-
-
-def emulating() -> bool:
-    """Whether this process builds the scalar emulation of the tile steps."""
-    return os.environ.get(EMULATE_ENV, "") == "1"
-
-
-def helper_name(kind: str, rows: int = ROWS, steps: int = 1) -> str:
-    return f"mxc_amx_{kind}_{rows}x16" + (f"_s{steps}" if steps > 1 else "")
-
-
-def helper_ir(kind: str, rows: int = ROWS, steps: int = 1) -> str:
-    """The LLVM function of *steps* tile steps of *kind* (``tdpbf16ps`` or ``tdpbusd``)
-    into one accumulator tile of *rows* rows: ``(c, a, b, a_stride, b_stride,
-    c_stride)``, strides in bytes.  The accumulator is loaded once, stays in a tile
-    register across the steps -- step ``s`` reads A 64 bytes a row further and B 16
-    rows further -- and is stored once.  Its scalar emulation when :func:`emulating`."""
-    if kind not in KINDS:
-        raise ValueError(f"no AMX tile product {kind!r}; known: {', '.join(KINDS)}")
-    if not 1 <= rows <= ROWS:
-        raise ValueError(f"an AMX tile has 1 to {ROWS} rows, not {rows}")
-    if not 1 <= steps <= MAX_STEPS:
-        raise ValueError(f"an AMX helper takes 1 to {MAX_STEPS} steps, not {steps}")
-    return (_emulation_ir if emulating() else _tile_ir)(kind, rows, steps)
-
-
-#: most steps one helper unrolls (2,048 bfloat16 / 4,096 int8 input channels)
-MAX_STEPS = 64
-
-
-@functools.lru_cache(maxsize=None)
-def _tile_ir(kind: str, rows: int, steps: int) -> str:
-    name = helper_name(kind, rows, steps)
-    acc, ops = f"i16 {rows}, i16 {ROW_BYTES}", f"i16 {ROWS}, i16 {ROW_BYTES}"
-    body = []
-    for s in range(steps):
-        prev = "%tc" if s == 0 else f"%r{s - 1}"
-        body.append(f"""
-  %pa{s} = getelementptr i8, ptr %a, i64 {s * ROW_BYTES}
-  %ob{s} = mul i64 %sb, {s * ROWS}
-  %pb{s} = getelementptr i8, ptr %b, i64 %ob{s}
-  %ta{s} = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %pa{s}, i64 %sa)
-  %tb{s} = call x86_amx @llvm.x86.tileloadd64.internal({ops}, ptr %pb{s}, i64 %sb)
-  %r{s} = call x86_amx @llvm.x86.{kind}.internal(i16 {rows}, i16 {ROW_BYTES}, \
-i16 {ROW_BYTES}, x86_amx {prev}, x86_amx %ta{s}, x86_amx %tb{s})""")
-    return f"""
-define linkonce_odr void @{name}(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc) \
-alwaysinline {{
-  %tc = call x86_amx @llvm.x86.tileloadd64.internal({acc}, ptr %c, i64 %sc){"".join(body)}
-  call void @llvm.x86.tilestored64.internal({acc}, ptr %c, i64 %sc, x86_amx %r{steps - 1})
-  ret void
-}}
-declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
-declare x86_amx @llvm.x86.{kind}.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
-declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
-"""
-
-
-#: per kind: LLVM IR computing one group's products into ``%p`` (a float or i32) from
-#: the group's first operand bytes ``%ap`` and ``%bp`` -- the instruction's definition:
-#: ``tdpbf16ps`` widens each bfloat16 to float32 (exact) and adds the pair's products
-#: in order; ``tdpbusd`` multiplies unsigned by signed bytes and adds the four in int32
-_GROUP_IR = {
-    "tdpbf16ps": ("float", "fadd", """
-  %a0 = load i16, ptr %ap
-  %ap1 = getelementptr i8, ptr %ap, i64 2
-  %a1 = load i16, ptr %ap1
-  %b0 = load i16, ptr %bp
-  %bp1 = getelementptr i8, ptr %bp, i64 2
-  %b1 = load i16, ptr %bp1
-  %fa0 = call float @mxc_amx_bf16_to_f32(i16 %a0)
-  %fa1 = call float @mxc_amx_bf16_to_f32(i16 %a1)
-  %fb0 = call float @mxc_amx_bf16_to_f32(i16 %b0)
-  %fb1 = call float @mxc_amx_bf16_to_f32(i16 %b1)
-  %m0 = fmul float %fa0, %fb0
-  %m1 = fmul float %fa1, %fb1
-  %s0 = fadd float %acc, %m0
-  %p = fadd float %s0, %m1
-"""),
-    "tdpbusd": ("i32", "add", "".join(f"""
-  %ap{j} = getelementptr i8, ptr %ap, i64 {j}
-  %a{j} = load i8, ptr %ap{j}
-  %bp{j} = getelementptr i8, ptr %bp, i64 {j}
-  %b{j} = load i8, ptr %bp{j}
-  %wa{j} = zext i8 %a{j} to i32
-  %wb{j} = sext i8 %b{j} to i32
-  %m{j} = mul i32 %wa{j}, %wb{j}""" for j in range(4)) + """
-  %s0 = add i32 %acc, %m0
-  %s1 = add i32 %s0, %m1
-  %s2 = add i32 %s1, %m2
-  %p = add i32 %s2, %m3
-"""),
-}
-
-
-@functools.lru_cache(maxsize=None)
-def _emulation_ir(kind: str, rows: int, steps: int) -> str:
-    """Scalar loops with the tile steps' semantics: ``C[m, n] += sum_k A[m, k-group] .
-    B[k, n-group]`` over ``m < rows``, 16 ``n`` and ``16 * steps`` groups ``k`` (A's
-    steps are consecutive 64 bytes of a row, B's consecutive 16-row blocks)."""
-    name = helper_name(kind, rows, steps)
-    elem, _, body = _GROUP_IR[kind]
-    convert = """
-define linkonce_odr float @mxc_amx_bf16_to_f32(i16 %x) alwaysinline {
-  %w = zext i16 %x to i32
-  %s = shl i32 %w, 16
-  %f = bitcast i32 %s to float
-  ret float %f
-}
-""" if kind == "tdpbf16ps" else ""
-    return convert + f"""
-define linkonce_odr void @{name}(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc) \
-alwaysinline {{
-entry:
-  br label %row
-row:
-  %mi = phi i64 [0, %entry], [%mi1, %row_end]
-  %arow = mul i64 %mi, %sa
-  %crow = mul i64 %mi, %sc
-  br label %col
-col:
-  %ni = phi i64 [0, %row], [%ni1, %col_end]
-  %coff0 = mul i64 %ni, 4
-  %coff = add i64 %crow, %coff0
-  %cp = getelementptr i8, ptr %c, i64 %coff
-  %init = load {elem}, ptr %cp
-  br label %step
-step:
-  %ki = phi i64 [0, %col], [%ki1, %step]
-  %acc = phi {elem} [%init, %col], [%p, %step]
-  %aoff0 = mul i64 %ki, 4
-  %aoff = add i64 %arow, %aoff0
-  %ap = getelementptr i8, ptr %a, i64 %aoff
-  %boff0 = mul i64 %ki, %sb
-  %boff = add i64 %boff0, %coff0
-  %bp = getelementptr i8, ptr %b, i64 %boff
-{body}
-  %ki1 = add i64 %ki, 1
-  %kmore = icmp ult i64 %ki1, {16 * steps}
-  br i1 %kmore, label %step, label %col_end
-col_end:
-  store {elem} %p, ptr %cp
-  %ni1 = add i64 %ni, 1
-  %nmore = icmp ult i64 %ni1, 16
-  br i1 %nmore, label %col, label %row_end
-row_end:
-  %mi1 = add i64 %mi, 1
-  %mmore = icmp ult i64 %mi1, {rows}
-  br i1 %mmore, label %row, label %done
-done:
-  ret void
-}}
-"""
+from .amx_steps import (EMULATE_ENV, KINDS, MAX_BLOCKS, MAX_PRODUCTS, ROW_BYTES, ROWS,  # noqa: F401
+                        emulating, helper_ir, helper_name)
 
 
 def dense_kernel(kind: str, m: int, n: int, k: int):
@@ -227,7 +57,7 @@ def dense_kernel(kind: str, m: int, n: int, k: int):
                 T.evaluate(T.call_extern(
                     "void", name, T.address_of(c[io * ROWS, jo * ROWS]),
                     T.address_of(a[io * ROWS, 0]), T.address_of(b[jo, 0, 0]),
-                    T.int64(k * size), T.int64(ROW_BYTES), T.int64(n * 4)))
+                    T.int64(k * size), T.int64(ROW_BYTES), T.int64(n * 4), T.int64(0)))
 
     return kernel
 
@@ -296,86 +126,109 @@ def _product(kind: str, a, b):
     return f32(a) * f32(b)
 
 
-def tile_steps(kind: str, channels: int) -> int:
+def tile_blocks(channels: int) -> int:
+    """16-channel accumulator tiles one helper call fills: up to :data:`MAX_BLOCKS`,
+    dividing the output *channels*' blocks (each A tile then serves them all)."""
+    return max(v for v in range(1, MAX_BLOCKS + 1) if (channels // LANES) % v == 0)
+
+
+def tile_steps(kind: str, channels: int, blocks: int = 1) -> int:
     """Tile steps one helper call takes over *channels* input channels (padded to whole
-    tile rows): all of them, or the largest divisor up to :data:`MAX_STEPS`."""
-    blocks = -(-channels // tile_channels(kind))
-    return max(s for s in range(1, min(blocks, MAX_STEPS) + 1) if blocks % s == 0)
+    tile rows): all of them, or the largest divisor keeping ``steps * blocks`` within
+    :data:`MAX_PRODUCTS`."""
+    rows = -(-channels // tile_channels(kind))
+    return max(s for s in range(1, min(rows, MAX_PRODUCTS // blocks) + 1) if rows % s == 0)
 
 
-def register(kind: str, width: int, channels: int) -> None:
-    """Register *kind*'s tile intrinsic for output rows of *width* pixels over *channels*
-    input channels (before any schedule, or tuning record, names it)."""
-    tile_intrinsic(kind, tile_rows(width), tile_steps(kind, channels))
+def register(kind: str, width: int, channels: int, out_channels: int) -> None:
+    """Register *kind*'s tile intrinsic for output rows of *width* pixels, *channels*
+    input and *out_channels* output channels (before any schedule, or tuning record,
+    names it)."""
+    blocks = tile_blocks(out_channels)
+    tile_intrinsic(kind, tile_rows(width), tile_steps(kind, channels, blocks), blocks)
+
+
+def tap_major(packed: np.ndarray) -> np.ndarray:
+    """VNNI-packed weights ``[K/16, KH, KW, C/g, 16, g]`` as ``[KH, KW, K/16, C/g, 16, g]``:
+    a tap's B tiles for consecutive 16-channel blocks one stride apart, so one helper
+    call's blocks are one region (tensorize takes extra leading dimensions only of
+    extent 1)."""
+    return np.ascontiguousarray(packed.transpose(1, 2, 0, 3, 4, 5))
 
 
 @functools.lru_cache(maxsize=None)
-def tile_intrinsic(kind: str, rows: int, steps: int = 1) -> str:
-    """Register (once) and name *steps* tile steps of *kind* as a tensor intrinsic:
-    ``C[rows, 16] += A[rows, 16 * g * steps] . B[16 * steps, 16, g]`` (``g`` operands
-    per accumulator lane), A and C at any row stride, B contiguous rows of 64 bytes."""
+def tile_intrinsic(kind: str, rows: int, steps: int = 1, blocks: int = 1) -> str:
+    """Register (once) and name a helper call (:mod:`.amx_steps`) as a tensor intrinsic:
+    ``C[rows, 16 v] += A[rows, 16 g s] . B[v, 16 s, 16, g]`` (``s`` steps, ``v`` blocks,
+    ``g`` operands per accumulator lane); A, C and B's blocks at any stride."""
     from tvm.script import tirx as T
 
     a_type, b_type, acc, group = OPERANDS[kind]
     cols, size = tile_channels(kind) * steps, 2 if a_type == "uint16" else 1
-    pairs = cols // group
-    name = helper_name(kind, rows, steps)
+    pairs, lanes = cols // group, LANES * blocks
+    name = helper_name(kind, rows, steps, blocks)
 
     def product(x, y):
         return _product(kind, x, y)
 
     @T.prim_func(s_tir=True)
     def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
-        sa, sc = T.int32(), T.int32()
+        sa, sc, sv = T.int32(), T.int32(), T.int32()
         a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
-        b = T.match_buffer(b_h, (pairs, LANES, group), b_type, offset_factor=1)
-        c = T.match_buffer(c_h, (rows, LANES), acc, offset_factor=1, strides=[sc, 1],
+        b = T.match_buffer(b_h, (blocks, pairs, LANES, group), b_type, offset_factor=1,
+                           strides=[sv, LANES * group, group, 1])
+        c = T.match_buffer(c_h, (rows, lanes), acc, offset_factor=1, strides=[sc, 1],
                            scope="local")
         with T.sblock("root"):
-            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:pairs, 0:LANES, 0:group])
-            T.writes(c[0:rows, 0:LANES])
-            for p, lane, r, i in T.grid(rows, LANES, pairs, group):
+            T.reads(c[0:rows, 0:lanes], a[0:rows, 0:cols],
+                    b[0:blocks, 0:pairs, 0:LANES, 0:group])
+            T.writes(c[0:rows, 0:lanes])
+            for p, lane, r, i in T.grid(rows, lanes, pairs, group):
                 with T.sblock("update"):
                     vp, vl, vr, vi = T.axis.remap("SSRR", [p, lane, r, i])
-                    c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi], b[vr, vl, vi])
+                    c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi],
+                                                    b[vl // LANES, vr, vl % LANES, vi])
 
     # the same buffers (TVMScript takes a function's match_buffer only in its own body),
-    # the step as one call of the helper (strides in bytes)
+    # the steps as one call of the helper (strides in bytes)
     @T.prim_func(s_tir=True)
     def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
-        sa, sc = T.int32(), T.int32()
+        sa, sc, sv = T.int32(), T.int32(), T.int32()
         a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
-        b = T.match_buffer(b_h, (pairs, LANES, group), b_type, offset_factor=1)
-        c = T.match_buffer(c_h, (rows, LANES), acc, offset_factor=1, strides=[sc, 1],
+        b = T.match_buffer(b_h, (blocks, pairs, LANES, group), b_type, offset_factor=1,
+                           strides=[sv, LANES * group, group, 1])
+        c = T.match_buffer(c_h, (rows, lanes), acc, offset_factor=1, strides=[sc, 1],
                            scope="local")
         with T.sblock("root"):
-            T.reads(c[0:rows, 0:LANES], a[0:rows, 0:cols], b[0:pairs, 0:LANES, 0:group])
-            T.writes(c[0:rows, 0:LANES])
+            T.reads(c[0:rows, 0:lanes], a[0:rows, 0:cols],
+                    b[0:blocks, 0:pairs, 0:LANES, 0:group])
+            T.writes(c[0:rows, 0:lanes])
             T.evaluate(T.call_extern(
                 "void", name, c.access_ptr("rw"), a.access_ptr("r"), b.access_ptr("r"),
-                T.int64(sa) * T.int64(size), T.int64(ROW_BYTES), T.int64(sc) * T.int64(4)))
+                T.int64(sa) * T.int64(size), T.int64(ROW_BYTES), T.int64(sc) * T.int64(4),
+                T.int64(sv) * T.int64(size)))
 
-    intrin = f"mxc_amx_{kind}_{rows}x{LANES}_s{steps}"
+    intrin = f"mxc_amx_{kind}_{rows}x{lanes}_s{steps}"
     s_tir.TensorIntrin.register(intrin, desc, impl, override=True)
     return intrin
 
 
 def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
     """The tile schedule of the ``[n, y, x, k, ry, rx, rc, ri]`` dot-product block
-    *block* of *func* (None when it has none)::
+    *block* of *func*, its weights :func:`tap_major` (None when it has no such block)::
 
-        parallel for (n, y, 16 * v output channels):        # one output row a thread
+        parallel for (n, y, 16 v output channels):         # one output row a thread
             for x tile of rows pixels:
-                acc[rows][16 * v] = 0
-                for (ry, rx), channel chunk, v blocks:      # a chunk: up to 64 tile rows
-                    acc[:, block] += steps(pad_temp[y + ry, x + rx : + rows], w[...])
-            out[row] = epilogue(acc)                        # fused, vectorized
+                acc[rows][16 v] = 0
+                for (ry, rx), channel chunk:                 # a chunk: up to 64 products
+                    acc += steps(pad_temp[y + ry, x + rx : + rows], w[ry, rx, v blocks])
+            out[row] = epilogue(acc)                       # fused, vectorized
 
     A tile's pixels are a row's consecutive ``rows`` output pixels, whose taps are
     consecutive input pixels: the A tile's stride is one pixel's channels.  One helper
-    call runs the steps over a whole chunk of input channels (:func:`tile_steps`) with
-    the accumulator held in a tile register, so it is loaded and stored once per tap,
-    not once per 32 (64) channels."""
+    call runs the steps over a chunk of input channels (:func:`tile_steps`) for ``v``
+    accumulator tiles (:func:`tile_blocks`) held in tile registers: each is loaded and
+    stored once per tap, and each A tile loaded once for all ``v``."""
     from .int8 import open_dot_kernel, schedule_pads, vectorize_epilogues
 
     opened = open_dot_kernel(func, block)
@@ -386,21 +239,20 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
     if ext[7] != group or ext[6] % (tile_channels(kind) // group) or ext[3] % LANES:
         return None
     n, y, x, k, ry, rx, rc, ri = sch.get_loops(main)
-    rows = tile_rows(ext[2])
+    rows, blocks = tile_rows(ext[2]), tile_blocks(ext[3])
+    steps = tile_steps(kind, ext[6] * group, blocks)
     xo, xi = sch.split(x, [None, rows])
-    blocks = ext[3] // LANES
-    ko, kv, kl = sch.split(k, [None, max(v for v in (1, 2, 4) if blocks % v == 0), LANES])
-    steps = tile_steps(kind, ext[6] * group)
+    ko, kv = sch.split(k, [None, blocks * LANES])
     rco, rci = sch.split(rc, [None, steps * tile_channels(kind) // group])
-    sch.reorder(n, y, ko, xo, ry, rx, rco, kv, xi, kl, rci, ri)
+    sch.reorder(n, y, ko, xo, ry, rx, rco, xi, kv, rci, ri)
     par = sch.fuse(n, y, ko)
     for epi in epilogues:
         sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
     sch.parallel(par)
-    sch.annotate(par, "pragma_import_llvm", helper_ir(kind, rows, steps))
+    sch.annotate(par, "pragma_import_llvm", helper_ir(kind, rows, steps, blocks))
     vectorize_epilogues(sch, epilogues)
     init = sch.decompose_reduction(main, xo)
     sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(xi, tile_intrinsic(kind, rows, steps))
+    sch.tensorize(xi, tile_intrinsic(kind, rows, steps, blocks))
     schedule_pads(sch, keep)
     return sch

@@ -232,7 +232,11 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
         def load(i, y, x, ch):
             return data[i, y, x, ch]
-    ko, kh, kw, c2, lanes, group = (int(d) for d in weight.shape)
+    tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
+    if tiles:
+        kh, kw, ko, c2, lanes, group = (int(d) for d in weight.shape)
+    else:
+        ko, kh, kw, c2, lanes, group = (int(d) for d in weight.shape)
     sh, sw = strides
     dh, dw = dilation
     pt, pl, pb, pr = padding
@@ -245,7 +249,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
         return tirx.if_then_else(inside, round_bits(load(i, y - pt, x - pl, ch)), zero)
 
     shape = (n, h + pt + pb, w + pl + pr, c2 * group)
-    if name == CONV_BLOCK or sw == 1:
+    if not tiles or sw == 1:
         src = te.compute(shape, padded, name="pad_temp")
     else:                     # AMX tiles of a strided layer: the input split by column phase
         from .amx import phase_split
@@ -263,7 +267,8 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     def conv(i, y, x, k):
         a = tap(i, y, x)
-        b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
+        b = (weight[ry, rx, k // lanes, rc, k % lanes, ri] if tiles
+             else weight[k // lanes, ry, rx, rc, k % lanes, ri])
         return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 
     acc = te.compute((n, oh, ow, ko * lanes), conv, name=name)
@@ -317,9 +322,9 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
     if a.data_layout == "NHWC" and bf16_amx.applies(*shapes, geometry[0], ctx.cpu):
-        amx.register(bf16_amx.KIND, shapes[2][2], shapes[1][2])
+        amx.register(bf16_amx.KIND, shapes[2][2], shapes[1][2], shapes[2][3])
         _count(ctx, tiles=True)
-        packed = pack_weights(weights, bf16_amx.CHANNELS)
+        packed = amx.tap_major(pack_weights(weights, bf16_amx.CHANNELS))
         log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
         return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, bf16_amx.CONV_BLOCK),
                           x, relax.const(packed, "uint16"),
@@ -352,9 +357,11 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     block = CONV_BLOCK
     if bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu):
         block = bf16_amx.CONV_BLOCK
-        amx.register(bf16_amx.KIND, m, c)
+        amx.register(bf16_amx.KIND, m, c, n)
     packed = pack_weights(w.value.numpy().reshape(1, 1, c, n),
                           bf16_amx.CHANNELS if block != CONV_BLOCK else GROUP)
+    if block != CONV_BLOCK:
+        packed = amx.tap_major(packed)
     _count(ctx, tiles=block != CONV_BLOCK)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, block), x, relax.const(packed, "uint16"),
                       primfunc_name_hint="dense_bf16")

@@ -176,7 +176,11 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
     taps of one kernel row are contiguous bytes of a channels-last input row.
     """
     n, h, w, c = (int(d) for d in data.shape)
-    ko, kh, kw, c4, lanes, group = (int(d) for d in weight.shape)
+    tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
+    if tiles:
+        kh, kw, ko, c4, lanes, group = (int(d) for d in weight.shape)
+    else:
+        ko, kh, kw, c4, lanes, group = (int(d) for d in weight.shape)
     sh, sw = strides
     dh, dw = dilation
     pt, pl, pb, pr = padding
@@ -203,7 +207,7 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
 
         def tap(i, y, x):
             return src[i, y * sh + ry * dh, x * sw * c + rc * group + ri]
-    elif name != CONV_BLOCK and sw > 1:   # AMX tiles of a strided layer: split by phase
+    elif tiles and sw > 1:        # AMX tiles of a strided layer: the input split by phase
         from .amx import phase_split, phase_tap
         src = phase_split((n, h + pt + pb, w + pl + pr, c4 * group),
                           lambda i, y, x, ch: padded(i, y, x, ch, ch < c), sw)
@@ -221,7 +225,8 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
             return src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
 
     def conv(i, y, x, k):
-        b = weight[k // lanes, ry, rx, rc, k % lanes, ri]
+        b = (weight[ry, rx, k // lanes, rc, k % lanes, ri] if tiles
+             else weight[k // lanes, ry, rx, rc, k % lanes, ri])
         return te.sum(tap(i, y, x).astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
 
     acc = te.compute((n, oh, ow, ko * lanes), conv, name=name)
@@ -267,8 +272,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
     block = _tile_block(tiles, [int(d) for d in static_shape(x)], list(weights.shape),
                         [int(d) for d in static_shape(call)], a.strides)
     folded = fold_width(weights) if int(a.dilation[1]) == 1 and block == CONV_BLOCK else None
-    packed, comp = pack_weights(weights if folded is None else folded, lanes,
-                                _channel_multiple(block))
+    packed, comp = _pack_for(block, weights if folded is None else folded, lanes)
     args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
         args.append(relax.const(comp, "int32"))
@@ -293,8 +297,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
     c, n = (int(d) for d in static_shape(w))
     m = int(static_shape(x)[0])
     block = _tile_block(tiles, [1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1))
-    packed, comp = pack_weights(w.value.numpy().reshape(1, 1, c, n), lanes,
-                                _channel_multiple(block))
+    packed, comp = _pack_for(block, w.value.numpy().reshape(1, 1, c, n), lanes)
     args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
         args.append(relax.const(comp, "int32"))
@@ -307,14 +310,19 @@ def _tile_block(tiles: bool, xs, ws, ys, strides) -> str:
     kernel takes the layer (its tile step registered), else :data:`CONV_BLOCK`."""
     from . import amx, int8_amx
     if tiles and int8_amx.fits(xs, ws, ys, strides):
-        amx.register(int8_amx.KIND, ys[2], ws[2])
+        amx.register(int8_amx.KIND, ys[2], ws[2], ys[3])
         return int8_amx.CONV_BLOCK
     return CONV_BLOCK
 
 
-def _channel_multiple(block: str) -> int:
-    from . import int8_amx
-    return int8_amx.CHANNELS if block == int8_amx.CONV_BLOCK else GROUP
+def _pack_for(block: str, w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pack_weights` for the kernel of *block*: the AMX one's input channels
+    padded to a tile row and its weights tap-major (:func:`.amx.tap_major`)."""
+    from . import amx, int8_amx
+    if block != int8_amx.CONV_BLOCK:
+        return pack_weights(w_hwio, lanes)
+    packed, comp = pack_weights(w_hwio, lanes, int8_amx.CHANNELS)
+    return amx.tap_major(packed), comp
 
 
 # ---------------------------------------------------------------------------
