@@ -354,15 +354,14 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     register_dot_intrinsics()
     from . import amx, bf16_amx
     m = int(static_shape(x)[0])
-    block = CONV_BLOCK
-    if bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu):
-        block = bf16_amx.CONV_BLOCK
+    weights = w.value.numpy().reshape(1, 1, c, n)
+    tiles = bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu)
+    if tiles:
         amx.register(bf16_amx.KIND, m, c, n)
-    packed = pack_weights(w.value.numpy().reshape(1, 1, c, n),
-                          bf16_amx.CHANNELS if block != CONV_BLOCK else GROUP)
-    if block != CONV_BLOCK:
-        packed = amx.tap_major(packed)
-    _count(ctx, tiles=block != CONV_BLOCK)
+        packed, block = amx.tap_major(pack_weights(weights, bf16_amx.CHANNELS)), bf16_amx.CONV_BLOCK
+    else:
+        packed, block = pack_weights(weights), CONV_BLOCK
+    _count(ctx, tiles=tiles)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, block), x, relax.const(packed, "uint16"),
                       primfunc_name_hint="dense_bf16")
 
