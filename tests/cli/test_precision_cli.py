@@ -42,6 +42,25 @@ def test_compile_bf16_recorded_and_inspected(conv_model, tmp_path, capsys):
             "accumulation)") in capsys.readouterr().out
 
 
+def test_compile_bf16_for_amx_puts_the_wide_layers_on_tiles(conv_model, tmp_path, capsys):
+    """32 input channels fill an AMX tile row: on Sapphire Rapids the layer takes the
+    tiles (16 stays a vector kernel, above), and inspect says so."""
+    from mxc.frontend.params import save_params
+    from mxc.runtime import read_manifest
+    out = tmp_path / "amx.mxc"
+    wide = [*conv_model[:-2], "data=1,32,12,12", "-q"]
+    rng = np.random.RandomState(1)
+    save_params(conv_model[2], {"arg:conv_weight": rng.uniform(-1, 1, (32, 32, 3, 3))
+                                .astype("float32"), "arg:conv_bias": np.zeros(32, np.float32)})
+    assert main(["compile", *wide, "--cpu", "sapphirerapids", "--precision", "bf16",
+                 "-o", str(out)]) == 0
+    assert read_manifest(out)["precision"] == {"mode": "bf16", "kernels": 1, "tile_kernels": 1}
+    capsys.readouterr()
+    assert main(["inspect", str(out)]) == 0
+    assert ("precision: bf16 (1 convolution/dense kernel(s) in bfloat16, 1 on AMX tiles, "
+            "float32 accumulation)") in capsys.readouterr().out
+
+
 def test_compile_bf16_refused_for_a_cpu_without_it(conv_model, tmp_path, capsys):
     code = main(["compile", *conv_model, "--cpu", "haswell", "--precision", "bf16",
                  "-o", str(tmp_path / "x.mxc")])
