@@ -183,9 +183,11 @@ def _tuned(tmp_path_factory, graph, shapes, name, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def tuned_db(tmp_path_factory):
-    """A database with the tiny conv tuned."""
-    return _tuned(tmp_path_factory, _tiny_conv(), TINY_SHAPE, "db")
+def tuned_db(tiny_conv_tuned):
+    """(module, graph, params, database, report): the tiny conv tuned to 2 trials (the
+    session's tune of it, conftest.py; test_tune_db_lines.py checks the same database)."""
+    graph, params, mod, db, report = tiny_conv_tuned
+    return mod, graph, params, db, report
 
 
 def test_tune_fills_the_database(tuned_db):
@@ -290,15 +292,26 @@ def test_build_with_the_database_uses_tuned_kernels(tuned_db):
     assert stats2 == stats
 
 
-def test_interrupted_tuning_resumes_with_the_missing_trials(tuned_db, tmp_path):
-    """A database holding fewer records than asked (an interrupted run) is topped up."""
+@pytest.fixture(scope="module")
+def resumed(tuned_db, tmp_path_factory):
+    """(report, database, progress text): a copy of the tuned database cut to its first
+    record (an interrupted run), tuned again to 3 trials with its progress captured."""
+    import io
+
     from mxc.backends.tvm.tune import tune
     mod, _, _, db, _ = tuned_db
-    partial = tmp_path / "partial"
+    partial = tmp_path_factory.mktemp("resumed") / "partial"
     shutil.copytree(db, partial)
     lines = (partial / "database_tuning_record.json").read_text().splitlines()
     (partial / "database_tuning_record.json").write_text(lines[0] + "\n")   # 1 of 2 kept
-    report = tune(mod, "llvm", 3, partial, search="random", progress=False)
+    out = io.StringIO()
+    report = tune(mod, "llvm", 3, partial, search="random", progress=out)
+    return report, partial, out.getvalue()
+
+
+def test_interrupted_tuning_resumes_with_the_missing_trials(resumed):
+    """A database holding fewer records than asked (an interrupted run) is topped up."""
+    report, partial, _ = resumed
     task = report.tasks[0]
     assert task.trials_before == 1 and task.trials_run == 2 and task.trials == 3
     assert _records(partial) == 4          # + the re-measured default schedule
@@ -319,16 +332,10 @@ def test_tune_only_the_named_kernels(tmp_path):
     assert _records(tmp_path / "db") == 1
 
 
-def test_tune_progress_lines(tuned_db, tmp_path):
-    import io
-
-    from mxc.backends.tvm.tune import tune
-    mod, _, _, db, _ = tuned_db
-    out = io.StringIO()
-    tune(mod, "llvm", 4, shutil.copytree(db, tmp_path / "db"), search="random", progress=out)
-    text = out.getvalue()
+def test_tune_progress_lines(resumed):
+    text = resumed[2]
     assert "[mxc tune] 1 task(s)" in text
-    assert "4/4 trials, best" in text and "ms" in text
+    assert "3/3 trials, best" in text and "ms" in text
     assert "[mxc tune] done" in text
 
 
