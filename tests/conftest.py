@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -167,6 +168,16 @@ OPTIONAL_NEEDS = (
     ("nvcc", re.compile(r"nvcc|CUDA", re.I), "the CUDA toolkit"),
     ("the [tune] extra", re.compile(r"xgboost|tornado|\[tune\]", re.I), 'pip install ".[tune]"'),
 )
+
+
+def pytest_collection_finish(session):
+    """Start building the native extension libraries the collected tests need, on one core
+    in the background, while the tests before them run (native_libs.build_in_background).
+    The helper module is loaded only when native tests were collected: nothing else
+    starts it."""
+    native = sys.modules.get("tests.extensions.native.native_libs")
+    if native is not None:
+        native.build_in_background(session)
 
 
 def pytest_terminal_summary(terminalreporter):
