@@ -422,6 +422,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_for_port(port: int, timeout_s: float) -> None:
+    """Until something listens on 127.0.0.1:*port* (or *timeout_s* passed)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_tune_measures_through_an_rpc_tracker(tmp_path):
     pytest.importorskip("tornado")     # TVM's RPC tracker needs it
@@ -434,7 +444,7 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     server = None
     try:
-        time.sleep(2)
+        _wait_for_port(port, 60)    # the server registers with the tracker as it starts
         server = subprocess.Popen(
             [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
              "--tracker", f"127.0.0.1:{port}", "--key", "mxc-test"],
@@ -450,7 +460,7 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
                     break
             except Exception:  # noqa: BLE001 - not up yet
                 pass
-            time.sleep(1)
+            time.sleep(0.1)
         graph = _tiny_conv()
         mod = lower_graph(graph, shapes=TINY_SHAPE, params=_params(graph, TINY_SHAPE))
         report = tune(mod, "llvm", 2, tmp_path / "db", rpc=("127.0.0.1", port, "mxc-test"),
