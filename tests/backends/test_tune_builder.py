@@ -12,26 +12,17 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import psutil
 import pytest
 
 pytest.importorskip("tvm")
 
-from mxc import sym as S
-from mxc.backends.tvm import lower_graph
-
-SHAPE = {"data": (1, 4, 8, 8)}
+from conftest import tiny_conv  # noqa: E402
 
 
 def _module():
-    x = S.var("data")
-    y = S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv")
-    graph = S.Activation(y, act_type="relu", name="relu").graph
-    rng = np.random.RandomState(0)
-    params = {"conv_weight": rng.uniform(-1, 1, (8, 4, 3, 3)).astype("float32"),
-              "conv_bias": rng.uniform(-1, 1, (8,)).astype("float32")}
-    return lower_graph(graph, shapes=SHAPE, params=params)
+    """conftest's one-kernel tiny convolution, lowered."""
+    return tiny_conv()[2]
 
 
 @pytest.fixture
