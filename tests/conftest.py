@@ -176,7 +176,7 @@ def pytest_collection_finish(session):
     The helper module is loaded only when native tests were collected: nothing else
     starts it."""
     native = sys.modules.get("tests.extensions.native.native_libs")
-    if native is not None:
+    if native is not None and not session.config.option.collectonly:
         native.build_in_background(session)
 
 
