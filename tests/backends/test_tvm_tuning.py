@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -422,6 +423,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop *proc* and the processes it started (its own process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):     # SIGKILL: whatever is left
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of process group *pgid* (zombies excluded)."""
+    import psutil
+    members = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return members
+
+
 def _wait_for_port(port: int, timeout_s: float) -> None:
     """Until something listens on 127.0.0.1:*port* (or *timeout_s* passed)."""
     deadline = time.time() + timeout_s
@@ -441,14 +468,15 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
     tracker = subprocess.Popen(
         [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
          "--port", str(port), "--port-end", str(port + 1)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     server = None
     try:
         _wait_for_port(port, 60)    # the server registers with the tracker as it starts
         server = subprocess.Popen(
             [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
              "--tracker", f"127.0.0.1:{port}", "--key", "mxc-test"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True)
         from tvm import rpc
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -470,8 +498,11 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
     finally:
         for proc in (server, tracker):
             if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                _stop_group(proc)
+    # the server's worker process outlived the server (an orphan per run) before its
+    # whole process group was stopped
+    for proc in (server, tracker):
+        deadline = time.time() + 10                  # a killed process takes a moment
+        while _group_members(proc.pid) and time.time() < deadline:
+            time.sleep(0.05)
+        assert not _group_members(proc.pid), proc.args
