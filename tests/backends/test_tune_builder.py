@@ -44,21 +44,30 @@ def build_worker_starts(monkeypatch):
     return starts
 
 
-def _popen_workers() -> list[psutil.Process]:
-    return [p for p in psutil.Process(os.getpid()).children(recursive=True)
-            if "tvm.exec.popen_worker" in " ".join(p.cmdline())]
+def _popen_workers() -> set[int]:
+    """The TVM worker processes this process started (directly or not) that still live."""
+    found = set()
+    for p in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if "tvm.exec.popen_worker" in " ".join(p.cmdline()) and \
+                    p.status() != psutil.STATUS_ZOMBIE:
+                found.add(p.pid)
+        except psutil.Error:
+            pass
+    return found
 
 
 def test_a_tune_of_several_batches_starts_one_build_worker(build_worker_starts, tmp_path):
     """One worker (max_workers=1) builds the default schedule and three one-candidate
     batches; LocalBuilder started five (its check, the default, each batch)."""
     from mxc.backends.tvm.tune import tune
+    before = _popen_workers()           # other tests' pools (none, normally)
     report = tune(_module(), "llvm", 3, tmp_path / "db", search="random", progress=False,
                   verify=False, max_workers=1, trials_per_iter=1)
     (task,) = report.tasks
     assert task.trials_run == 3 and task.default_ms is not None
     assert len(build_worker_starts) == 1
-    assert not _popen_workers(), "a worker process outlived the tune"
+    assert not _popen_workers() - before, "a worker process outlived the tune"
 
 
 def _kernel():
@@ -82,6 +91,7 @@ def test_a_worker_is_replaced_after_its_share_of_builds(build_worker_starts, mon
     from mxc.backends.tvm.tune_workers import BUILD_FUNC, builder_init
     monkeypatch.setattr(tune_builder, "MAX_BUILDS_PER_WORKER", 2)
     mod, target = _kernel()
+    before = _popen_workers()
     builder = tune_builder.pooled_builder(max_workers=1, timeout_sec=60, f_build=BUILD_FUNC,
                                           initializer=builder_init)
     try:
@@ -93,7 +103,7 @@ def test_a_worker_is_replaced_after_its_share_of_builds(build_worker_starts, mon
     finally:
         builder.pool.shutdown()
     assert len(build_worker_starts) == 2
-    assert not _popen_workers()
+    assert not _popen_workers() - before
 
 
 def test_a_build_that_fails_is_reported_and_the_next_one_builds(monkeypatch):
