@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -143,6 +144,41 @@ def compile_and_run(graph, params: dict, feeds: dict):
     return model, np.asarray(model.session().run(feeds)[0])
 
 
+#: the input shape of :func:`tiny_conv`
+TINY_CONV_SHAPE = {"data": (1, 4, 8, 8)}
+
+
+def tiny_conv():
+    """(graph, params, Relax module) of one 3x3 convolution + relu: a single tuning task,
+    quick to measure (the model of the tuning tests)."""
+    import numpy as np
+
+    from mxc import sym as S
+    from mxc.backends.tvm import lower_graph
+    x = S.var("data")
+    y = S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv")
+    graph = S.Activation(y, act_type="relu", name="relu").graph
+    rng = np.random.RandomState(0)
+    params = {"conv_weight": rng.uniform(-1, 1, (8, 4, 3, 3)).astype("float32"),
+              "conv_bias": rng.uniform(-1, 1, (8,)).astype("float32")}
+    return graph, params, lower_graph(graph, shapes=TINY_CONV_SHAPE, params=params)
+
+
+@pytest.fixture(scope="session")
+def tiny_conv_tuned(tmp_path_factory):
+    """(graph, params, module, database, report): :func:`tiny_conv` tuned to 2 trials
+    (random search) plus its default schedule's record, not verified -- one tune for
+    the test files that check a tuned database (tests copy it before changing it)."""
+    pytest.importorskip("tvm")
+    from mxc.backends.tvm.tune import tune
+    graph, params, mod = tiny_conv()
+    db = tmp_path_factory.mktemp("tiny-conv-tuned") / "db"
+    # verify=False: the database's best records are what the tests apply; re-measurement
+    # (which may keep a kernel's default) is test_tvm_tune_verify.py's
+    report = tune(mod, "llvm", 2, db, search="random", progress=False, verify=False)
+    return graph, params, mod, db, report
+
+
 #: what a skipped test may have lacked, told apart by its skip reason, with how a user gets it
 #: (the README's test command installs every Python package the suite uses; these are the rest)
 OPTIONAL_NEEDS = (
@@ -153,6 +189,16 @@ OPTIONAL_NEEDS = (
     ("nvcc", re.compile(r"nvcc|CUDA", re.I), "the CUDA toolkit"),
     ("the [tune] extra", re.compile(r"xgboost|tornado|\[tune\]", re.I), 'pip install ".[tune]"'),
 )
+
+
+def pytest_collection_finish(session):
+    """Start building the native extension libraries the collected tests need, on one core
+    in the background, while the tests before them run (native_libs.build_in_background).
+    The helper module is loaded only when native tests were collected: nothing else
+    starts it."""
+    native = sys.modules.get("tests.extensions.native.native_libs")
+    if native is not None and not session.config.option.collectonly:
+        native.build_in_background(session)
 
 
 def pytest_terminal_summary(terminalreporter):

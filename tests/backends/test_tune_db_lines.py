@@ -15,50 +15,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
 
-from mxc import sym as S
-from mxc.backends.tvm import build_module, lower_graph
+from mxc.backends.tvm import build_module
 from mxc.backends.tvm.tune_db import RECORD_FILE, WORKLOAD_FILE, check_lines
 from mxc.errors import BackendError
 
-SHAPE = {"data": (1, 4, 8, 8)}
-
-
-def _graph():
-    x = S.var("data")
-    y = S.Convolution(x, kernel=(3, 3), num_filter=8, pad=(1, 1), name="conv")
-    return S.Activation(y, act_type="relu", name="relu").graph
-
-
-def _module():
-    rng = np.random.RandomState(0)
-    params = {"conv_weight": rng.uniform(-1, 1, (8, 4, 3, 3)).astype("float32"),
-              "conv_bias": rng.uniform(-1, 1, (8,)).astype("float32")}
-    return lower_graph(_graph(), shapes=SHAPE, params=params)
-
 
 def _tune_in_a_fresh_process(db: Path, trials: int) -> subprocess.CompletedProcess:
-    """MetaSchedule's loggers break a second tuning run in one process: tune in another."""
+    """Tune conftest's tiny conv into *db* in another process (MetaSchedule's loggers break
+    a second tuning run in one process), whose stderr the tests read."""
     code = ("import sys; sys.path.insert(0, '.')\n"
-            "from tests.backends.test_tune_db_lines import _module\n"
+            "from tests.conftest import tiny_conv\n"
             "from mxc.backends.tvm.tune import tune\n"
-            f"tune(_module(), 'llvm', {trials}, {str(db)!r}, search='random', progress=False, "
-            f"verify=False)\n")
+            f"tune(tiny_conv()[2], 'llvm', {trials}, {str(db)!r}, search='random', "
+            f"progress=False, verify=False)\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=900, cwd=Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
-    """(module, database) with the tiny conv tuned to 2 trials (random search: quick)."""
-    db = tmp_path_factory.mktemp("tuning") / "db"
-    r = _tune_in_a_fresh_process(db, 2)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return _module(), db
+def tuned(tiny_conv_tuned):
+    """(module, database): conftest's tiny conv tuned to 2 trials (random search: quick),
+    the session's tune that test_tvm_tuning.py checks too; each test changes a copy."""
+    _, _, mod, db, _ = tiny_conv_tuned
+    return mod, db
 
 
 def _copy(db: Path, tmp_path: Path) -> Path:

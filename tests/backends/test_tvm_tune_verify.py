@@ -92,13 +92,12 @@ def _mxc_default(task, target):
 @pytest.fixture(scope="module")
 def measure(kernel):
     """Real measurement: MetaSchedule's local builder and runner, as ``mxc tune`` uses."""
-    from tvm.s_tir import meta_schedule as ms
-
     from mxc.backends.tvm.tune import _runner
+    from mxc.backends.tvm.tune_builder import pooled_builder
     from mxc.backends.tvm.tune_verify import runner_measure
     from mxc.backends.tvm.tune_workers import BUILD_FUNC, builder_init
-    builder = ms.builder.LocalBuilder(max_workers=1, timeout_sec=60, f_build=BUILD_FUNC,
-                                      initializer=builder_init)
+    builder = pooled_builder(max_workers=1, timeout_sec=60, f_build=BUILD_FUNC,
+                             initializer=builder_init)
     runner = _runner(None, 1, 60)
     yield runner_measure(builder, runner, kernel[3])
     for obj in (builder, runner):

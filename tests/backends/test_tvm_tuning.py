@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -183,9 +184,11 @@ def _tuned(tmp_path_factory, graph, shapes, name, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def tuned_db(tmp_path_factory):
-    """A database with the tiny conv tuned."""
-    return _tuned(tmp_path_factory, _tiny_conv(), TINY_SHAPE, "db")
+def tuned_db(tiny_conv_tuned):
+    """(module, graph, params, database, report): the tiny conv tuned to 2 trials (the
+    session's tune of it, conftest.py; test_tune_db_lines.py checks the same database)."""
+    graph, params, mod, db, report = tiny_conv_tuned
+    return mod, graph, params, db, report
 
 
 def test_tune_fills_the_database(tuned_db):
@@ -290,15 +293,26 @@ def test_build_with_the_database_uses_tuned_kernels(tuned_db):
     assert stats2 == stats
 
 
-def test_interrupted_tuning_resumes_with_the_missing_trials(tuned_db, tmp_path):
-    """A database holding fewer records than asked (an interrupted run) is topped up."""
+@pytest.fixture(scope="module")
+def resumed(tuned_db, tmp_path_factory):
+    """(report, database, progress text): a copy of the tuned database cut to its first
+    record (an interrupted run), tuned again to 3 trials with its progress captured."""
+    import io
+
     from mxc.backends.tvm.tune import tune
     mod, _, _, db, _ = tuned_db
-    partial = tmp_path / "partial"
+    partial = tmp_path_factory.mktemp("resumed") / "partial"
     shutil.copytree(db, partial)
     lines = (partial / "database_tuning_record.json").read_text().splitlines()
     (partial / "database_tuning_record.json").write_text(lines[0] + "\n")   # 1 of 2 kept
-    report = tune(mod, "llvm", 3, partial, search="random", progress=False)
+    out = io.StringIO()
+    report = tune(mod, "llvm", 3, partial, search="random", progress=out)
+    return report, partial, out.getvalue()
+
+
+def test_interrupted_tuning_resumes_with_the_missing_trials(resumed):
+    """A database holding fewer records than asked (an interrupted run) is topped up."""
+    report, partial, _ = resumed
     task = report.tasks[0]
     assert task.trials_before == 1 and task.trials_run == 2 and task.trials == 3
     assert _records(partial) == 4          # + the re-measured default schedule
@@ -319,16 +333,10 @@ def test_tune_only_the_named_kernels(tmp_path):
     assert _records(tmp_path / "db") == 1
 
 
-def test_tune_progress_lines(tuned_db, tmp_path):
-    import io
-
-    from mxc.backends.tvm.tune import tune
-    mod, _, _, db, _ = tuned_db
-    out = io.StringIO()
-    tune(mod, "llvm", 4, shutil.copytree(db, tmp_path / "db"), search="random", progress=out)
-    text = out.getvalue()
+def test_tune_progress_lines(resumed):
+    text = resumed[2]
     assert "[mxc tune] 1 task(s)" in text
-    assert "4/4 trials, best" in text and "ms" in text
+    assert "3/3 trials, best" in text and "ms" in text
     assert "[mxc tune] done" in text
 
 
@@ -415,6 +423,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop *proc* and the processes it started (its own process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):     # SIGKILL: whatever is left
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of process group *pgid* (zombies excluded)."""
+    import psutil
+    members = []
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return members
+
+
+def _wait_for_port(port: int, timeout_s: float) -> None:
+    """Until something listens on 127.0.0.1:*port* (or *timeout_s* passed)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_tune_measures_through_an_rpc_tracker(tmp_path):
     pytest.importorskip("tornado")     # TVM's RPC tracker needs it
@@ -424,14 +468,15 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
     tracker = subprocess.Popen(
         [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
          "--port", str(port), "--port-end", str(port + 1)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     server = None
     try:
-        time.sleep(2)
+        _wait_for_port(port, 60)    # the server registers with the tracker as it starts
         server = subprocess.Popen(
             [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
              "--tracker", f"127.0.0.1:{port}", "--key", "mxc-test"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True)
         from tvm import rpc
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -443,7 +488,7 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
                     break
             except Exception:  # noqa: BLE001 - not up yet
                 pass
-            time.sleep(1)
+            time.sleep(0.1)
         graph = _tiny_conv()
         mod = lower_graph(graph, shapes=TINY_SHAPE, params=_params(graph, TINY_SHAPE))
         report = tune(mod, "llvm", 2, tmp_path / "db", rpc=("127.0.0.1", port, "mxc-test"),
@@ -453,8 +498,11 @@ def test_tune_measures_through_an_rpc_tracker(tmp_path):
     finally:
         for proc in (server, tracker):
             if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                _stop_group(proc)
+    # the server's worker process outlived the server (an orphan per run) before its
+    # whole process group was stopped
+    for proc in (server, tracker):
+        deadline = time.time() + 10                  # a killed process takes a moment
+        while _group_members(proc.pid) and time.time() < deadline:
+            time.sleep(0.05)
+        assert not _group_members(proc.pid), proc.args

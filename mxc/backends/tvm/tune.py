@@ -304,15 +304,21 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
     """
     from tvm.s_tir import meta_schedule as ms
 
+    from .tune_builder import RunWorkers, pooled_builder
+    from .tune_verify import runner_measure
     from .tune_workers import BUILD_FUNC, PROXY_BUILD_FUNC, builder_init
     db_dir, search, timeout_s = os.fspath(options.db_dir), options.search, options.timeout_s
     keep_margin = options.keep_margin
-    runner = _runner(options.rpc, options.rpc_workers, timeout_s)
-    builder = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=max(timeout_s, 30),
-                                      f_build=PROXY_BUILD_FUNC if proxy else BUILD_FUNC,
-                                      initializer=builder_init)
-    from .tune_verify import runner_measure
-    measure = runner_measure(builder, runner, tgt)
+    # one pool of build workers for the whole run (TVM's LocalBuilder starts one per batch)
+    run = RunWorkers(
+        lambda: pooled_builder(max_workers=workers, timeout_sec=max(timeout_s, 30),
+                               f_build=PROXY_BUILD_FUNC if proxy else BUILD_FUNC,
+                               initializer=builder_init),
+        lambda: _runner(options.rpc, options.rpc_workers, timeout_s))
+
+    def measure(mods, rounds):
+        return runner_measure(run.builder, run.runner, tgt)(mods, rounds)
+
     try:
         for remaining, group in sorted(pending.items(), reverse=True):
             for rep, task in group:
@@ -321,7 +327,8 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
                 if task.mod.attrs.get("tirx.is_scheduled", False):
                     continue   # scheduled already: nothing to search (as TVM skips it)
                 if options.seed_default:
-                    rep.default_ms = _measure_default(task, tgt, database, builder, runner, ctx)
+                    rep.default_ms = _measure_default(task, tgt, database, run.builder,
+                                                      run.runner, ctx)
                     if rep.default_ms is not None:   # a record too: progress shows it as best
                         prog.best[rep.name] = rep.default_ms / 1e3
                     check_interrupt()
@@ -336,7 +343,7 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
                             max_trials_global=remaining, max_trials_per_task=remaining,
                             num_trials_per_iter=max(1, min(options.trials_per_iter,
                                                            remaining)),
-                            builder=builder, runner=runner, database=database,
+                            builder=run.builder, runner=run.runner, database=database,
                             measure_callbacks=callbacks, task_scheduler="round-robin",
                             # random search consults no cost model: no xgboost needed
                             cost_model="random" if search == "random" else "xgb")
@@ -352,13 +359,7 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
             check_interrupt()
             _verify(rep, task, tgt, database, db_dir, measure, prog.stream, keep_margin, ctx)
     finally:
-        for obj in (builder, runner):
-            pool = getattr(obj, "pool", None)
-            if pool is not None:
-                try:
-                    pool.shutdown(wait=False)
-                except Exception:  # noqa: BLE001
-                    pass
+        run.close()
 
 
 def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin, ctx) -> None:

@@ -110,8 +110,9 @@ def workers_deaf_to_ctrl_c() -> Iterator[None]:
     *blocked* in the starting thread instead, a mask the child inherits through
     fork and exec (Python never unblocks it).
 
-    An interruption also abandons the pool ``LocalBuilder.build`` makes per batch
-    with its work in flight; the last reference then dies in one of the pool's own
+    An interruption may also abandon a pool with its work in flight (TVM's
+    ``LocalBuilder.build`` made one per batch; the runner's, or a verification's,
+    still can); the last reference then dies in one of the pool's own
     threads, whose ``__del__`` cannot join itself ("Exception ignored ... cannot join
     current thread").  Every pool made in the block is shut down here, in this
     thread, its workers killed.

@@ -8,11 +8,12 @@ per-session directory (or ``$MXC_EXT_BUILD/v11`` when set, reused when it
 already holds the libraries) and returns DIR.  The sources are read from the
 corpus, never copied into the repository.
 
-A build of one version is ~25 s of g++ on one core.  When the collected tests
-need several versions, they are built side by side, one per core, from the
-first one a test asks for (``_prebuild_extensions``), instead of one after the
-other as each test reaches its own: the libraries are the same, only the wait
-is shorter.
+A build of one version is ~25 s of g++ on one core.  The versions the collected
+tests need start building on one core as soon as collection ends
+(:func:`build_in_background`, called by ``tests/conftest.py``), while the tests
+before them run; the first native module builds whatever is still unclaimed
+side by side, one per core (``_prebuild_extensions``).  The libraries are the
+same, only the wait is shorter.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,6 +43,9 @@ VERSIONS = ("v7", "v8", "v10", "v11")
 _builds: dict[str, Future] = {}      # version -> its build (running, or done)
 _lock = threading.Lock()
 _running: set[subprocess.Popen] = set()   # build.sh processes, to stop at the session's end
+_stopping = threading.Event()        # set as the session ends: no build starts any more
+_cleanup_added: list[bool] = []      # the session's clean-up is registered (once)
+_prebuilding: list[bool] = []        # the first native module started its builds (once)
 
 
 def _build(version: str) -> tuple[Path | None, str]:
@@ -79,23 +83,41 @@ def _fill(future: Future, version: str) -> None:
         future.set_exception(e)
 
 
-def _start(versions, pool: ThreadPoolExecutor | None = None) -> None:
-    """Start the builds of *versions* not started yet (in *pool*, else here and now)."""
+def _claim(version: str) -> Future | None:
+    """*version*'s build future if this caller is the first to ask for it (it must then
+    build it), else None (built, or being built, elsewhere)."""
+    with _lock:
+        if version in _builds or _stopping.is_set():
+            return None
+        future: Future = Future()
+        _builds[version] = future
+        return future
+
+
+def _build_unclaimed(versions) -> None:
+    """Build, one after another in this thread, each of *versions* no one claimed yet.
+    Several threads running this over one list build it side by side."""
     for version in versions:
-        with _lock:
-            if version in _builds:
-                continue
-            future: Future = Future()
-            _builds[version] = future
-        if pool is not None:
-            pool.submit(_fill, future, version)
-        else:
+        future = _claim(version)
+        if future is not None:
             _fill(future, version)
+
+
+def _build_side_by_side(versions, threads: int) -> list[threading.Thread]:
+    """Start *threads* daemon threads building *versions* (:func:`_build_unclaimed`)."""
+    started = [threading.Thread(target=_build_unclaimed, args=(list(versions),),
+                                name=f"mxc-ext-build-{i}", daemon=True)
+               for i in range(threads)]
+    for thread in started:
+        thread.start()
+    return started
 
 
 def build_extensions(version: str) -> Path:
     """The directory of the built libraries of lib_api *version*, or skip."""
-    _start([version])
+    _build_unclaimed([version])
+    if version not in _builds:       # the session is ending: nothing was started
+        pytest.skip(f"the session ended before lib_api {version} was built")
     out, why = _builds[version].result()
     if out is None:
         pytest.skip(why)
@@ -104,9 +126,13 @@ def build_extensions(version: str) -> Path:
 
 def build_extensions_together(versions) -> list[Path]:
     """The directories of several versions' libraries, built side by side (one per core)."""
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        _start(versions, pool)
+    for thread in _build_side_by_side(versions, _cores()):
+        thread.join()
     return [build_extensions(v) for v in versions]
+
+
+def _cores() -> int:
+    return max(1, os.cpu_count() or 1)
 
 
 _NAMED = re.compile(r"build_extensions\(\s*[\"'](v\d+)[\"']|\b(v\d+)_libs\b")
@@ -124,8 +150,11 @@ def _named_in(func) -> tuple[str, ...]:
 
 def _versions_of(item) -> list[str]:
     """The lib_api versions *item* builds, when its module uses these helpers: its
-    parameters, and those its test function and fixtures name."""
+    parameters, and those its test function and fixtures name (every version, for a
+    module that builds them together)."""
     module = getattr(item, "module", None)
+    if getattr(module, "build_extensions_together", None) is build_extensions_together:
+        return list(VERSIONS)
     if getattr(module, "_unload_native_libraries", None) is not _unload_native_libraries:
         return []
     found = [v for v in getattr(getattr(item, "callspec", None), "params", {}).values()
@@ -139,33 +168,56 @@ def _versions_of(item) -> list[str]:
     return found
 
 
-_prebuilding: list[ThreadPoolExecutor] = []
-
-
-def _prebuild_extensions(request) -> None:
-    """Once per session: when its tests need more than one lib_api version, build them all
-    now, one per core, in the order the tests will ask for them; what is still building
-    when the session ends is stopped."""
-    with _lock:
-        if _prebuilding:
-            return
-        pool = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
-        _prebuilding.append(pool)
+def _wanted(items) -> list[str]:
+    """The lib_api versions *items* build, in the order they will ask for them."""
     wanted: list[str] = []
-    for item in request.session.items:
+    for item in items:
         wanted += [v for v in _versions_of(item) if v not in wanted]
-    if len(wanted) > 1:
-        _start(wanted, pool)
+    return wanted
+
+
+def _stop_at_the_end(config) -> None:
+    """Once per session: when it ends, no build starts and the running ones are killed."""
+    with _lock:
+        if _cleanup_added:
+            return
+        _cleanup_added.append(True)
 
     def stop() -> None:
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stopping.set()
         with _lock:
             for proc in _running:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-    request.config.add_cleanup(stop)
+    config.add_cleanup(stop)
+
+
+def build_in_background(session) -> None:
+    """From the end of collection (``tests/conftest.py``): build the versions the
+    collected tests need, one after another on one core, while the tests before
+    them run.  g++ takes ~25 s of one core per version; most tests keep one core
+    busy, so on a two-core machine the libraries are ready before the first native
+    test, which waited for them before."""
+    wanted = _wanted(session.items)
+    if wanted:
+        _stop_at_the_end(session.config)
+        _build_side_by_side(wanted, 1)
+
+
+def _prebuild_extensions(request) -> None:
+    """As the first native test module starts: when its session's tests need more than
+    one lib_api version, build those nobody has claimed yet (:func:`build_in_background`
+    may have built them all), one per core, in the order the tests will ask for them."""
+    with _lock:
+        if _prebuilding:
+            return
+        _prebuilding.append(True)
+    _stop_at_the_end(request.config)
+    wanted = _wanted(request.session.items)
+    if len(wanted) > 1:
+        _build_side_by_side(wanted, _cores())
 
 
 def golden(version: str, name: str) -> dict:
