@@ -55,10 +55,19 @@ GROUP = 2
 #: smallest reduction (``C * KH * KW``) and output channel count a layer needs to be
 #: computed in bfloat16: below them the kernel's fixed costs (the rounding copy of the
 #: input, 16-lane output blocks, one broadcast per instruction) outweigh the halved
-#: products -- mobilenetv2_0.25's 8-24 channel 1x1 layers ran 1.5-2.8x slower in bf16
-#: than float32 on Zen 4, its 96-1280 channel ones 1.0-2.7x faster
-MIN_REDUCTION = 64
-MIN_CHANNELS = 32
+#: products.  Measured with the embedded-broadcast kernel (one thread, Zen 4, batch 1 / 8,
+#: ``bench/layers.py``-built layers): 16-channel outputs and 16-32 input channels gain
+#: (squeezenet1.1's 128 -> 16 squeeze 0.79 / 0.64x float32's time, its 16 -> 64 expand
+#: 0.63 / 0.64x, mobilenetv2_1.0's 16 -> 96 at 112x112 0.57 / 0.75x, a 3-channel 3x3 first
+#: layer (a reduction of 27) 0.56 / 0.61x); 8 outputs or a reduction of 8-12 lose
+#: (16 -> 8 1.31 / 1.51x, 8 -> 48 1.26x at batch 8, 12 -> 64 1.19x)
+MIN_REDUCTION = 16
+MIN_CHANNELS = 16
+#: below this reduction the output channels must fill whole 16-lane vectors: a partial
+#: last vector is cropped by a predicated epilogue that does not vectorize, which a thin
+#: layer's few products cannot hide (16 -> 72 channels ran 3.7x float32's time, 24 -> 72
+#: 2.6x; 144 -> 24 0.79x, its products outweigh it)
+MIN_REDUCTION_PARTIAL = 64
 #: the CPU features that compute bfloat16 dot products (LLVM names)
 BF16_FEATURES = ("avx512bf16", "amx-bf16")
 #: the inlined helper that turns bit patterns into the intrinsic's bfloat16 vectors
@@ -276,8 +285,11 @@ def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int,
 # ---------------------------------------------------------------------------
 def worth_it(reduction: int, channels: int) -> bool:
     """Whether a layer of *reduction* products per output and *channels* outputs gains
-    from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`); smaller stays float32."""
-    return reduction >= MIN_REDUCTION and channels >= MIN_CHANNELS
+    from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`, and whole output vectors
+    below :data:`MIN_REDUCTION_PARTIAL`); smaller stays float32."""
+    if reduction < MIN_REDUCTION or channels < MIN_CHANNELS:
+        return False
+    return channels % LANES == 0 or reduction >= MIN_REDUCTION_PARTIAL
 
 
 def _float32_operands(x, w, call) -> bool:
