@@ -291,3 +291,49 @@ def test_bf16_rounding_keeps_nan_and_inf():
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
     np.testing.assert_array_equal(np.isinf(y), np.isinf(want))
     assert np.isnan(y).any() and np.isinf(y).any()
+
+
+def _chain_module(x_shape, w1, w2, residual: bool):
+    """``relu(conv(h, w2) + 0.5)`` of ``h = relu(conv(x, w1) + 0.5)``; *residual*: ``h``
+    is also added to the result (a second reader of ``h``)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    half = relax.const(np.float32(0.5))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = bb.emit(relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, relax.const(w1)),
+                                                      half)))
+            y = bb.emit(relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(h, relax.const(w2)),
+                                                      half)))
+            if residual:
+                y = bb.emit(relax.op.add(y, h))
+            y = bb.emit_output(y)
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+@pytest.mark.parametrize("target", [ZEN4, CPX])
+@pytest.mark.parametrize("residual", [False, True])
+def test_single_reader_inputs_are_rounded_by_their_producer(residual, target):
+    """A bf16 layer whose input has no other reader gets it in bfloat16 from the producer's
+    kernel (``round_bf16`` fused into its epilogue: half the bytes written and read);
+    with a second reader (a residual add) the producer keeps writing float32 and the
+    layer rounds its own copy.  The outputs are the rounded products either way."""
+    rng = np.random.RandomState(10)
+    x = rng.randn(1, 32, 10, 10).astype("float32")
+    w1 = rng.randn(32, 32, 1, 1).astype("float32")
+    w2 = rng.randn(32, 32, 1, 1).astype("float32")
+    stats = {}
+    exe, record = _build(_chain_module(x.shape, w1, w2, residual), target, stats)
+    assert record["kernels"] == 2
+    rounded = [k for k in stats if "round_bf16" in k]
+    # fused into the producers (the input's transpose; the first layer unless it is read
+    # twice), never a kernel of its own
+    assert rounded and all(k.startswith("fused_") for k in rounded), stats
+    assert any("conv2d_nhwc_bf16" in k for k in rounded) != residual, rounded
+    if missing_on_host(resolve_target(target)):
+        return                                   # compiled, not runnable here
+    y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    h = _ref_conv(_round(x), _round(w1), 1, 0)
+    want = _ref_conv(_round(h), _round(w2), 1, 0) + (h if residual else 0)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
