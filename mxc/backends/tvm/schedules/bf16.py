@@ -352,7 +352,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
         # rounded by an op of its own, which FuseOps fuses into the producer's epilogue:
         # the producer writes bfloat16 and this kernel reads half the bytes, with no
         # rounding copy of its own where the input needs no padding (mobilenetv2_1.0 at
-        # batch 8: 0.93-0.97x; where the input has other readers the producer must keep
+        # batch 8: 0.88-0.93x; where the input has other readers the producer must keep
         # writing float32, and a rounding kernel of its own cost 1-3% at batch 1)
         x = bb.emit(bb.call_te(round_to_bits, x, primfunc_name_hint="round_bf16"))
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
