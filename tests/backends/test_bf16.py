@@ -105,6 +105,11 @@ CONVS = {   # c, k, side, kernel, stride, pad
     # 29x29 = 841 pixels: the cost model's best tile (64 x 5) leaves a partial block,
     # whose predicate made the tensorize fail (inceptionv3's 71x71 layer ran scalar)
     "3x3-c32-k64-29x29": (32, 64, 29, 3, 1, 1),
+    # thin layers (squeezenet1.1's fire modules, mobilenetv2's 1x1 layers): bfloat16
+    # since it measured faster there (bf16.MIN_REDUCTION, bf16.MIN_CHANNELS)
+    "1x1-c32-k128": (32, 128, 14, 1, 1, 0),
+    "1x1-c128-k16": (128, 16, 13, 1, 1, 0),
+    "1x1-c144-k24": (144, 24, 12, 1, 1, 0),
 }
 
 
@@ -155,6 +160,19 @@ def test_bf16_assembly_has_the_dot_instruction(target):
     assert "vdpbf16ps" in _asm(exe)
     exe32 = build_module(_conv_module((1, 16, 8, 8), w, (1, 1), (1, 1)), target)
     assert "vdpbf16ps" not in _asm(exe32)     # fp32 (the default) never rounds
+
+
+@pytest.mark.parametrize("target", [ZEN4, CPX])
+def test_thin_layers_compile_to_the_dot_instruction(target):
+    """A 32 -> 128 and a 128 -> 16 1x1 layer (squeezenet1.1's fire modules) build the
+    ``vdpbf16ps`` kernel on Zen 4 and on Cooper Lake (AVX512-BF16 without AMX)."""
+    rng = np.random.RandomState(9)
+    for c, k in ((32, 128), (128, 16)):
+        w = rng.randn(k, c, 1, 1).astype("float32")
+        stats = {}
+        exe, record = _build(_conv_module((1, c, 13, 13), w, (1, 1), (0, 0)), target, stats)
+        assert record["kernels"] == 1 and "bf16" in stats.values(), (c, k, stats)
+        assert "vdpbf16ps" in _asm(exe), (c, k)
 
 
 @pytest.mark.parametrize("target", [ZEN4, CPX])
@@ -230,12 +248,15 @@ def test_precision_auto_reports_its_check():
 
 
 def test_small_layers_stay_float32():
-    """8 input channels of a 1x1 layer (a reduction of 8) or 16 outputs: float32 kernels."""
-    for c, k in ((8, 48), (64, 16)):
+    """16 input channels of a 1x1 layer (a reduction of 16), 8 outputs, or a thin layer
+    whose outputs end in a partial 16-lane vector (32 -> 72): float32 kernels."""
+    for c, k in ((16, 48), (48, 8), (32, 72)):
         w = np.random.RandomState(6).randn(k, c, 1, 1).astype("float32")
         _, record = _build(_conv_module((1, c, 8, 8), w, (1, 1), (0, 0)), ZEN4)
         assert record["kernels"] == 0, (c, k)
-    assert bf16.worth_it(64, 32) and not bf16.worth_it(63, 32) and not bf16.worth_it(64, 31)
+    assert bf16.worth_it(32, 16) and not bf16.worth_it(31, 16) and not bf16.worth_it(32, 15)
+    # a partial last vector: only with a reduction that hides its predicated epilogue
+    assert not bf16.worth_it(63, 72) and bf16.worth_it(64, 72) and bf16.worth_it(32, 80)
 
 
 def test_precision_auto_keeps_fp32_when_the_check_fails(monkeypatch):
@@ -269,3 +290,49 @@ def test_bf16_rounding_keeps_nan_and_inf():
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
     np.testing.assert_array_equal(np.isinf(y), np.isinf(want))
     assert np.isnan(y).any() and np.isinf(y).any()
+
+
+def _chain_module(x_shape, w1, w2, residual: bool):
+    """``relu(conv(h, w2) + 0.5)`` of ``h = relu(conv(x, w1) + 0.5)``; *residual*: ``h``
+    is also added to the result (a second reader of ``h``)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    half = relax.const(np.float32(0.5))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = bb.emit(relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(x, relax.const(w1)),
+                                                      half)))
+            y = bb.emit(relax.op.nn.relu(relax.op.add(relax.op.nn.conv2d(h, relax.const(w2)),
+                                                      half)))
+            if residual:
+                y = bb.emit(relax.op.add(y, h))
+            y = bb.emit_output(y)
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+@pytest.mark.parametrize("target", [ZEN4, CPX])
+@pytest.mark.parametrize("residual", [False, True])
+def test_single_reader_inputs_are_rounded_by_their_producer(residual, target):
+    """A bf16 layer whose input has no other reader gets it in bfloat16 from the producer's
+    kernel (``round_bf16`` fused into its epilogue: half the bytes written and read);
+    with a second reader (a residual add) the producer keeps writing float32 and the
+    layer rounds its own copy.  The outputs are the rounded products either way."""
+    rng = np.random.RandomState(10)
+    x = rng.randn(1, 32, 10, 10).astype("float32")
+    w1 = rng.randn(32, 32, 1, 1).astype("float32")
+    w2 = rng.randn(32, 32, 1, 1).astype("float32")
+    stats = {}
+    exe, record = _build(_chain_module(x.shape, w1, w2, residual), target, stats)
+    assert record["kernels"] == 2
+    rounded = [k for k in stats if "round_bf16" in k]
+    # fused into the producers (the input's transpose; the first layer unless it is read
+    # twice), never a kernel of its own
+    assert rounded and all(k.startswith("fused_") for k in rounded), stats
+    assert any("conv2d_nhwc_bf16" in k for k in rounded) != residual, rounded
+    if missing_on_host(resolve_target(target)):
+        return                                   # compiled, not runnable here
+    y = relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    h = _ref_conv(_round(x), _round(w1), 1, 0)
+    want = _ref_conv(_round(h), _round(w2), 1, 0) + (h if residual else 0)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4 * np.abs(want).max())

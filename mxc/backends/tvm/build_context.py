@@ -45,6 +45,9 @@ class BuildRecords:
     winograd_error: float = 0.0
     precision: dict | None = None
     lifted: dict | None = None
+    #: variables read exactly once, noted before legalization (``--precision bf16``): a
+    #: bfloat16 kernel's input rounding moves into the producer of such a variable
+    single_use: set = field(default_factory=set)
 
 
 @dataclass(frozen=True)

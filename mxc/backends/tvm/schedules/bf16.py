@@ -38,6 +38,7 @@ import functools
 import logging
 
 import numpy as np
+import tvm
 from tvm import relax, s_tir, te, tirx
 from tvm.ir.expr import Constant
 
@@ -55,10 +56,22 @@ GROUP = 2
 #: smallest reduction (``C * KH * KW``) and output channel count a layer needs to be
 #: computed in bfloat16: below them the kernel's fixed costs (the rounding copy of the
 #: input, 16-lane output blocks, one broadcast per instruction) outweigh the halved
-#: products -- mobilenetv2_0.25's 8-24 channel 1x1 layers ran 1.5-2.8x slower in bf16
-#: than float32 on Zen 4, its 96-1280 channel ones 1.0-2.7x faster
-MIN_REDUCTION = 64
-MIN_CHANNELS = 32
+#: products.  Measured with the embedded-broadcast kernel (one thread, Zen 4, batch 1 / 8,
+#: ``bench/layers.py``-built layers): 16-channel outputs and 32-channel inputs gain
+#: (squeezenet1.1's 128 -> 16 squeeze 0.79 / 0.64x float32's time, its 32 -> 128 expand
+#: 0.55 / 0.57x, mobilenetv2_1.0's 32 -> 16 at 112x112 0.82 / 0.81x); 8 outputs or a
+#: reduction of 8-12 lose (16 -> 8 1.31 / 1.51x, 8 -> 48 1.26x at batch 8, 12 -> 64
+#: 1.19x).  Reductions of 16-27 gained too (16 -> 96 at 112x112 0.57 / 0.75x, a
+#: 3-channel 3x3 first layer 0.56 / 0.61x) but took mobilenetv2_1.0's output error to
+#: 2.6% of its range, past the bf16 class (:data:`..precision.BF16_TOLERANCE`, 2%); at 32
+#: it is 1.5% (1.0% with the former 64 / 32)
+MIN_REDUCTION = 32
+MIN_CHANNELS = 16
+#: below this reduction the output channels must fill whole 16-lane vectors: a partial
+#: last vector is cropped by a predicated epilogue that does not vectorize, which a thin
+#: layer's few products cannot hide (16 -> 72 channels ran 3.7x float32's time, 24 -> 72
+#: 2.6x; 144 -> 24 0.79x, its products outweigh it)
+MIN_REDUCTION_PARTIAL = 64
 #: the CPU features that compute bfloat16 dot products (LLVM names)
 BF16_FEATURES = ("avx512bf16", "amx-bf16")
 #: the inlined helper that turns bit patterns into the intrinsic's bfloat16 vectors
@@ -215,13 +228,23 @@ def round_bits(v):
     return tirx.if_then_else(v != v, quiet, rounded)
 
 
+def round_to_bits(data: te.Tensor) -> te.Tensor:
+    """float32 -> its bfloat16 bits, elementwise: what a bfloat16 kernel reads, as an op of
+    its own so that FuseOps fuses it into the producer's epilogue (the producer then
+    writes half the bytes)."""
+    return te.compute(data.shape, lambda *i: round_bits(data(*i)), name="round_bf16")
+
+
 def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
                      channels: int, data_layout: str = "NHWC",
                      name: str = CONV_BLOCK) -> te.Tensor:
-    """NHWC float32 data x packed bfloat16 weights -> float32 (*channels* outputs).
+    """NHWC float32 data (or its bfloat16 bits, ``uint16``: :func:`round_to_bits`) x
+    packed bfloat16 weights -> float32 (*channels* outputs).
 
     NCHW data (a network's input, too thin to transpose first: 3 channels) is read
-    in place by the rounding copy, which writes it channels-last."""
+    in place by the rounding copy, which writes it channels-last.  Bits that need no
+    padding are read in place (no copy)."""
+    rounded = data.dtype == "uint16"
     if data_layout == "NCHW":
         n, c, h, w = (int(d) for d in data.shape)
 
@@ -246,14 +269,17 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     def padded(i, y, x, ch):
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, ch < c)
-        return tirx.if_then_else(inside, round_bits(load(i, y - pt, x - pl, ch)), zero)
+        v = load(i, y - pt, x - pl, ch)
+        return tirx.if_then_else(inside, v if rounded else round_bits(v), zero)
 
     shape = (n, h + pt + pb, w + pl + pr, c2 * group)
-    if not tiles or sw == 1:
-        src = te.compute(shape, padded, name="pad_temp")
-    else:                     # AMX tiles of a strided layer: the input split by column phase
+    if tiles and sw > 1:      # AMX tiles of a strided layer: the input split by column phase
         from .amx import phase_split
         src = phase_split(shape, padded, sw)
+    elif rounded and data_layout == "NHWC" and not any(padding) and c == c2 * group:
+        src = data
+    else:
+        src = te.compute(shape, padded, name="pad_temp")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, c2), name="rc")
@@ -292,8 +318,11 @@ def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int,
 # ---------------------------------------------------------------------------
 def worth_it(reduction: int, channels: int) -> bool:
     """Whether a layer of *reduction* products per output and *channels* outputs gains
-    from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`); smaller stays float32."""
-    return reduction >= MIN_REDUCTION and channels >= MIN_CHANNELS
+    from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`, and whole output vectors
+    below :data:`MIN_REDUCTION_PARTIAL`); smaller stays float32."""
+    if reduction < MIN_REDUCTION or channels < MIN_CHANNELS:
+        return False
+    return channels % LANES == 0 or reduction >= MIN_REDUCTION_PARTIAL
 
 
 def _float32_operands(x, w, call) -> bool:
@@ -327,7 +356,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
         packed = amx.tap_major(pack_weights(weights, bf16_amx.CHANNELS))
         log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
         return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, bf16_amx.CONV_BLOCK),
-                          x, relax.const(packed, "uint16"),
+                          _producer_rounded(bb, x, a, ctx), relax.const(packed, "uint16"),
                           primfunc_name_hint=bf16_amx.CONV_BLOCK)
     if a.data_layout == "NHWC" and bf16_winograd.applies(
             *shapes, [int(v) for v in a.strides], [int(v) for v in a.dilation],
@@ -338,7 +367,38 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
-                      x, relax.const(packed, "uint16"), primfunc_name_hint=CONV_BLOCK)
+                      _producer_rounded(bb, x, a, ctx), relax.const(packed, "uint16"),
+                      primfunc_name_hint=CONV_BLOCK)
+
+
+def _producer_rounded(bb: relax.BlockBuilder, x, attrs, ctx):
+    """*x*, or its bfloat16 bits where this convolution is its only reader: rounded by an
+    op of its own, which FuseOps fuses into the producer's epilogue, so the producer
+    writes bfloat16 and the kernel reads half the bytes, with no rounding copy of its
+    own where the input needs no padding (mobilenetv2_1.0 at batch 8: 0.88-0.93x; where
+    the input has other readers the producer must keep writing float32, and a rounding
+    kernel of its own cost 1-3% at batch 1)."""
+    if attrs.data_layout == "NHWC" and x in ctx.records.single_use:
+        return bb.emit(bb.call_te(round_to_bits, x, primfunc_name_hint="round_bf16"))
+    return x
+
+
+def note_single_uses(ctx):
+    """A pass (before ``LegalizeOps``) noting in *ctx*'s records the variables read exactly
+    once, whose bfloat16 consumer may have their producer round them
+    (:func:`legalize_conv2d`); nothing for a float32 build."""
+    from .module_utils import var_uses
+
+    @tvm.transform.module_pass(opt_level=0, name="MxcNoteSingleUses")
+    def _note(mod, _ctx):
+        if ctx.precision == "bf16":
+            for func in mod.functions.values():
+                if isinstance(func, relax.Function):
+                    ctx.records.single_use.update(
+                        v for v, n in var_uses(func).items() if n == 1)
+        return mod
+
+    return _note
 
 
 def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):

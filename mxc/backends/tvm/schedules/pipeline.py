@@ -7,6 +7,7 @@ from tvm import relax
 
 from ..build_context import BuildContext, build_context
 from ..load_time import lift_load_time_pass
+from .bf16 import note_single_uses
 from .cpu import cpu_schedule_pass
 from .fold import fold_constants_numpy, inline_scalar_constants
 from .layout import channels_last_pass
@@ -26,6 +27,7 @@ def graph_passes(ctx: BuildContext, layout: bool = True) -> list:
     passes += [
         relax.backend.DispatchSampling(),
         relax.backend.DispatchSortScan(),
+        note_single_uses(ctx),      # bf16: which inputs' rounding may join their producer
         relax.transform.LegalizeOps(legalize_map),
         lift_load_time_pass(ctx),   # weight transforms: to load time, or folded in numpy
         relax.transform.AnnotateTIROpPattern(),
