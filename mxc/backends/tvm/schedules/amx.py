@@ -171,45 +171,36 @@ def tile_intrinsic(kind: str, rows: int, steps: int = 1, blocks: int = 1) -> str
     def product(x, y):
         return _product(kind, x, y)
 
-    @T.prim_func(s_tir=True)
-    def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
-        sa, sc, sv = T.int32(), T.int32(), T.int32()
-        a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
-        b = T.match_buffer(b_h, (blocks, pairs, LANES, group), b_type, offset_factor=1,
-                           strides=[sv, LANES * group, group, 1])
-        c = T.match_buffer(c_h, (rows, lanes), acc, offset_factor=1, strides=[sc, 1],
-                           scope="local")
-        with T.sblock("root"):
-            T.reads(c[0:rows, 0:lanes], a[0:rows, 0:cols],
-                    b[0:blocks, 0:pairs, 0:LANES, 0:group])
-            T.writes(c[0:rows, 0:lanes])
-            for p, lane, r, i in T.grid(rows, lanes, pairs, group):
-                with T.sblock("update"):
-                    vp, vl, vr, vi = T.axis.remap("SSRR", [p, lane, r, i])
-                    c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi],
-                                                    b[vl // LANES, vr, vl % LANES, vi])
-
-    # the same buffers (TVMScript takes a function's match_buffer only in its own body),
-    # the steps as one call of the helper (strides in bytes)
-    @T.prim_func(s_tir=True)
-    def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
-        sa, sc, sv = T.int32(), T.int32(), T.int32()
-        a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
-        b = T.match_buffer(b_h, (blocks, pairs, LANES, group), b_type, offset_factor=1,
-                           strides=[sv, LANES * group, group, 1])
-        c = T.match_buffer(c_h, (rows, lanes), acc, offset_factor=1, strides=[sc, 1],
-                           scope="local")
-        with T.sblock("root"):
-            T.reads(c[0:rows, 0:lanes], a[0:rows, 0:cols],
-                    b[0:blocks, 0:pairs, 0:LANES, 0:group])
-            T.writes(c[0:rows, 0:lanes])
-            T.evaluate(T.call_extern(
-                "void", name, c.access_ptr("rw"), a.access_ptr("r"), b.access_ptr("r"),
-                T.int64(sa) * T.int64(size), T.int64(ROW_BYTES), T.int64(sc) * T.int64(4),
-                T.int64(sv) * T.int64(size)))
+    def function(call: bool):
+        """The description (``call=False``: the loops the step computes) or the
+        implementation (the helper call, strides in bytes) over the same buffers."""
+        @T.prim_func(s_tir=True)
+        def step(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+            sa, sc, sv = T.int32(), T.int32(), T.int32()
+            a = T.match_buffer(a_h, (rows, cols), a_type, offset_factor=1, strides=[sa, 1])
+            b = T.match_buffer(b_h, (blocks, pairs, LANES, group), b_type, offset_factor=1,
+                               strides=[sv, LANES * group, group, 1])
+            c = T.match_buffer(c_h, (rows, lanes), acc, offset_factor=1, strides=[sc, 1],
+                               scope="local")
+            with T.sblock("root"):
+                T.reads(c[0:rows, 0:lanes], a[0:rows, 0:cols],
+                        b[0:blocks, 0:pairs, 0:LANES, 0:group])
+                T.writes(c[0:rows, 0:lanes])
+                if call:
+                    T.evaluate(T.call_extern(
+                        "void", name, c.access_ptr("rw"), a.access_ptr("r"),
+                        b.access_ptr("r"), T.int64(sa) * T.int64(size), T.int64(ROW_BYTES),
+                        T.int64(sc) * T.int64(4), T.int64(sv) * T.int64(size)))
+                else:
+                    for p, lane, r, i in T.grid(rows, lanes, pairs, group):
+                        with T.sblock("update"):
+                            vp, vl, vr, vi = T.axis.remap("SSRR", [p, lane, r, i])
+                            c[vp, vl] = c[vp, vl] + product(a[vp, vr * group + vi],
+                                                            b[vl // LANES, vr, vl % LANES, vi])
+        return step
 
     intrin = f"mxc_amx_{kind}_{rows}x{lanes}_s{steps}"
-    s_tir.TensorIntrin.register(intrin, desc, impl, override=True)
+    s_tir.TensorIntrin.register(intrin, function(False), function(True), override=True)
     return intrin
 
 
