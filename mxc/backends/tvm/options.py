@@ -29,6 +29,9 @@ ENV_CUDA_ARCH = "MXC_CUDA_ARCH"
 #: ``1``: an exception inside a schedule rule fails the build (the test suite sets it)
 #: instead of being logged and the next rule tried (:mod:`.build_context`)
 ENV_STRICT_SCHEDULES = "MXC_STRICT_SCHEDULES"
+#: 1: build AMX tile steps as their scalar emulation (tests of the AMX kernels on a CPU
+#: without AMX; :mod:`.schedules.amx_steps`)
+ENV_EMULATE_AMX = "MXC_EMULATE_AMX"
 #: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
 ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
 
@@ -84,6 +87,12 @@ def strict_schedules(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``$MXC_STRICT_SCHEDULES`` asks schedule rules' exceptions to fail builds."""
     env = os.environ if environ is None else environ
     return (env.get(ENV_STRICT_SCHEDULES) or "").strip() not in ("", "0")
+
+
+def emulate_amx(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$MXC_EMULATE_AMX`` asks for the scalar emulation of AMX tile steps."""
+    env = os.environ if environ is None else environ
+    return (env.get(ENV_EMULATE_AMX) or "").strip() == "1"
 
 
 _STATE = threading.local()

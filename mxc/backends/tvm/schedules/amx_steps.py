@@ -19,7 +19,8 @@ arguments and memory -- so every kernel around it runs on a CPU without AMX.
 from __future__ import annotations
 
 import functools
-import os
+
+from ..options import ENV_EMULATE_AMX, emulate_amx
 
 #: rows of a tile, and bytes of one tile row
 ROWS, ROW_BYTES = 16, 64
@@ -31,12 +32,13 @@ MAX_PRODUCTS = 64
 #: accumulator tiles a helper keeps (with one A and one B tile: 6 of the 8 registers)
 MAX_BLOCKS = 4
 #: environment variable: 1 builds the scalar emulation of the tile steps
-EMULATE_ENV = "MXC_EMULATE_AMX"
+EMULATE_ENV = ENV_EMULATE_AMX
 
 
 def emulating() -> bool:
-    """Whether this process builds the scalar emulation of the tile steps."""
-    return os.environ.get(EMULATE_ENV, "") == "1"
+    """Whether this process builds the scalar emulation of the tile steps (read where
+    the backend reads its environment, :func:`..options.emulate_amx`)."""
+    return emulate_amx()
 
 
 def helper_name(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1) -> str:
