@@ -105,9 +105,9 @@ def amx_emulated(monkeypatch):
     AMX kernels run here; skips where this CPU lacks the rest of such a build."""
     pytest.importorskip("tvm")
     from mxc.backends.tvm.build import resolve_target
-    from mxc.backends.tvm.schedules import amx
+    from mxc.backends.tvm.options import ENV_EMULATE_AMX
     from mxc.backends.tvm.targets import missing_on_host
-    monkeypatch.setenv(amx.EMULATE_ENV, "1")
+    monkeypatch.setenv(ENV_EMULATE_AMX, "1")
     amx_features = ("amx-tile", "amx-bf16", "amx-int8")
     host = dict(resolve_target("llvm").export())
     target = resolve_target({"kind": "llvm", "mcpu": host.get("mcpu", "generic"),

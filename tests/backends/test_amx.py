@@ -29,6 +29,7 @@ from tvm import relax  # noqa: E402
 
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
 from mxc.backends.tvm.build_context import build_context  # noqa: E402
+from mxc.backends.tvm.options import ENV_EMULATE_AMX  # noqa: E402
 from mxc.backends.tvm.schedules import amx  # noqa: E402
 from test_bf16 import _conv_module as _bf16_conv, _dense_module as _bf16_dense  # noqa: E402
 from test_bf16 import _ref_conv, _round  # noqa: E402
@@ -87,7 +88,7 @@ def _instruction(kind, a, b_packed):
 
 @pytest.mark.parametrize("kind", list(amx.KINDS))
 def test_emulated_tile_steps_follow_the_instructions_definition(kind, monkeypatch):
-    monkeypatch.setenv(amx.EMULATE_ENV, "1")
+    monkeypatch.setenv(ENV_EMULATE_AMX, "1")
     depth, (a_type, b_type, acc, g) = amx.KINDS[kind][2], amx.OPERANDS[kind]
     m, n, k = 32, 48, 2 * depth
     rng = np.random.default_rng(0)

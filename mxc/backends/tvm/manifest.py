@@ -105,8 +105,8 @@ def target_info(tgt) -> dict:
             features = []
         info["host"] = {"cpu": str(host.attrs.get("mcpu", "") or "generic"), "triple": triple,
                         "arch": _arch_of(triple), "features": features}
-        from .schedules import amx
-        if amx.emulating():
+        from .options import emulate_amx
+        if emulate_amx():
             # the tile steps were built as scalar loops (a test of the AMX kernels on a
             # CPU without AMX): the code needs no AMX, and the manifest says which it emulates
             info["host"]["features"] = [f for f in features if not f.startswith("amx")]

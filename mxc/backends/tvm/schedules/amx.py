@@ -26,8 +26,7 @@ import functools
 import numpy as np
 from tvm import s_tir, tirx
 
-from .amx_steps import (EMULATE_ENV, KINDS, MAX_BLOCKS, MAX_PRODUCTS, ROW_BYTES, ROWS,  # noqa: F401
-                        emulating, helper_ir, helper_name)
+from .amx_steps import KINDS, MAX_BLOCKS, MAX_PRODUCTS, ROW_BYTES, ROWS, helper_ir, helper_name
 
 
 def dense_kernel(kind: str, m: int, n: int, k: int):
@@ -117,13 +116,13 @@ def phase_tap(src, phases: int, i, y, x, tap, ch):
 
 
 def _product(kind: str, a, b):
-    from tvm.script import tirx as T
+    """One product of the step, written as the kernels' TE writes it (tensorize
+    matches the expressions): bfloat16 bits widened by :func:`.bf16.bits_to_float`,
+    int8 codes widened to int32."""
     if kind == "tdpbusd":
-        return T.cast(a, "int32") * T.cast(b, "int32")
-
-    def f32(x):
-        return T.reinterpret(T.shift_left(T.cast(x, "uint32"), T.uint32(16)), dtype="float32")
-    return f32(a) * f32(b)
+        return a.astype("int32") * b.astype("int32")
+    from .bf16 import bits_to_float
+    return bits_to_float(a) * bits_to_float(b)
 
 
 def tile_blocks(channels: int) -> int:

@@ -11,7 +11,7 @@ the helper is linked into the kernel as LLVM IR (``pragma_import_llvm``) and
 inlined; it uses LLVM's ``*.internal`` intrinsics, whose tile shapes are operands,
 so LLVM's tile-configuration pass writes the ``ldtilecfg`` itself.
 
-**Emulation.**  With ``MXC_EMULATE_AMX=1`` (:data:`EMULATE_ENV`) the helper is
+**Emulation.**  With ``MXC_EMULATE_AMX=1`` (:func:`..options.emulate_amx`) the helper is
 built as scalar loops with the instructions' definition instead -- same name,
 arguments and memory -- so every kernel around it runs on a CPU without AMX.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 
-from ..options import ENV_EMULATE_AMX, emulate_amx
+from ..options import emulate_amx
 
 #: rows of a tile, and bytes of one tile row
 ROWS, ROW_BYTES = 16, 64
@@ -31,16 +31,6 @@ KINDS = {"tdpbf16ps": ("uint16", "float32", 32), "tdpbusd": ("uint8", "int32", 6
 MAX_PRODUCTS = 64
 #: accumulator tiles a helper keeps (with one A and one B tile: 6 of the 8 registers)
 MAX_BLOCKS = 4
-#: environment variable: 1 builds the scalar emulation of the tile steps
-EMULATE_ENV = ENV_EMULATE_AMX
-
-
-def emulating() -> bool:
-    """Whether this process builds the scalar emulation of the tile steps (read where
-    the backend reads its environment, :func:`..options.emulate_amx`)."""
-    return emulate_amx()
-
-
 def helper_name(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1) -> str:
     return f"mxc_amx_{kind}_{rows}x{16 * blocks}_s{steps}"
 
@@ -55,7 +45,7 @@ def helper_ir(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1) -> s
     if not 1 <= blocks <= MAX_BLOCKS or not 1 <= steps * blocks <= MAX_PRODUCTS:
         raise ValueError(f"an AMX helper takes 1 to {MAX_BLOCKS} blocks and 1 to "
                          f"{MAX_PRODUCTS} products, not {steps} steps x {blocks} blocks")
-    return (_emulation_ir if emulating() else _tile_ir)(kind, rows, steps, blocks)
+    return (_emulation_ir if emulate_amx() else _tile_ir)(kind, rows, steps, blocks)
 
 
 _SIGNATURE = "(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc, i64 %sv) alwaysinline"
