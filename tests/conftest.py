@@ -17,6 +17,11 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+# this folder, as pytest puts it on sys.path: also for a subprocess that imports
+# ``tests.conftest`` (tests/backends/test_tune_db_lines.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from isa_classes import simulate_host, target_under_test  # noqa: E402
+
 # CI explores a fixed set of examples so a run is reproducible; locally each run explores anew.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
@@ -43,9 +48,27 @@ def require_corpus(sub: str = "") -> Path:
     return root / sub
 
 
-#: the CPU target the corpus model tests compile for: ``MXC_TEST_TARGET`` (e.g.
-#: ``"llvm -mcpu=znver3"``: another ISA's code, run on this machine), else this CPU
-TEST_TARGET = os.environ.get("MXC_TEST_TARGET", "llvm")
+#: the CPU a run tests: ``MXC_TEST_TARGET`` (e.g. ``"llvm -mcpu=znver3"``: a Zen 3, which
+#: this process then stands in for where this CPU runs its code; tests/isa_classes.py),
+#: else this CPU
+TEST_TARGET = target_under_test()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def simulated_host():
+    """With ``MXC_TEST_TARGET`` naming a CPU this machine can run the code of, the whole
+    run stands in for that CPU (:func:`isa_classes.simulate_host`); the CPU's name, or
+    None (no target given, or one whose code only compiles here)."""
+    if TEST_TARGET == "llvm":
+        yield None
+        return
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        yield None
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        yield simulate_host(mp, TEST_TARGET)
 
 
 def require_runnable_target(target: str = TEST_TARGET) -> str:
@@ -98,25 +121,47 @@ def corpus() -> Path:
     return require_corpus()
 
 
-@pytest.fixture
-def amx_emulated(monkeypatch):
-    """A target of this CPU's features plus AMX, its tile steps built as scalar
-    emulation (``MXC_EMULATE_AMX=1``, :mod:`mxc.backends.tvm.schedules.amx`) so the
-    AMX kernels run here; skips where this CPU lacks the rest of such a build."""
+#: the vector families every AMX CPU has beside its tiles, which mxc's tile kernels are
+#: chosen with (``microarch.int8_dot``/``bf16_dot`` gate ``int8_tiles``/``bf16_tiles``)
+AMX_COMPANIONS = ("avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16")
+AMX_FEATURES = ("amx-tile", "amx-bf16", "amx-int8")
+
+
+def _amx_emulated_target(monkeypatch, companions: tuple[str, ...]):
+    """This CPU's features plus AMX and *companions*, the tile steps emulated; skips
+    naming the companions this CPU lacks (see :func:`amx_emulated`)."""
     pytest.importorskip("tvm")
     from mxc.backends.tvm.build import resolve_target
     from mxc.backends.tvm.options import ENV_EMULATE_AMX
     from mxc.backends.tvm.targets import missing_on_host
     monkeypatch.setenv(ENV_EMULATE_AMX, "1")
-    amx_features = ("amx-tile", "amx-bf16", "amx-int8")
     host = dict(resolve_target("llvm").export())
+    mattr = [a for a in host.get("mattr", []) if a.lstrip("+-") not in companions]
     target = resolve_target({"kind": "llvm", "mcpu": host.get("mcpu", "generic"),
-                             "mattr": list(host.get("mattr", []))
-                             + [f"+{f}" for f in amx_features]})
-    missing = set(missing_on_host(target)) - set(amx_features)
+                             "mattr": mattr + [f"+{f}" for f in companions + AMX_FEATURES]})
+    missing = set(missing_on_host(target)) - set(AMX_FEATURES)
     if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}")
+        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, which AMX CPUs have beside "
+                    f"their tiles; the AMX kernels' sapphirerapids assembly is checked instead")
     return target
+
+
+@pytest.fixture
+def amx_emulated(monkeypatch):
+    """A target of this CPU's features plus AMX (and the AVX-512 families an AMX CPU
+    has), its tile steps built as scalar emulation (``MXC_EMULATE_AMX=1``,
+    :mod:`mxc.backends.tvm.schedules.amx`) so the AMX kernels run here.  On a CPU
+    without those AVX-512 families (an AVX2 Zen 3) the rest of such a build cannot run:
+    the test skips naming them, and the sapphirerapids assembly tests cover the kernels."""
+    return _amx_emulated_target(monkeypatch, AMX_COMPANIONS)
+
+
+@pytest.fixture
+def amx_int8_emulated(monkeypatch):
+    """:func:`amx_emulated` for the int8 tile kernels alone: they need AVX512-VNNI beside
+    the tiles, not AVX512-BF16, so they run on a Cascade Lake too."""
+    return _amx_emulated_target(monkeypatch, tuple(f for f in AMX_COMPANIONS
+                                                   if f != "avx512bf16"))
 
 
 @pytest.fixture

@@ -36,6 +36,9 @@ from test_bf16 import _ref_conv, _round  # noqa: E402
 from test_int8_vnni import _conv_module as _int8_conv, _conv_reference  # noqa: E402
 from test_int8_vnni import _dense_module as _int8_dense  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 SPR = "llvm -mcpu=sapphirerapids"
 
 
@@ -62,6 +65,11 @@ def _functions_using(asm: str, ins: str) -> set[str]:
 @pytest.fixture
 def emulated(amx_emulated):
     return amx_emulated
+
+
+@pytest.fixture
+def int8_emulated(amx_int8_emulated):
+    return amx_int8_emulated
 
 
 def _run(mod, target, x, precision="fp32", stats=None, winograd=None):
@@ -176,27 +184,27 @@ def test_layers_tiles_do_not_fit_keep_the_vector_kernel(shape, stride, emulated)
     ("uint8", 128, 7, 1, 0, 1),
     ("int8", 64, 15, 3, 1, 2),         # stride 2 by column phase, the shifted padding
     ("uint8", 64, 16, 1, 0, 2)])       # a 1x1 downsample: no padding, yet split
-def test_int8_conv_on_emulated_tiles_is_exact(xdt, c, side, kern, pad, stride, emulated):
+def test_int8_conv_on_emulated_tiles_is_exact(xdt, c, side, kern, pad, stride, int8_emulated):
     rng = np.random.RandomState(5)
     info = np.iinfo(xdt)
     x = rng.randint(info.min, info.max + 1, (1, c, side, side)).astype(xdt)
     w = rng.randint(-128, 128, (32, c, kern, kern)).astype(np.int8)
     stats = {}
-    y, _ = _run(_int8_conv(x.shape, xdt, w, (stride, stride), (pad, pad)), emulated, x,
+    y, _ = _run(_int8_conv(x.shape, xdt, w, (stride, stride), (pad, pad)), int8_emulated, x,
                 stats=stats)
     assert "int8_amx" in stats.values(), stats
     np.testing.assert_array_equal(y, _conv_reference(x, w, stride, pad))
 
 
 @pytest.mark.parametrize("c", [64, 66 * 64])   # 66 tile rows x 2 blocks: 3 calls of 22 steps
-def test_int8_dense_on_emulated_tiles_is_exact(c, emulated):
+def test_int8_dense_on_emulated_tiles_is_exact(c, int8_emulated):
     assert amx.tile_blocks(32) == 2
     assert amx.tile_steps("tdpbusd", c, 2) == (1 if c == 64 else 22)
     rng = np.random.RandomState(6)
     x = rng.randint(-128, 128, (16, c)).astype(np.int8)
     w = rng.randint(-128, 128, (c, 32)).astype(np.int8)
     stats = {}
-    y, _ = _run(_int8_dense(x.shape, "int8", w), emulated, x, stats=stats)
+    y, _ = _run(_int8_dense(x.shape, "int8", w), int8_emulated, x, stats=stats)
     assert "int8_amx" in stats.values(), stats
     np.testing.assert_array_equal(y, x.astype(np.int64) @ w.astype(np.int64))
 
