@@ -29,6 +29,9 @@ from mxc.backends.tvm.schedules import bf16  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from mxc.errors import BackendError  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 ZEN4 = "llvm -mcpu=znver4"
 SPR = "llvm -mcpu=sapphirerapids"
 #: AVX512-BF16 without AMX (an Intel Xeon whose every bf16 layer is a vector kernel)

@@ -27,6 +27,9 @@ from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
 from mxc.backends.tvm.schedules import bf16_winograd  # noqa: E402
 from test_bf16 import CPX, ZEN4, _asm, _build, _conv_module, _ref_conv, _runnable  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 # Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", F(2x2, 3x3)
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
 G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]], np.float64)

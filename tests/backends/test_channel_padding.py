@@ -22,6 +22,9 @@ from mxc.backends.tvm.schedules.channel_padding import keeps_zero, padded_channe
 from mxc.backends.tvm.schedules.microarch import MICROARCHS
 from conftest import ISA_TARGETS, isa_target
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 TARGETS = ISA_TARGETS
 
 

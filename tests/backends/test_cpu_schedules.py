@@ -27,6 +27,9 @@ from mxc.backends.tvm.schedules.reduction import vector_piece
 from mxc.backends.tvm.schedules.microarch import MICROARCHS
 from conftest import ISA_TARGETS, isa_target
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 AVX2 = CpuInfo(lanes=8, registers=16, threads=2)
 
 #: one target per vector width the schedules choose from (16 lanes / 32 registers,

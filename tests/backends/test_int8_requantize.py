@@ -24,6 +24,9 @@ import mxc  # noqa: E402
 from conftest import load_corpus_model  # noqa: E402
 from oracle import assert_close  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 
 def _buffers(script: str, dtype: str = r"\w+") -> list[int]:
     """Element counts of the *dtype* buffers in a kernel's signature (its TVMScript

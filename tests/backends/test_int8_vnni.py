@@ -34,6 +34,9 @@ from mxc.backends.tvm.schedules.microarch import int8_dot  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from oracle import assert_close  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 VNNI = "llvm"                                   # this CPU (the VNNI path where it has VNNI)
 FALLBACKS = {"avx2": "llvm -mcpu=haswell", "avx512-no-vnni": "llvm -mcpu=skylake-avx512"}
 

@@ -24,6 +24,9 @@ from mxc.backends.tvm.converter import lower_graph  # noqa: E402
 from mxc.backends.tvm.schedules import pipeline  # noqa: E402
 from conftest import ISA_TARGETS, isa_target  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 TARGETS = ISA_TARGETS
 #: values around each constant below, and the ones a comparison treats specially
 SPECIAL = [np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.0, 6.0, 5.9, -1.0, 3.0, 0.25]

@@ -32,6 +32,9 @@ from mxc.backends.tvm.targets import resolve_target
 from conftest import ISA_TARGETS, isa_target
 from test_cpu_schedules import _params
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 LEVELS = (1, 2, 3, 6)
 
 

@@ -24,6 +24,9 @@ from mxc.backends.tvm import build_module, lower_graph, run_module
 from mxc.backends.tvm.tune_verify import (KEEP_MARGIN, VERDICT_FILE, compare_models,
                                           interleaved_order, read_verdicts, verify_task)
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 RTOL, ATOL = 1e-4, 1e-4
 #: big enough that the naive loop nest is many times slower than a scheduled kernel
 SHAPE = {"data": (1, 32, 28, 28)}

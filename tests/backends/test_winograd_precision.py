@@ -17,6 +17,9 @@ import pytest
 from mxc.backends.tvm.schedules.winograd_precision import (ERROR_BUDGET, layer_error,
                                                            precise_tile)
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 
 def _plan(speed_tiles, channels):
     """The rule over a model: (tiles chosen, the summed estimate after each layer)."""

@@ -18,6 +18,9 @@ import mxc  # noqa: E402
 from conftest import load_corpus_model, model_names  # noqa: E402
 from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 MODELS = model_names() or ["no-corpus"]
 #: models whose float32 convolutions/dense layers all become bfloat16 kernels
 CONV_MODELS = {"lenet", "mlp", "mobilenet0.25", "mobilenetv2_0.25", "oldres", "resnet18_v1",

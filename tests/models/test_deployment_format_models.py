@@ -17,6 +17,9 @@ from conftest import (load_corpus_model, model_names, register_mysoftsign, requi
 from mxc.compiler.custom_op import unregister_custom_op
 from oracle import assert_close
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 SPLIT = "wave2/models"
 MODELS = model_names(SPLIT) or ["no-corpus"]
 

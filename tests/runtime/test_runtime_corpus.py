@@ -37,6 +37,9 @@ from conftest import (TEST_TARGET, corpus_path, model_names, op_cases, require_c
                       require_runnable_target)
 from oracle import assert_close
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 JOBS = HERE / "_corpus_jobs.py"
