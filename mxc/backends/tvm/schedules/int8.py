@@ -30,9 +30,13 @@ into a kernel shaped for the instruction:
 pixels (``oh * ow`` fused) are register-blocked ``rw`` at a time, the output
 channels ``nc`` (whole registers) at a time, as the float micro-kernel of
 :func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
-one ``vpdpbusd``.  Targets without VNNI keep the generic int32 path (the
-float-style schedules on int32 arithmetic); targets with AMX-INT8 take the tile
-kernel (:mod:`.int8_amx`) where it fits.
+one ``vpdpbusd``.  AVX2 targets without VNNI run the same kernel with an AVX2 step
+(:mod:`.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
+an exact widened ``vpmaddwd`` otherwise -- :func:`layer_family`, chosen once per
+layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
+AVX2 keep the generic int32 path (the float-style schedules on int32
+arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
+it fits.
 """
 
 from __future__ import annotations
