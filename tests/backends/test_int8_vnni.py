@@ -9,10 +9,12 @@ register, a thin layer's kernel rows folded into 4-byte groups, strides,
 a dense layer, and the extreme codes (no saturation
 anywhere: ``vpdpbusd`` accumulates, it does not saturate).  The same cases
 run for a target with AVX512-VNNI (this CPU, where it has it), AVX2 only and
-AVX-512 without VNNI (the plain int32 fallback); targets this CPU cannot run
-(Sapphire Rapids, Alder Lake's AVX-VNNI) are compiled and their assembly
-checked.  The int8 corpus models are checked on the fallback here (their
-VNNI build is the default target of ``tests/models``).
+AVX-512 without VNNI (the AVX2 kernels, ``test_int8_avx2.py`` checks them under
+saturating weights) and SSE only (the plain int32 fallback); targets this CPU
+cannot run (Sapphire Rapids, Alder Lake's AVX-VNNI) are compiled and their
+assembly checked.  The int8 corpus models are checked on the int32 fallback
+here (their VNNI build is the default target of ``tests/models``, their AVX2
+build ``test_int8_avx2.py``'s).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from oracle import assert_close  # noqa: E402
 pytestmark = pytest.mark.isa
 
 VNNI = "llvm"                                   # this CPU (the VNNI path where it has VNNI)
-FALLBACKS = {"avx2": "llvm -mcpu=haswell", "avx512-no-vnni": "llvm -mcpu=skylake-avx512"}
+#: targets without VNNI: the AVX2 kernels (vpmaddubsw / vpmaddwd), and SSE's plain int32
+FALLBACKS = {"avx2": "llvm -mcpu=haswell", "avx512-no-vnni": "llvm -mcpu=skylake-avx512",
+             "int32": "llvm -mcpu=nehalem"}
 
 #: (data dtype, C, K, H=W, kernel, stride, pad)
 CONVS = {
@@ -131,8 +135,8 @@ def test_int8_conv_is_the_exact_integer_product(case, kind):
     stats: dict = {}
     got = _run(_conv_module(x.shape, xdt, w, stride, pad), target, x, stats)
     np.testing.assert_array_equal(got, _conv_reference(x, w, stride, pad))
-    vnni = bool(int8_dot(resolve_target(target)))
-    assert ("int8" in stats.values()) == vnni, stats
+    dot = bool(int8_dot(resolve_target(target)))
+    assert ("int8" in stats.values()) == dot, stats
 
 
 @pytest.mark.parametrize("kind", list(_targets()))
@@ -201,8 +205,8 @@ INT8_MODELS = ["int8_resnet18_v1_w0.5_mkldnn", "int8_resnet18_v1_classic",
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", INT8_MODELS)
-def test_int8_corpus_model_on_the_avx2_fallback_matches_mxnet(name):
-    target = _runnable(FALLBACKS["avx2"])
+def test_int8_corpus_model_on_the_int32_fallback_matches_mxnet(name):
+    target = _runnable(FALLBACKS["int32"])
     root = require_corpus("wave2/models") / name
     meta = json.loads((root / "meta.json").read_text())
     params = mxc.nd.load(root / "model.params")
@@ -267,9 +271,9 @@ def test_tuning_builder_workers_can_replay_the_int8_schedules():
     import sys
     code = ("from mxc.backends.tvm.tune_workers import builder_init; builder_init()\n"
             "from tvm import s_tir\n"
-            "from mxc.backends.tvm.schedules.int8 import dot_intrinsic_name\n"
+            "from mxc.backends.tvm.schedules.int8 import DOT_LANES, dot_intrinsic_name\n"
             "print(all(s_tir.TensorIntrin.get(dot_intrinsic_name(f), allow_missing=True)\n"
-            "          is not None for f in ('avx512vnni', 'avxvnni')))\n")
+            "          is not None for f in DOT_LANES))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=True)
     assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]

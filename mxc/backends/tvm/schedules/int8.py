@@ -30,9 +30,13 @@ into a kernel shaped for the instruction:
 pixels (``oh * ow`` fused) are register-blocked ``rw`` at a time, the output
 channels ``nc`` (whole registers) at a time, as the float micro-kernel of
 :func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
-one ``vpdpbusd``.  Targets without VNNI keep the generic int32 path (the
-float-style schedules on int32 arithmetic); targets with AMX-INT8 take the tile
-kernel (:mod:`.int8_amx`) where it fits.
+one ``vpdpbusd``.  AVX2 targets without VNNI run the same kernel with an AVX2 step
+(:mod:`.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
+an exact widened ``vpmaddwd`` otherwise -- :func:`layer_family`, chosen once per
+layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
+AVX2 keep the generic int32 path (the float-style schedules on int32
+arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
+it fits.
 """
 
 from __future__ import annotations
@@ -60,9 +64,17 @@ GROUP = 4
 # ---------------------------------------------------------------------------
 # the instructions
 # ---------------------------------------------------------------------------
+#: int32 lanes of one dot-product step, per family: ``vpdpbusd`` on zmm (AVX512-VNNI) or
+#: ymm (AVX-VNNI), and AVX2's two sequences on ymm (:mod:`.int8_avx2`) -- the one registry
+#: of families (:func:`register_dot_intrinsics` registers each)
+DOT_LANES = {"avx512vnni": 16, "avxvnni": 8, "avx2": 8, "avx2-exact": 8}
+#: the kernel block's annotation naming its family (chosen per layer at legalization)
+FAMILY_ATTR = "mxc.int8_dot"
+
+
 def dot_lanes(int8_dot: str) -> int:
-    """int32 lanes of one dot-product instruction of the *int8_dot* family (0: none)."""
-    return {"avx512vnni": 16, "avxvnni": 8}.get(int8_dot, 0)
+    """int32 lanes of one dot-product step of the *int8_dot* family (0: none)."""
+    return DOT_LANES.get(int8_dot, 0)
 
 
 #: LLVM's ``vpdpbusd`` intrinsic per register width (LLVM picks the VEX encoding on AVX-VNNI)
@@ -75,15 +87,26 @@ def dot_intrinsic(int8_dot: str) -> str:
 
     TVM ships a 16-lane form whose accumulator is a global buffer; the
     schedule accumulates in registers (a ``local`` buffer), so mxc registers
-    its own, for 16 lanes (zmm) and 8 (ymm).
+    its own: ``vpdpbusd`` for 16 lanes (zmm) and 8 (ymm), and the AVX2 steps of
+    :mod:`.int8_avx2` for 8 -- one description, the family's instructions.
     """
     from tvm.script import tirx as T
+
+    from .int8_avx2 import is_avx2, step
 
     lanes = dot_lanes(int8_dot)
     if not lanes:
         raise ValueError(f"no int8 dot-product instruction family {int8_dot!r}")
     # (LLVM >= 17 types the byte operands <4L x i8>; older LLVMs took <L x i32>)
     c_type, a_type, b_type = f"int32x{lanes}", f"uint8x{GROUP * lanes}", f"int8x{GROUP * lanes}"
+
+    def accumulate(acc, a_word, b_bytes):
+        """``acc + A . B``: *a_word* the 4 data bytes as an int32, *b_bytes* the weights."""
+        if is_avx2(int8_dot):
+            return acc + step(int8_dot, a_word, b_bytes, lanes)
+        a_bytes = T.reinterpret(T.broadcast(a_word, lanes), dtype=a_type)
+        return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(_VPDPBUSD[lanes]),
+                                       acc, a_bytes, b_bytes, dtype=c_type)
 
     @T.prim_func(s_tir=True)
     def desc(a: T.Buffer((GROUP,), "uint8", offset_factor=1),
@@ -106,11 +129,8 @@ def dot_intrinsic(int8_dot: str) -> str:
             T.reads(c[0:lanes], a[0:GROUP], b[0:lanes, 0:GROUP])
             T.writes(c[0:lanes])
             a_i32 = T.reinterpret(a.vload([0], "uint8x4"), dtype="int32")
-            a_bytes = T.reinterpret(T.broadcast(a_i32, lanes), dtype=a_type)
-            c[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id(_VPDPBUSD[lanes]),
-                c.vload([0], dtype=c_type), a_bytes, b.vload([0, 0], dtype=b_type),
-                dtype=c_type)
+            c[T.ramp(T.int32(0), 1, lanes)] = accumulate(
+                c.vload([0], dtype=c_type), a_i32, b.vload([0, 0], dtype=b_type))
 
     name = dot_intrinsic_name(int8_dot)
     s_tir.TensorIntrin.register(name, desc, impl, override=True)
@@ -124,7 +144,7 @@ def dot_intrinsic_name(int8_dot: str) -> str:
 
 def register_dot_intrinsics() -> None:
     """Register every family's intrinsic (tuning workers replay traces that name them)."""
-    for family in ("avx512vnni", "avxvnni"):
+    for family in DOT_LANES:
         dot_intrinsic(family)
 
 
@@ -168,12 +188,14 @@ def fold_width(w_hwio: np.ndarray) -> np.ndarray | None:
 # ---------------------------------------------------------------------------
 def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None, strides,
                      padding, dilation, channels: int, kernel_w: int | None = None,
-                     name: str = CONV_BLOCK) -> te.Tensor:
+                     name: str = CONV_BLOCK, family: str = "") -> te.Tensor:
     """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs).
 
     *kernel_w*: the weight folds the kernel's width into its channel groups
     (``[K/L, KH, 1, ceil(KW*C/4), L, 4]``, :func:`fold_width`): the ``KW x C``
     taps of one kernel row are contiguous bytes of a channels-last input row.
+    *family*: the dot-product family chosen for these weights (:func:`layer_family`),
+    put on the accumulating block (:data:`FAMILY_ATTR`) for the schedule to read.
     """
     n, h, w, c = (int(d) for d in data.shape)
     tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
@@ -229,7 +251,8 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
              else weight[k // lanes, ry, rx, rc, k % lanes, ri])
         return te.sum(tap(i, y, x).astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
 
-    acc = te.compute((n, oh, ow, ko * lanes), conv, name=name)
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=name,
+                     attrs={FAMILY_ATTR: family} if family else None)
     if comp is None and ko * lanes == channels:
         return acc
     if comp is None:
@@ -240,11 +263,12 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
 
 
 def dense_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
-               units: int, name: str = CONV_BLOCK) -> te.Tensor:
+               units: int, name: str = CONV_BLOCK, family: str = "") -> te.Tensor:
     """``[M, C] x [C, N]`` of int8 codes as a 1x1 convolution over ``M`` pixels."""
     m, c = (int(d) for d in data.shape)
     x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_int8_rows")
-    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, name=name)
+    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, name=name,
+                         family=family)
     return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_int8_out")
 
 
@@ -267,19 +291,20 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
     if not lanes or not _int8_operands(x, w, call) or int(a.groups) != 1 \
             or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return None
-    dot_intrinsic(int8_dot)   # registered before any schedule (or tuning record) names it
     weights = w.value.numpy()
     block = _tile_block(tiles, [int(d) for d in static_shape(x)], list(weights.shape),
                         [int(d) for d in static_shape(call)], a.strides)
     folded = fold_width(weights) if int(a.dilation[1]) == 1 and block == CONV_BLOCK else None
     packed, comp = _pack_for(block, weights if folded is None else folded, lanes)
+    family = layer_family(int8_dot, packed)
+    dot_intrinsic(family)     # registered before any schedule (or tuning record) names it
     args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
         args.append(relax.const(comp, "int32"))
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(static_shape(w)[3]),
-                None if folded is None else int(weights.shape[1]), block)
-    log.debug("int8 conv2d -> %s kernel, weights %s", block, packed.shape)
+                None if folded is None else int(weights.shape[1]), block, family)
+    log.debug("int8 conv2d -> %s kernel (%s), weights %s", block, family, packed.shape)
     return bb.call_te(lambda d, wt, *cp: conv2d_nhwc_int8(d, wt, *(cp or [None]), *geometry),
                       *args, primfunc_name_hint=block)
 
@@ -293,16 +318,27 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
     if not lanes or not _int8_operands(x, w, call) or len(static_shape(x)) != 2 \
             or len(static_shape(w)) != 2:
         return None
-    dot_intrinsic(int8_dot)
     c, n = (int(d) for d in static_shape(w))
     m = int(static_shape(x)[0])
     block = _tile_block(tiles, [1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1))
     packed, comp = _pack_for(block, w.value.numpy().reshape(1, 1, c, n), lanes)
+    family = layer_family(int8_dot, packed)
+    dot_intrinsic(family)
     args = [x, relax.const(packed, "int8")]
     if tensor_dtype(x) == "int8":
         args.append(relax.const(comp, "int32"))
-    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n, block), *args,
-                      primfunc_name_hint="dense_int8")
+    log.debug("int8 dense -> %s kernel (%s), weights %s", block, family, packed.shape)
+    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n, block, family),
+                      *args, primfunc_name_hint="dense_int8")
+
+
+def layer_family(int8_dot: str, packed: np.ndarray) -> str:
+    """The dot-product family of one layer's kernel, from the target's *int8_dot* and
+    its *packed* weights: decided here, once, and carried on the kernel
+    (:data:`FAMILY_ATTR`).  Only AVX2 chooses per layer (:func:`.int8_avx2.layer_family`:
+    ``vpmaddubsw`` saturates on some weights)."""
+    from .int8_avx2 import layer_family as avx2_family
+    return avx2_family(int8_dot, packed)
 
 
 def _tile_block(tiles: bool, xs, ws, ys, strides) -> str:
@@ -340,12 +376,24 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
                     acc[p][v*L:(v+1)*L] = vpdpbusd(acc[p][..], bcast(x[p, 4 ch]), w[.., L, 4])
             out[tile] = epilogue(acc)                         # fused requantize etc.
 
-    None when *func* has no such block or *info* has no dot-product instruction.
+    The step's family is the one legalization chose for the layer's weights
+    (:data:`FAMILY_ATTR` on the block; AVX2: ``vpmaddubsw`` or the exact widened
+    sequence, :mod:`.int8_avx2`).  None when *func* has no such block.
     """
-    lanes = dot_lanes(info.int8_dot)
+    family = kernel_family(func)
+    lanes = dot_lanes(family)
     if not lanes:
         return None
-    return rule_dot(func, info, CONV_BLOCK, lanes, lambda _vectors: dot_intrinsic(info.int8_dot))
+    return rule_dot(func, info, CONV_BLOCK, lanes, lambda _vectors: dot_intrinsic(family))
+
+
+def kernel_family(func: tirx.PrimFunc) -> str:
+    """The family :data:`FAMILY_ATTR` names on *func*'s :data:`CONV_BLOCK` ("" if none)."""
+    sch = s_tir.Schedule(func)
+    block = _find(sch, CONV_BLOCK)
+    if block is None:
+        return ""
+    return str(sch.get(block).annotations.get(FAMILY_ATTR, ""))
 
 
 def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrinsic,

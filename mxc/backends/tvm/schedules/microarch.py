@@ -50,7 +50,8 @@ class CpuInfo:
     narrow_fma_ports: int = 2
     narrow_load_ports: int = 2
     #: int8 dot-product instructions the target enables (:mod:`.int8`): "avx512vnni",
-    #: "avxvnni" or "" (none: int8 kernels use plain int32 arithmetic)
+    #: "avxvnni", "avx2" (``vpmaddubsw``/``vpmaddwd``, :mod:`.int8_avx2`) or "" (none:
+    #: int8 kernels use plain int32 arithmetic)
     int8_dot: str = ""
     #: bfloat16 dot products the target enables (:mod:`.bf16`): "avx512bf16" or "" (none)
     bf16_dot: str = ""
@@ -150,15 +151,19 @@ def cpu_info(target: Target) -> CpuInfo:
     return replace(microarch(target), threads=threads or host_threads(),
                    int8_dot=int8_dot(target), bf16_dot=bf16_dot(target),
                    bf16_tiles=bool(bf16_dot(target)) and tiles(target, "amx-bf16"),
-                   int8_tiles=bool(int8_dot(target)) and tiles(target, "amx-int8"))
+                   int8_tiles=int8_dot(target) == "avx512vnni" and tiles(target, "amx-int8"))
 
 
 def int8_dot(target: Target) -> str:
-    """The widest int8 dot-product family of *target* (``vpdpbusd``), "" when none."""
+    """The widest int8 dot-product family of *target*, "" when none: ``vpdpbusd`` on
+    zmm or ymm, else AVX2's ``vpmaddubsw``/``vpmaddwd`` sequences (:mod:`.int8_avx2`;
+    each layer may still take the exact one, :func:`.int8.layer_family`)."""
     if _has(target, "avx512vnni") and _has(target, "avx512bw"):
         return "avx512vnni"
     if _has(target, "avxvnni"):
         return "avxvnni"
+    if _has(target, "avx2"):
+        return "avx2"
     return ""
 
 
