@@ -42,8 +42,9 @@ class IsaClass:
     examples: str
     #: instructions its float32 kernels use ("zmm": 512-bit registers)
     vector: str
-    #: the int8 dot-product instruction its int8 kernels use ("" none: widened products)
-    int8_dot: str = ""
+    #: the instruction of its int8 kernels' dot products, for weights of the full int8
+    #: range (AVX2 without VNNI: widened ``vpmaddwd``, which cannot saturate)
+    int8_dot: str = "vpmaddwd"
     #: the bfloat16 product instruction of ``--precision bf16`` ("" refused)
     bf16_dot: str = ""
 

@@ -33,6 +33,9 @@ from mxc.backends.tvm.schedules.int8_avx2 import PAIR_LIMIT, saturation_free  # 
 from mxc.backends.tvm.schedules.microarch import int8_dot  # noqa: E402
 from oracle import assert_close  # noqa: E402
 
+#: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
+pytestmark = pytest.mark.isa
+
 AVX2 = "llvm -mcpu=znver3"
 
 #: (data dtype, C, K, H=W, kernel, stride, pad): a 3x3, a thin 7x7 stem (rows folded),
