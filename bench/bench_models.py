@@ -1126,6 +1126,10 @@ def main(argv=None) -> int:
     log(f"[mxc] mxc {mxc.__version__}, TVM imported in {time.perf_counter() - t0:.1f}s; "
         f"threads: " + ", ".join(f"{k}={v}" for k, v in threads.items()))
     info = machine.machine_info()
+    info["kernel_classes"] = machine.kernel_classes(args.target)
+    info["mxc_target"] = args.target
+    log(f"[machine] x86 class: this CPU {info['kernel_classes']['host']}, mxc's kernels "
+        f"{info['kernel_classes']['mxc']} (target {args.target})")
     ceiling = None
     if not args.no_ceiling:
         wait_quiet(args)

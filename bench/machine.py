@@ -190,6 +190,27 @@ def machine_info() -> dict:
     return info
 
 
+def kernel_classes(target: str = "llvm") -> dict[str, str]:
+    """The x86 class (``avx2``, ``avx512-vnni``, ``amx`` ...) of this CPU, whose kernels
+    the peers pick by CPUID, and of mxc's *target* (``--target``, which may name another
+    CPU: ``llvm -mcpu=znver3`` times AVX2 kernels on any x86 CPU).  Imports TVM."""
+    from mxc.backends.tvm.schedules.microarch import cpu_info, kernel_class
+    from mxc.backends.tvm.targets import resolve_target
+    return {"host": kernel_class(cpu_info(resolve_target("llvm"))),
+            "mxc": kernel_class(cpu_info(resolve_target(target)))}
+
+
+def format_classes(classes: dict[str, str] | None, target: str) -> list[str]:
+    """The report's line naming the classes of :func:`kernel_classes`."""
+    if not classes:
+        return []
+    line = f"- x86 class: this CPU {classes['host']} (the peers choose their kernels by CPUID)"
+    if classes["mxc"] == classes["host"]:
+        return [line + f"; mxc's kernels the same ({target})"]
+    return [line + f"; mxc's kernels {classes['mxc']} ({target}): ratios against the "
+            f"peers compare different classes"]
+
+
 def format_machine(info: dict, peers: dict | None = None) -> list[str]:
     """Markdown bullet lines for the report."""
     cpu = info["cpu"]
@@ -199,6 +220,7 @@ def format_machine(info: dict, peers: dict | None = None) -> list[str]:
         f"({cpu['physical_cores']} physical, {cpu['threads_per_core']} thread(s)/core"
         f"{', ' + cpu['hypervisor'] + ' guest' if cpu.get('hypervisor') else ''}); "
         f"LLVM mcpu {info.get('llvm_mcpu')}",
+        *format_classes(info.get("kernel_classes"), info.get("mxc_target", "llvm")),
         f"- ISA: {isa}; avx512f: {'yes' if cpu['avx512f'] else 'no'}"
         + (f"; caches: {', '.join(f'{k} {v}' for k, v in cpu['caches'].items())}"
            if cpu.get("caches") else ""),

@@ -37,6 +37,7 @@ from isa_classes import ISA_CLASSES, IsaClass, class_of_cpu  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
 from mxc.backends.tvm.build_context import build_context  # noqa: E402
 from mxc.backends.tvm.precision import check_request  # noqa: E402
+from mxc.backends.tvm.schedules.microarch import cpu_info, kernel_class  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from mxc.errors import BackendError  # noqa: E402
 from test_bf16 import _conv_module as _float_conv, _ref_conv, _round  # noqa: E402
@@ -76,6 +77,16 @@ def _run_here(exe, cls: IsaClass, x: np.ndarray) -> np.ndarray:
         pytest.skip(f"this CPU lacks {', '.join(missing)} to run {cls.name} code "
                     f"({cls.cpu}); its assembly was checked")
     return relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
+@CLASSES
+def test_the_class_is_the_one_the_kernel_families_make(cls, simulated_host):
+    """The table's class is the one mxc's cost model names for the class's CPU (the
+    benchmark report's ``x86 class``), and a run standing in for that CPU sees it as
+    this machine's class."""
+    assert kernel_class(cpu_info(resolve_target(cls.target))) == cls.name
+    if simulated_host == cls.cpu:
+        assert kernel_class(cpu_info(resolve_target("llvm"))) == cls.name
 
 
 @CLASSES

@@ -126,6 +126,20 @@ def test_harness_end_to_end_on_the_mlp_example(tmp_path):
     threads = report["machine"]["threads"]
     assert threads["OMP_NUM_THREADS"] == str(report["settings"]["threads"])
     assert threads["TVM_NUM_THREADS"].startswith("unset")
+    # the x86 class of this CPU (the peers') and of mxc's kernels, named in the report
+    from mxc.backends.tvm.schedules.microarch import cpu_info, kernel_class
+    from mxc.backends.tvm.targets import resolve_target
+    host_class = kernel_class(cpu_info(resolve_target("llvm")))
+    assert report["machine"]["kernel_classes"] == {"host": host_class, "mxc": host_class}
+    assert f"x86 class: this CPU {host_class}" in table
+
+
+def test_report_says_when_mxc_times_another_class_than_the_peers():
+    from bench.machine import format_classes
+    same, = format_classes({"host": "avx512-bf16", "mxc": "avx512-bf16"}, "llvm")
+    assert "this CPU avx512-bf16" in same and "compare different" not in same
+    other, = format_classes({"host": "avx512-bf16", "mxc": "avx2"}, "llvm -mcpu=znver3")
+    assert "mxc's kernels avx2 (llvm -mcpu=znver3)" in other and "compare different" in other
 
 
 # ---------------------------------------------------------------------------

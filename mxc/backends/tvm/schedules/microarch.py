@@ -154,6 +154,21 @@ def cpu_info(target: Target) -> CpuInfo:
                    int8_tiles=int8_dot(target) == "avx512vnni" and tiles(target, "amx-int8"))
 
 
+def kernel_class(info: CpuInfo) -> str:
+    """The x86 class whose kernel families *info* (a :func:`cpu_info`) selects, as the
+    benchmark reports and the tests name them: ``avx2``, ``avx2-vnni`` (AVX-VNNI),
+    ``avx512``, ``avx512-vnni``, ``avx512-bf16``, ``amx``; ``neon`` or ``sse`` elsewhere."""
+    if info.bf16_tiles or info.int8_tiles:
+        return "amx"
+    if info.lanes == 16:
+        if info.bf16_dot:
+            return "avx512-bf16"
+        return "avx512-vnni" if info.int8_dot == "avx512vnni" else "avx512"
+    if info.lanes == 8:
+        return "avx2-vnni" if info.int8_dot == "avxvnni" else "avx2"
+    return "neon" if info.name == "neon" else "sse"
+
+
 def int8_dot(target: Target) -> str:
     """The widest int8 dot-product family of *target*, "" when none: ``vpdpbusd`` on
     zmm or ymm, else AVX2's ``vpmaddubsw``/``vpmaddwd`` sequences (:mod:`.int8_avx2`;
