@@ -10,6 +10,12 @@ Each layer is compiled alone for *target* and timed in this process
     python bench/layers.py                          # this CPU
     python bench/layers.py --target "llvm -mcpu=znver3" --layers sq_last
 
+AVX2 against AVX-512 code of one layer, one core (``s2_32``, issue 34: on Zen 4
+~90 GFLOP/s as ``znver3`` code, ~110 as ``znver4``)::
+
+    for t in znver3 znver4; do TVM_NUM_THREADS=1 python bench/layers.py --cpu-time \
+        --rounds 5 --target "llvm -mcpu=$t" --layers s2_32; done
+
 Use it for schedule decisions with interleaved repeats (``--rounds``): the
 machine may be shared.
 
@@ -55,6 +61,9 @@ LAYERS = {
     "sq_e3_64": (64, 256, 13, 3, 1, 1, True),
     "iv3_1x7": (128, 128, 17, (1, 7), 1, 1, True),
     "iv3_7x1": (128, 192, 17, (7, 1), 1, 1, True),
+    # tests/backends/test_tvm_tune_verify.py's convolution (its speed is measured here,
+    # not asserted there: on a loaded machine a parallel kernel's time is the scheduler's)
+    "s2_32": (32, 32, 28, 3, 2, 1, True),
 }
 
 

@@ -1,12 +1,19 @@
 """Tuning that never loses: a kernel's best record is re-measured against mxc's default
 schedule and ``build_module(db=...)`` applies it only when it was found faster.
 
-Each case builds its database by hand (no search): a record whose stored time
-is a lie (a naive, unscheduled kernel claiming to take a nanosecond) must be
-rejected when measured for real against the default schedule; a record that is
-genuinely faster than the "default" it is compared with (a scheduled kernel
-against the naive one) must be kept; and the decision itself is checked with
-injected timings, deterministically.
+Each case builds its database by hand (no search).  Which candidate is faster is
+given to the decision by a measure function with known answers (:class:`_Timings`):
+a record whose stored time is a lie (a naive, unscheduled kernel claiming to take a
+nanosecond) is rejected when its re-measurement says it is slower, a record
+re-measured faster is kept, and the build follows either verdict.  No test asserts
+that one real kernel ran faster than another: how much faster a parallel kernel
+measures depends on the machine and its load -- with a core taken by another
+process, mxc's 0.04 ms scheduled convolution here measured ~3 ms (each fork-join of
+TVM's two-thread pool waits for the scheduler to give the stolen core back), within
+1.3x of the naive loop nest, as it did on a loaded Zen 3.  The real measurement
+(MetaSchedule's builder and runner, as ``mxc tune`` uses) is checked by invariants
+instead: a finite positive time per module per round, and a verdict that is the
+decision on exactly those times.  Speed itself is ``bench/layers.py``'s.
 """
 
 from __future__ import annotations
@@ -21,14 +28,15 @@ pytest.importorskip("tvm")
 from mxc import sym as S
 from mxc.backends.reference import run_graph
 from mxc.backends.tvm import build_module, lower_graph, run_module
-from mxc.backends.tvm.tune_verify import (KEEP_MARGIN, VERDICT_FILE, compare_models,
-                                          interleaved_order, read_verdicts, verify_task)
+from mxc.backends.tvm.tune_verify import (KEEP_MARGIN, VERDICT_FILE, VERIFY_ROUNDS,
+                                          compare_models, interleaved_order, read_verdicts,
+                                          verify_task)
 
 #: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
 pytestmark = pytest.mark.isa
 
 RTOL, ATOL = 1e-4, 1e-4
-#: big enough that the naive loop nest is many times slower than a scheduled kernel
+#: a convolution with a register-blocked default schedule and a padded copy (one task)
 SHAPE = {"data": (1, 32, 28, 28)}
 
 
@@ -125,36 +133,110 @@ def _conv_default_scheduled(stats) -> bool:
     return any("conv" in name for name in stats)
 
 
-def test_a_record_that_lied_about_its_time_is_rejected(kernel, measure, tmp_path):
-    """The naive kernel claims 1 ns (it is the database's best record); measured for
-    real, interleaved against the default schedule, it is slower: the build uses the
-    default schedule for that kernel."""
+def test_a_record_that_lied_about_its_time_is_rejected(kernel, tmp_path):
+    """The naive kernel claims 1 ns (it is the database's best record), so it is applied
+    until verified; re-measured (known answers: twice the default's time) it is slower,
+    and the build gives that kernel its default schedule."""
     mod, graph, params, target, task = kernel
     db = tmp_path / "db"
     database = _database(db, task, target, _naive(task), 1e-9)
     stats = _build_and_check(mod, graph, params, db)
     assert not _conv_default_scheduled(stats), stats      # unverified: the record is applied
-    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, measure)
+    timings = _Timings([2e-3] * VERIFY_ROUNDS, [1e-3] * VERIFY_ROUNDS)
+    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, timings)
     assert verdict is not None and verdict.kept == "default", verdict
-    assert verdict.winner_ms > verdict.default_ms, verdict
+    assert (verdict.winner_ms, verdict.default_ms) == pytest.approx((2.0, 1.0)), verdict
+    _assert_measured(timings, _naive(task).mod, _mxc_default(task, target).mod)
     stats = _build_and_check(mod, graph, params, db)
     assert _conv_default_scheduled(stats), stats
     stored = read_verdicts(db)
     assert [v["kept"] for v in stored.values()] == ["default"]
 
 
-def test_a_genuinely_faster_record_is_kept(kernel, measure, tmp_path):
+def test_a_genuinely_faster_record_is_kept(kernel, tmp_path):
     """mxc's scheduled kernel against the naive loop nest standing in for the default:
-    re-measured it is many times faster, so it is kept and applied."""
+    re-measured (known answers: a quarter of the default's time) it is faster, so it is
+    kept and the build applies it."""
     mod, graph, params, target, task = kernel
     db = tmp_path / "db"
     database = _database(db, task, target, _mxc_default(task, target), 1e-3)
-    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, measure,
-                          default_mod=_naive(task).mod)
+    naive = _naive(task).mod
+    timings = _Timings([0.25e-3] * VERIFY_ROUNDS, [1e-3] * VERIFY_ROUNDS)
+    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, timings,
+                          default_mod=naive)
     assert verdict is not None and verdict.kept == "tuned", verdict
-    assert verdict.winner_ms * 2 < verdict.default_ms, verdict
+    assert verdict.ratio == pytest.approx(0.25) and verdict.rounds == VERIFY_ROUNDS, verdict
+    _assert_measured(timings, _mxc_default(task, target).mod, naive)
     stats = _build_and_check(mod, graph, params, db)
     assert not _conv_default_scheduled(stats), stats
+
+
+def _assert_measured(timings, tuned_mod, default_mod):
+    """*timings* was asked once, for the best record's kernel and then the default's
+    (the order its answers are read in)."""
+    import tvm_ffi
+    assert len(timings.asked) == 1, timings.asked
+    got = timings.asked[0]
+    assert tvm_ffi.structural_equal(got[0], tuned_mod)
+    assert tvm_ffi.structural_equal(got[1], default_mod)
+
+
+def test_real_measurement_gives_every_module_a_time_in_every_round(kernel, measure):
+    """MetaSchedule's builder and runner, two kernels interleaved: one finite, positive
+    time per module and round (which of them is faster is the machine's business)."""
+    _, _, _, target, task = kernel
+    times = measure([_mxc_default(task, target).mod, _naive(task).mod], 3)
+    assert len(times) == 2 and all(len(t) == 3 for t in times), times
+    assert all(np.isfinite(x) and x > 0 for t in times for x in t), times
+
+
+def test_runner_measure_gives_each_module_its_own_times(kernel):
+    """Through a builder and runner with known answers (each built module runs in a time
+    of its own): the modules run interleaved, and each gets the times of its runs."""
+    from types import SimpleNamespace
+
+    from mxc.backends.tvm.tune_verify import runner_measure
+    _, _, _, target, task = kernel
+    secs = {"/nonexistent/tuned.so": 2e-3, "/nonexistent/default.so": 5e-3}
+    ran: list[str] = []
+
+    class Builder:
+        def build(self, inputs):
+            return [SimpleNamespace(error_msg=None, artifact_path=path)
+                    for path, _ in zip(secs, inputs)]
+
+    class Runner:
+        def run(self, inputs):
+            ran.extend(i.artifact_path for i in inputs)
+            return [SimpleNamespace(result=lambda p=i.artifact_path: SimpleNamespace(
+                error_msg=None, run_secs=[secs[p]])) for i in inputs]
+    mods = [_mxc_default(task, target).mod, _naive(task).mod]
+    times = runner_measure(Builder(), Runner(), target)(mods, 4)
+    assert times == [[2e-3] * 4, [5e-3] * 4]
+    assert ran == [list(secs)[i] for i in interleaved_order(2, 4)]
+
+
+def test_a_verdict_is_the_decision_on_what_was_measured(kernel, measure, tmp_path):
+    """Verified with the real runner, the lying record gets a verdict drawn from the
+    times measured (whichever way they fall on this machine), and the build follows it."""
+    from mxc.backends.tvm.tune_verify import _decide
+    mod, graph, params, target, task = kernel
+    db = tmp_path / "db"
+    database = _database(db, task, target, _naive(task), 1e-9)
+    seen: list = []
+
+    def recorded(mods, rounds):
+        seen.append(measure(mods, rounds))
+        return seen[-1]
+    verdict = verify_task(task.task_name, task.dispatched[0], target, database, db, recorded)
+    assert len(seen) == 1 and verdict is not None and verdict.rounds == VERIFY_ROUNDS, verdict
+    assert all(len(t) == VERIFY_ROUNDS and min(t) > 0 for t in seen[0]), seen
+    keep, w_med, d_med, ratio = _decide(seen[0], KEEP_MARGIN)
+    assert verdict.kept == ("tuned" if keep else "default"), (verdict, seen)
+    assert (verdict.winner_ms, verdict.default_ms, verdict.ratio) == \
+        pytest.approx((1e3 * w_med, 1e3 * d_med, ratio)), verdict
+    stats = _build_and_check(mod, graph, params, db)
+    assert _conv_default_scheduled(stats) == (verdict.kept == "default"), (verdict, stats)
 
 
 def test_the_default_schedule_as_best_record_needs_no_verdict(kernel, tmp_path):
@@ -169,15 +251,20 @@ def test_the_default_schedule_as_best_record_needs_no_verdict(kernel, tmp_path):
 
 
 class _Timings:
-    """A measure() that returns given times (seconds per round) and counts its calls."""
+    """A measure() that returns given times (seconds per round) and records what it was
+    asked to measure."""
 
     def __init__(self, winner, default):
         self.times = [list(winner), list(default)]
-        self.calls = 0
+        self.asked: list = []
+
+    @property
+    def calls(self) -> int:
+        return len(self.asked)
 
     def __call__(self, mods, rounds):
         assert len(mods) == 2
-        self.calls += 1
+        self.asked.append(list(mods))
         return [t[:rounds] for t in self.times]
 
 
