@@ -271,9 +271,9 @@ def test_tuning_builder_workers_can_replay_the_int8_schedules():
     import sys
     code = ("from mxc.backends.tvm.tune_workers import builder_init; builder_init()\n"
             "from tvm import s_tir\n"
-            "from mxc.backends.tvm.schedules.int8 import DOT_LANES, dot_intrinsic_name\n"
+            "from mxc.backends.tvm.schedules.int8 import DOT_STEPS, dot_intrinsic_name\n"
             "print(all(s_tir.TensorIntrin.get(dot_intrinsic_name(f), allow_missing=True)\n"
-            "          is not None for f in DOT_LANES))\n")
+            "          is not None for f in DOT_STEPS))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=True)
     assert out.stdout.strip().splitlines()[-1] == "True", out.stderr[-2000:]
