@@ -24,6 +24,7 @@ pytest.importorskip("tvm")
 
 import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
+from tvm.ir.expr import Constant  # noqa: E402
 
 import mxc  # noqa: E402
 from conftest import require_corpus, require_runnable_target  # noqa: E402
@@ -172,10 +173,12 @@ def test_avx2_int8_dense_is_the_exact_integer_product(xdt, weights, family, capl
 
 @pytest.mark.parametrize("weights,present,absent", [
     ("limit", "vpmaddubsw", ("vpdpbusd", "%zmm", "vpmulld")),
-    ("extreme", "vpmaddwd", ("vpmaddubsw", "vpdpbusd", "%zmm", "vpmulld"))])
+    ("extreme", "vpmaddwd", ("vpmaddubsw", "vpdpbusd", "%zmm", "vpmulld",
+                             "vpsraw", "vpsllw", "vpsrlw"))])
 def test_avx2_build_uses_its_instructions_on_ymm(weights, present, absent):
     """Compiled, whatever this CPU is: the path's instruction, ymm only, no VNNI and no
-    plain int32 multiply left in the kernel."""
+    plain int32 multiply left in the kernel; the exact path widens nothing per step (no
+    shifts: its weights are int16 when packed, its data in the padding copy)."""
     w = _weights(np.random.RandomState(0), (3, 3, 32, 64), weights)
     asm = _asm(_conv_module((1, 12, 12, 32), "uint8", w, 1, 1), AVX2)
     assert present in asm and "%ymm" in asm
@@ -190,6 +193,30 @@ def test_alderlake_build_uses_vex_vpdpbusd_on_ymm():
     lines = [ln for ln in asm.splitlines() if "vpdpbusd" in ln]
     assert lines and all("{vex}" in ln and "%ymm" in ln for ln in lines), lines[:3]
     assert "%zmm" not in asm and "vpmaddubsw" not in asm
+
+
+def test_the_exact_family_multiplies_int16_pairs_widened_once():
+    """AVX2's exact step reads int16 operands: the weights packed ``[K/8, KH, KW, C/2, 8,
+    2]`` int16 at legalization, the data widened in ``pad_temp`` (int8 codes
+    sign-extended, no +128 shift and so no compensation argument)."""
+    from mxc.backends.tvm.build_context import build_context
+    from mxc.backends.tvm.schedules.legalize import cpu_legalize_map
+    w = _weights(np.random.RandomState(0), (3, 3, 32, 20), "extreme")
+    ctx = build_context(resolve_target(AVX2), record=False)
+    mod = relax.transform.LegalizeOps(cpu_legalize_map(ctx))(
+        _conv_module((1, 12, 12, 32), "int8", w, 1, 1))
+    consts = [c.value.numpy() for c in _constants(mod["main"])]
+    assert [(c.shape, str(c.dtype)) for c in consts] == [((3, 3, 3, 16, 8, 2), "int16")]
+    kernel = next(f for gv, f in mod.functions.items() if "int8" in gv.name_hint)
+    assert 'T.Cast("int16"' in kernel.script() and "128" not in kernel.script()
+
+
+def _constants(func):
+    """The tensor constants *func* reads."""
+    found = []
+    relax.analysis.post_order_visit(func.body, lambda e: isinstance(e, Constant)
+                                    and hasattr(e.value, "numpy") and found.append(e))
+    return found
 
 
 def test_the_family_is_carried_on_the_kernel():

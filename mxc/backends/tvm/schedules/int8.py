@@ -32,7 +32,8 @@ channels ``nc`` (whole registers) at a time, as the float micro-kernel of
 :func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
 one ``vpdpbusd``.  AVX2 targets without VNNI run the same kernel with an AVX2 step
 (:mod:`.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
-an exact widened ``vpmaddwd`` otherwise -- :func:`layer_family`, chosen once per
+an exact ``vpmaddwd`` on int16 pairs otherwise -- weights and data widened before
+the kernel's loop, :data:`DOT_STEPS` -- :func:`layer_family`, chosen once per
 layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
 AVX2 keep the generic int32 path (the float-style schedules on int32
 arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import NamedTuple
 
 import numpy as np
 from tvm import relax, s_tir, te, tirx
@@ -64,17 +66,35 @@ GROUP = 4
 # ---------------------------------------------------------------------------
 # the instructions
 # ---------------------------------------------------------------------------
-#: int32 lanes of one dot-product step, per family: ``vpdpbusd`` on zmm (AVX512-VNNI) or
-#: ymm (AVX-VNNI), and AVX2's two sequences on ymm (:mod:`.int8_avx2`) -- the one registry
-#: of families (:func:`register_dot_intrinsics` registers each)
-DOT_LANES = {"avx512vnni": 16, "avxvnni": 8, "avx2": 8, "avx2-exact": 8}
+class DotStep(NamedTuple):
+    """The shape of one family's dot-product step ``C[lanes] += A[group] . B[lanes, group]``."""
+    lanes: int      #: int32 lanes of the accumulator register
+    group: int      #: products summed into each lane
+    data: str       #: the data operand's dtype (what ``pad_temp`` holds)
+    weight: str     #: the packed weights' dtype
+
+
+#: the dot-product step of each family: ``vpdpbusd`` on zmm (AVX512-VNNI) or ymm
+#: (AVX-VNNI), AVX2's ``vpmaddubsw`` sequence on bytes, and AVX2's exact ``vpmaddwd`` on
+#: int16 pairs (weights widened when packed, data in ``pad_temp``; :mod:`.int8_avx2`) --
+#: the one registry of families (:func:`register_dot_intrinsics` registers each)
+DOT_STEPS = {"avx512vnni": DotStep(16, GROUP, "uint8", "int8"),
+             "avxvnni": DotStep(8, GROUP, "uint8", "int8"),
+             "avx2": DotStep(8, GROUP, "uint8", "int8"),
+             "avx2-exact": DotStep(8, 2, "int16", "int16")}
 #: the kernel block's annotation naming its family (chosen per layer at legalization)
 FAMILY_ATTR = "mxc.int8_dot"
 
 
 def dot_lanes(int8_dot: str) -> int:
     """int32 lanes of one dot-product step of the *int8_dot* family (0: none)."""
-    return DOT_LANES.get(int8_dot, 0)
+    return DOT_STEPS[int8_dot].lanes if int8_dot in DOT_STEPS else 0
+
+
+def shifts_data(family: str, data_dtype: str) -> bool:
+    """Whether *data_dtype* codes are shifted by +128 into *family*'s data operand (int8
+    data, an unsigned byte operand) -- and so the kernel subtracts ``128 * sum(w)``."""
+    return data_dtype == "int8" and DOT_STEPS[family].data == "uint8"
 
 
 #: LLVM's ``vpdpbusd`` intrinsic per register width (LLVM picks the VEX encoding on AVX-VNNI)
@@ -94,41 +114,42 @@ def dot_intrinsic(int8_dot: str) -> str:
 
     from .int8_avx2 import is_avx2, step
 
-    lanes = dot_lanes(int8_dot)
-    if not lanes:
+    if int8_dot not in DOT_STEPS:
         raise ValueError(f"no int8 dot-product instruction family {int8_dot!r}")
+    lanes, group, a_dtype, b_dtype = DOT_STEPS[int8_dot]
     # (LLVM >= 17 types the byte operands <4L x i8>; older LLVMs took <L x i32>)
-    c_type, a_type, b_type = f"int32x{lanes}", f"uint8x{GROUP * lanes}", f"int8x{GROUP * lanes}"
+    c_type, b_type = f"int32x{lanes}", f"{b_dtype}x{group * lanes}"
 
-    def accumulate(acc, a_word, b_bytes):
-        """``acc + A . B``: *a_word* the 4 data bytes as an int32, *b_bytes* the weights."""
+    def accumulate(acc, a_word, b_vec):
+        """``acc + A . B``: *a_word* the step's data (4 bytes, 2 int16) as an int32,
+        *b_vec* the weights."""
         if is_avx2(int8_dot):
-            return acc + step(int8_dot, a_word, b_bytes, lanes)
-        a_bytes = T.reinterpret(T.broadcast(a_word, lanes), dtype=a_type)
+            return acc + step(int8_dot, a_word, b_vec, lanes)
+        a_bytes = T.reinterpret(T.broadcast(a_word, lanes), dtype=f"uint8x{GROUP * lanes}")
         return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(_VPDPBUSD[lanes]),
-                                       acc, a_bytes, b_bytes, dtype=c_type)
+                                       acc, a_bytes, b_vec, dtype=c_type)
 
     @T.prim_func(s_tir=True)
-    def desc(a: T.Buffer((GROUP,), "uint8", offset_factor=1),
-             b: T.Buffer((lanes, GROUP), "int8", offset_factor=1),
+    def desc(a: T.Buffer((group,), a_dtype, offset_factor=1),
+             b: T.Buffer((lanes, group), b_dtype, offset_factor=1),
              c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:
         with T.sblock("root"):
-            T.reads(c[0:lanes], a[0:GROUP], b[0:lanes, 0:GROUP])
+            T.reads(c[0:lanes], a[0:group], b[0:lanes, 0:group])
             T.writes(c[0:lanes])
             for i in T.serial(0, lanes):
-                for k in T.serial(0, GROUP):
+                for k in T.serial(0, group):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
                         c[vi] = c[vi] + T.cast(a[vk], "int32") * T.cast(b[vi, vk], "int32")
 
     @T.prim_func(s_tir=True)
-    def impl(a: T.Buffer((GROUP,), "uint8", offset_factor=1),
-             b: T.Buffer((lanes, GROUP), "int8", offset_factor=1),
+    def impl(a: T.Buffer((group,), a_dtype, offset_factor=1),
+             b: T.Buffer((lanes, group), b_dtype, offset_factor=1),
              c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:
         with T.sblock("root"):
-            T.reads(c[0:lanes], a[0:GROUP], b[0:lanes, 0:GROUP])
+            T.reads(c[0:lanes], a[0:group], b[0:lanes, 0:group])
             T.writes(c[0:lanes])
-            a_i32 = T.reinterpret(a.vload([0], "uint8x4"), dtype="int32")
+            a_i32 = T.reinterpret(a.vload([0], f"{a_dtype}x{group}"), dtype="int32")
             c[T.ramp(T.int32(0), 1, lanes)] = accumulate(
                 c.vload([0], dtype=c_type), a_i32, b.vload([0, 0], dtype=b_type))
 
@@ -139,31 +160,36 @@ def dot_intrinsic(int8_dot: str) -> str:
 
 def dot_intrinsic_name(int8_dot: str) -> str:
     """The name :func:`dot_intrinsic` registers for *int8_dot* (nothing registered here)."""
-    return f"mxc_dot_{dot_lanes(int8_dot)}x{GROUP}_{int8_dot}"
+    step = DOT_STEPS[int8_dot]
+    return f"mxc_dot_{step.lanes}x{step.group}_{int8_dot}"
 
 
 def register_dot_intrinsics() -> None:
     """Register every family's intrinsic (tuning workers replay traces that name them)."""
-    for family in DOT_LANES:
+    for family in DOT_STEPS:
         dot_intrinsic(family)
 
 
 # ---------------------------------------------------------------------------
 # compile-time weight packing
 # ---------------------------------------------------------------------------
-def pack_weights(w_hwio: np.ndarray, lanes: int,
-                 channel_multiple: int = GROUP) -> tuple[np.ndarray, np.ndarray]:
-    """(``[K/L, KH, KW, C/4, L, 4]`` int8 weights, ``128 * sum(w)`` int32 per padded channel).
+def pack_weights(w_hwio: np.ndarray, lanes: int, channel_multiple: int = 0,
+                 step: DotStep | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(``[K/L, KH, KW, C/G, L, G]`` weights, ``128 * sum(w)`` int32 per padded channel).
 
-    Channels are zero-padded to multiples of *channel_multiple* (input: 4, or an AMX
+    ``G`` and the dtype are *step*'s (default: 4 int8, the ``vpdpbusd`` step; AVX2's
+    exact step: pairs of int16, the weights widened here, once, not in the kernel).
+    Channels are zero-padded to multiples of *channel_multiple* (input: ``G``, or an AMX
     tile row's 64) and *lanes* (output); the second array is the compensation of the
     +128 data shift.
     """
+    group, dtype = (GROUP, "int8") if step is None else (step.group, step.weight)
+    multiple = channel_multiple or group
     kh, kw, c, k = w_hwio.shape
-    cp, kp = -(-c // channel_multiple) * channel_multiple, -(-k // lanes) * lanes
-    w = np.zeros((kh, kw, cp, kp), dtype=np.int8)
+    cp, kp = -(-c // multiple) * multiple, -(-k // lanes) * lanes
+    w = np.zeros((kh, kw, cp, kp), dtype=dtype)
     w[:, :, :c, :k] = w_hwio
-    packed = w.reshape(kh, kw, cp // GROUP, GROUP, kp // lanes, lanes).transpose(4, 0, 1, 2, 5, 3)
+    packed = w.reshape(kh, kw, cp // group, group, kp // lanes, lanes).transpose(4, 0, 1, 2, 5, 3)
     comp = SHIFT * w.astype(np.int64).sum(axis=(0, 1, 2))
     return np.ascontiguousarray(packed), comp.astype(np.int32)
 
@@ -187,15 +213,18 @@ def fold_width(w_hwio: np.ndarray) -> np.ndarray | None:
 # the kernel (TE)
 # ---------------------------------------------------------------------------
 def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None, strides,
-                     padding, dilation, channels: int, kernel_w: int | None = None,
-                     name: str = CONV_BLOCK, family: str = "") -> te.Tensor:
+                     padding, dilation, channels: int, kernel_w: int | None,
+                     name: str, family: str) -> te.Tensor:
     """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs).
 
     *kernel_w*: the weight folds the kernel's width into its channel groups
-    (``[K/L, KH, 1, ceil(KW*C/4), L, 4]``, :func:`fold_width`): the ``KW x C``
+    (``[K/L, KH, 1, ceil(KW*C/G), L, G]``, :func:`fold_width`): the ``KW x C``
     taps of one kernel row are contiguous bytes of a channels-last input row.
     *family*: the dot-product family chosen for these weights (:func:`layer_family`),
-    put on the accumulating block (:data:`FAMILY_ATTR`) for the schedule to read.
+    put on the accumulating block (:data:`FAMILY_ATTR`) for the schedule to read; its
+    step's data dtype is ``pad_temp``'s (AVX2's exact step: the codes widened to int16
+    there, once, not at every step).  *comp* (given where :func:`shifts_data`): the
+    data is shifted +128 and ``comp`` subtracted.
     """
     n, h, w, c = (int(d) for d in data.shape)
     tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
@@ -209,13 +238,14 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
     width = kw if kernel_w is None else kernel_w
     oh = (h + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
     ow = (w + pl + pr - ((width - 1) * dw + 1)) // sw + 1
-    shifted = data.dtype == "int8"
-    fill = tirx.const(SHIFT if shifted else 0, "uint8")
+    operand = DOT_STEPS[family].data
+    shifted = comp is not None              # int8 data on a byte operand (shifts_data)
+    fill = tirx.const(SHIFT if shifted else 0, operand)
 
     def padded(i, y, x, ch, *bounds):
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, *bounds)
         v = data[i, y - pt, x - pl, ch]
-        v = (v.astype("int32") + SHIFT).astype("uint8") if shifted else v
+        v = (v.astype("int32") + SHIFT).astype("uint8") if shifted else v.astype(operand)
         return tirx.if_then_else(inside, v, fill)
 
     ry = te.reduce_axis((0, kh), name="ry")
@@ -237,7 +267,7 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
         def tap(i, y, x):
             return phase_tap(src, sw, i, y * sh + ry * dh, x, rx * dw, rc * group + ri)
     else:
-        if shifted or any(padding) or c4 * group != c:
+        if data.dtype != operand or any(padding) or c4 * group != c:
             src = te.compute((n, h + pt + pb, w + pl + pr, c4 * group),
                              lambda i, y, x, ch: padded(i, y, x, ch, ch < c), name="pad_temp")
         else:
@@ -263,12 +293,12 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
 
 
 def dense_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
-               units: int, name: str = CONV_BLOCK, family: str = "") -> te.Tensor:
+               units: int, name: str, family: str) -> te.Tensor:
     """``[M, C] x [C, N]`` of int8 codes as a 1x1 convolution over ``M`` pixels."""
     m, c = (int(d) for d in data.shape)
     x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_int8_rows")
-    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, name=name,
-                         family=family)
+    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, None, name,
+                         family)
     return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_int8_out")
 
 
@@ -295,16 +325,11 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
     block = _tile_block(tiles, [int(d) for d in static_shape(x)], list(weights.shape),
                         [int(d) for d in static_shape(call)], a.strides)
     folded = fold_width(weights) if int(a.dilation[1]) == 1 and block == CONV_BLOCK else None
-    packed, comp = _pack_for(block, weights if folded is None else folded, lanes)
-    family = layer_family(int8_dot, packed)
-    dot_intrinsic(family)     # registered before any schedule (or tuning record) names it
-    args = [x, relax.const(packed, "int8")]
-    if tensor_dtype(x) == "int8":
-        args.append(relax.const(comp, "int32"))
+    family, args, shape = _kernel_args(block, x, weights if folded is None else folded, int8_dot)
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(static_shape(w)[3]),
                 None if folded is None else int(weights.shape[1]), block, family)
-    log.debug("int8 conv2d -> %s kernel (%s), weights %s", block, family, packed.shape)
+    log.debug("int8 conv2d -> %s kernel (%s), weights %s", block, family, shape)
     return bb.call_te(lambda d, wt, *cp: conv2d_nhwc_int8(d, wt, *(cp or [None]), *geometry),
                       *args, primfunc_name_hint=block)
 
@@ -321,15 +346,30 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
     c, n = (int(d) for d in static_shape(w))
     m = int(static_shape(x)[0])
     block = _tile_block(tiles, [1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1))
-    packed, comp = _pack_for(block, w.value.numpy().reshape(1, 1, c, n), lanes)
-    family = layer_family(int8_dot, packed)
-    dot_intrinsic(family)
-    args = [x, relax.const(packed, "int8")]
-    if tensor_dtype(x) == "int8":
-        args.append(relax.const(comp, "int32"))
-    log.debug("int8 dense -> %s kernel (%s), weights %s", block, family, packed.shape)
+    family, args, shape = _kernel_args(block, x, w.value.numpy().reshape(1, 1, c, n), int8_dot)
+    log.debug("int8 dense -> %s kernel (%s), weights %s", block, family, shape)
     return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n, block, family),
                       *args, primfunc_name_hint="dense_int8")
+
+
+def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
+    """(family, the kernel's arguments: data, packed weights[, compensation], the packed
+    weights' shape) of one layer.
+
+    The family is chosen (:func:`layer_family`) from the weights packed for the target's
+    step; one whose step differs (AVX2's exact one: int16 pairs) gets them packed again
+    for its own.  Its intrinsic is registered before any schedule (or tuning record)
+    names it."""
+    packed, comp = _pack_for(block, w_hwio, dot_lanes(int8_dot))
+    family = layer_family(int8_dot, packed)
+    step = DOT_STEPS[family]
+    if (step.group, step.weight) != (packed.shape[-1], str(packed.dtype)):
+        packed, comp = pack_weights(w_hwio, step.lanes, step=step)
+    dot_intrinsic(family)
+    args = [x, relax.const(packed, step.weight)]
+    if shifts_data(family, tensor_dtype(x)):
+        args.append(relax.const(comp, "int32"))
+    return family, args, packed.shape
 
 
 def layer_family(int8_dot: str, packed: np.ndarray) -> str:

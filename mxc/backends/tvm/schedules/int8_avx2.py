@@ -3,9 +3,9 @@
 The kernels of :mod:`.int8` are shaped for ``vpdpbusd`` (``C[L] += A[4] . B[L, 4]``,
 uint8 x int8 into int32); a CPU without VNNI has no such instruction, and the
 plain int32 path (widen every byte, ``vpmulld``, add) does 8 multiply-adds per
-instruction.  Two AVX2 sequences compute the same step on a ymm register
-(``L = 8``), with the same packed weights and the same data layout, so only the
-tensor intrinsic differs:
+instruction.  Two AVX2 sequences compute a step of the same kernel and schedule
+on a ymm register (``L = 8``); they differ in the tensor intrinsic and, for the
+exact one, the operands' width (:data:`.int8.DOT_STEPS`, the kernel reads it):
 
 * ``"avx2"``: ``vpmaddubsw`` multiplies 32 unsigned by 32 signed bytes and adds
   adjacent products into 16 int16 -- **saturating** -- then ``vpmaddwd`` by ones
@@ -13,10 +13,13 @@ tensor intrinsic differs:
   sequence).  A pair ``a0*w0 + a1*w1`` saturates once ``255 * (|w0| + |w1|) >
   32767``; where every pair of weights sharing an int16 lane has ``|w0| + |w1| <=
   128`` (:data:`PAIR_LIMIT`) no uint8 data can reach that, and the step is exact.
-* ``"avx2-exact"``: the weights' even and odd bytes sign-extended to int16 in
-  the register (two shifts), the data's even and odd bytes zero-extended, and
-  two ``vpmaddwd`` (int16 x int16, pairs summed into int32: no saturation is
-  possible for these ranges) -- exact for any weights, one more multiply per step.
+* ``"avx2-exact"``: the step of 2 input channels: the weights widened to int16
+  when packed (``[K/L, KH, KW, C/2, L, 2]``, once: they are constants) and the
+  data widened to int16 once, in the padding copy (``pad_temp``: uint8 codes
+  zero-extended, int8 ones sign-extended -- no +128 shift); one ``vpbroadcastd``
+  of the data pair, one ``vpmaddwd`` (int16 x int16, pairs summed into int32: no
+  saturation is possible for these ranges) and one ``vpaddd`` -- exact for any
+  weights, two multiplies per 4 channels as the ``"avx2"`` step, one more add.
 
 The weights are constants, so the choice is made per layer at compile time from
 the packed weights (:func:`layer_family`) and carried on the kernel as data
@@ -63,35 +66,27 @@ def layer_family(int8_dot: str, packed: np.ndarray) -> str:
     return int8_dot
 
 
-def step(family: str, a_word, b_bytes, lanes: int):
-    """The int32x*lanes* sum ``A[4] . B[L, 4]`` of one step of AVX2 *family*.
+def step(family: str, a_word, b_vec, lanes: int):
+    """The int32x*lanes* sum ``A[G] . B[L, G]`` of one step of AVX2 *family*.
 
-    *a_word*: the 4 data bytes as one int32 (byte k = ``A[k]``); *b_bytes*: the
-    ``L x 4`` weight bytes as an int8 vector."""
+    *a_word*: the step's data as one int32 (``"avx2"``: 4 uint8 codes, byte k = ``A[k]``;
+    ``"avx2-exact"``: an int16 pair); *b_vec*: the ``L x G`` weights (int8 bytes;
+    int16 pairs, widened when packed)."""
     from tvm.script import tirx as T
 
     i16, i32 = f"int16x{2 * lanes}", f"int32x{lanes}"
+    madd = T.llvm_lookup_intrinsic_id(_PMADDWD)
     if family == AVX2:
         a_bytes = T.reinterpret(T.broadcast(a_word, lanes), dtype=f"uint8x{4 * lanes}")
         pairs = T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(_PMADDUBSW),
-                                        a_bytes, b_bytes, dtype=i16)
-        return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(_PMADDWD), pairs,
-                                       T.broadcast(T.int16(1), 2 * lanes), dtype=i32)
+                                        a_bytes, b_vec, dtype=i16)
+        return T.call_llvm_pure_intrin(madd, pairs, T.broadcast(T.int16(1), 2 * lanes),
+                                       dtype=i32)
     if family != AVX2_EXACT:
         raise ValueError(f"no AVX2 int8 step {family!r}")
-    # data: bytes (0, 2) and (1, 3) as int16 pairs, zero-extended (uint8 codes)
-    low = T.int32(0x00FF00FF)
-    a_even = T.reinterpret(T.broadcast(T.bitwise_and(a_word, low), lanes), dtype=i16)
-    a_odd = T.reinterpret(T.broadcast(T.bitwise_and(T.shift_right(a_word, 8), low), lanes),
-                          dtype=i16)
-    # weights: each int16 lane holds bytes (2j, 2j+1); arithmetic shifts sign-extend them
-    words = T.reinterpret(b_bytes, dtype=i16)
-    eight = T.broadcast(T.int16(8), 2 * lanes)
-    w_odd = T.shift_right(words, eight)
-    w_even = T.shift_right(T.shift_left(words, eight), eight)
-    madd = T.llvm_lookup_intrinsic_id(_PMADDWD)
-    return (T.call_llvm_pure_intrin(madd, w_even, a_even, dtype=i32)
-            + T.call_llvm_pure_intrin(madd, w_odd, a_odd, dtype=i32))
+    # int16 x int16, pairs summed into int32: |sum| <= 2 * 255 * 128, no saturation
+    a_pairs = T.reinterpret(T.broadcast(a_word, lanes), dtype=i16)
+    return T.call_llvm_pure_intrin(madd, b_vec, a_pairs, dtype=i32)
 
 
 def is_avx2(family: str) -> bool:
