@@ -33,6 +33,8 @@ from mxc.backends.tvm.schedules.int8 import FAMILY_ATTR, pack_weights  # noqa: E
 from mxc.backends.tvm.schedules.int8_avx2 import PAIR_LIMIT, saturation_free  # noqa: E402
 from mxc.backends.tvm.schedules.microarch import int8_dot  # noqa: E402
 from oracle import assert_close  # noqa: E402
+from test_int8_vnni import INT8_MODELS, _asm, _conv_module as _vnni_conv, _dense_module, _run  # noqa: E402
+from test_int8_vnni import check_int8_corpus_model  # noqa: E402
 
 #: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
 pytestmark = pytest.mark.isa
@@ -49,26 +51,8 @@ CONVS = {
 
 
 def _conv_module(x_shape, x_dtype, w_hwio, stride, pad):
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(x_shape, x_dtype))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit_output(bb.emit(relax.op.nn.conv2d(
-                x, relax.const(w_hwio, "int8"), strides=stride, padding=pad,
-                out_dtype="int32", data_layout="NHWC", kernel_layout="HWIO")))
-        bb.emit_func_output(y)
-    return bb.get()
-
-
-def _dense_module(x_shape, x_dtype, w_ck):
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(x_shape, x_dtype))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit_output(bb.emit(relax.op.matmul(x, relax.const(w_ck, "int8"),
-                                                       out_dtype="int32")))
-        bb.emit_func_output(y)
-    return bb.get()
+    """The bare channels-last convolution (NHWC x HWIO -> int32)."""
+    return _vnni_conv(x_shape, x_dtype, w_hwio, stride, pad, plus=None)
 
 
 def _conv_reference(x, w, stride, pad):
@@ -108,17 +92,6 @@ def _data(rng, dtype, shape, extreme):
 def _families(caplog) -> set[str]:
     return {r.getMessage().split("(")[1].split(")")[0] for r in caplog.records
             if "int8" in r.getMessage() and "kernel (" in r.getMessage()}
-
-
-def _run(mod, target, x):
-    exe = build_module(mod, target)
-    return relax.VirtualMachine(exe, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
-
-
-def _asm(mod, target) -> str:
-    exe = build_module(mod, target)
-    return "\n".join(str(m.inspect_source("asm")) for m in exe.mod.imports
-                     if m.kind == "llvm")
 
 
 def test_avx2_targets_take_the_avx2_family_and_vnni_targets_keep_theirs():
@@ -231,27 +204,12 @@ def test_the_family_is_carried_on_the_kernel():
     assert scripts and f'"{FAMILY_ATTR}": "avx2-exact"' in scripts[0]
 
 
-INT8_MODELS = ["int8_resnet18_v1_w0.5_mkldnn", "int8_resnet18_v1_classic",
-               "int8_mobilenet0.5_nocalib"]
-
-
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_int8_corpus_model_on_avx2_matches_mxnet(name, caplog):
     """MXNet's outputs to the model's tolerance (as the VNNI build): the int32
     accumulators are exact on both, so only the float epilogues may differ."""
     target = require_runnable_target(AVX2)
-    root = require_corpus("wave2/models") / name
-    meta = json.loads((root / "meta.json").read_text())
-    params = mxc.nd.load(root / "model.params")
-    io = np.load(root / "io.npz")
-    feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
-    args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
-    aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
     with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.int8"):
-        model = mxc.compile(mxc.sym.load(root / "symbol.json"), (args, aux),
-                            shapes={k: v.shape for k, v in feeds.items()}, target=target)
+        check_int8_corpus_model(name, target)
     assert _families(caplog) <= {"avx2", "avx2-exact"} and _families(caplog), caplog.text[-500:]
-    for i, got in enumerate(model.session().run(feeds)):
-        assert_close(np.asarray(got), io[f"out__{i}"], meta["rtol"], meta["atol"],
-                     f"{name} output {i} ({target})")
