@@ -269,6 +269,39 @@ def test_sub_vector_tiles_on_avx2_and_avx512():
     assert tile_shape(36, 3136, MICROARCHS["znver4"]) == (12, 8)
 
 
+@pytest.mark.parametrize("arch", sorted(MICROARCHS))
+@pytest.mark.parametrize("cext,rext", [(32, 12544), (96, 3136), (960, 49), (144, 784),
+                                       (576, 196)])
+def test_overlapping_window_tiles_fit_every_tap(arch, cext, rext):
+    """A stride-1 depthwise kernel keeps the weight vectors of each of its 3 unrolled taps
+    live beside its accumulators and the shared input vector: they fit the row's register
+    file; a tile of several vectors takes a block dividing the pixels wherever one keeps
+    at least ``fma_latency`` accumulators (else one-vector tiles are tried too)."""
+    from mxc.backends.tvm.schedules.reduction import operand_registers
+    info = MICROARCHS[arch]
+    nc, rw = tile_shape(cext, rext, info, streaming=True, taps=3)
+    v = nc // vector_piece(nc, info.lanes)
+    assert rw * v + operand_registers(v, True, 3) <= info.registers
+    assert operand_registers(v, True, 3) == 3 * v + 1
+    exact = [(c, r) for c in range(info.lanes, cext + 1, info.lanes) if cext % c == 0
+             for r in range(1, rext + 1) if rext % r == 0
+             and r * (c // info.lanes) + 3 * (c // info.lanes) + 1 <= info.registers
+             and r * (c // info.lanes) >= info.fma_latency]
+    if exact and nc > info.lanes:
+        assert rext % rw == 0, (nc, rw)
+
+
+def test_overlapping_windows_on_16_and_32_registers():
+    # 32 channels over 112x112, stride 1: 14 accumulators + 6 weight vectors spilled on
+    # AVX2's 16 registers; 2 x 4 pixels fit.  960 channels over 7x7: 16-channel tiles fit
+    # only 4-pixel blocks, a partial last one -- one vector x 7 pixels is exact
+    assert tile_shape(32, 12544, MICROARCHS["znver3"], streaming=True, taps=3) == (16, 4)
+    assert tile_shape(960, 49, MICROARCHS["znver3"], streaming=True, taps=3) == (8, 7)
+    # without overlap (stride 2) the input is each FMA's memory operand: unchanged
+    assert tile_shape(96, 784, MICROARCHS["znver3"], streaming=True) == (16, 7)
+    assert tile_shape(96, 784, MICROARCHS["znver4"], streaming=True) == (32, 14)
+
+
 def test_tile_shape_keeps_packed_channel_tile():
     assert tile_shape(64, 3136, AVX2, nc=32)[0] == 32
 

@@ -45,8 +45,18 @@ BROADCAST_OPERAND_REGISTERS = 3
 
 #: a kernel streaming a vector per FMA from its input (depthwise, pooling) takes tiles of
 #: at least this many vectors: one-vector tiles measured 3-7x slower on Zen 4 (AVX-512
-#: and AVX2 alike: mobilenetv2's 3x3 depthwise layers), whatever the port model says
+#: and AVX2 alike: mobilenetv2's 3x3 depthwise layers), whatever the port model says --
+#: unless, its taps' windows overlapping (:func:`tile_shape`), the best such tile leaves a
+#: partial last block or keeps fewer accumulators than the FMA latency (16 registers, a
+#: stride-1 3x3 window, 7x7 pixels: 16 channels fit 4-pixel
+#: blocks only, which leave a partial one; 8 channels x 7 pixels measured 1.5x faster on
+#: Zen 4 as AVX2 code)
 STREAMING_MIN_VECTORS = 2
+
+#: registers a streaming micro-kernel whose neighbouring pixels read overlapping windows
+#: keeps besides accumulators and weight vectors: the input vector it loads once for
+#: several taps (without overlap the input is each FMA's memory operand)
+STREAMING_OPERAND_REGISTERS = 1
 
 #: a register block that leaves a partial last block must beat the best exact one by this
 #: factor: the partial block puts a predicate on every FMA of every block (measured 2-3x
@@ -89,7 +99,8 @@ def vector_piece(nc: int, lanes: int) -> int:
 
 
 def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
-               streaming: bool = False, exact: bool = False) -> tuple[int | None, int]:
+               streaming: bool = False, exact: bool = False,
+               taps: int = 1) -> tuple[int | None, int]:
     """(nc, rw): channels per tile (the vector axis, extent *cext*) and the
     register-block length along the pixel axis (extent *rext*).
 
@@ -110,20 +121,33 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
 
     *exact*: only register blocks that divide *rext* (a tensorized micro-kernel,
     :func:`.int8.rule_dot`, cannot take the predicate a partial last block puts on it).
+
+    *taps*: reduction steps unrolled in the micro-kernel whose inputs overlap at
+    neighbouring pixels (a stride-1 3x3 window's columns).  A streaming kernel keeps
+    every tap's ``v`` weight vectors live across the register block there: LLVM loads
+    each input vector once and multiplies it by the weights of every tap it meets
+    (mobilenetv2's stride-1 3x3 depthwise layers: 14 accumulators + 6 weight vectors
+    spilled on 16 registers, 2.2x slower than 8 accumulators on Zen 4 as AVX2 code; at
+    stride 2 the same tiles measured no loss on either width, so they count one tap).
     """
     if nc is not None:
-        return _best_tile([nc], rext, info, streaming, exact)
+        return _best_tile([nc], rext, info, streaming, exact, taps)
     piece = vector_piece(cext, info.lanes)
     shapes = _tile_candidates(cext, piece, MAX_TILE_VECTORS)
-    wide = STREAMING_MIN_VECTORS * info.lanes
-    if streaming and any(cand >= wide for cand in shapes):
-        shapes = [cand for cand in shapes if cand >= wide]
-    nc, rw = _best_tile(shapes, rext, info, streaming, exact)
     in_flight = info.fma_latency * info.fma_ports
+    wide = [cand for cand in shapes if cand >= STREAMING_MIN_VECTORS * info.lanes]
+    if streaming and wide:
+        nc, rw = _best_tile(wide, rext, info, streaming, exact, taps)
+        # kept unless overlapping taps leave it a partial block or one too short to
+        # cover the FMA latency
+        if taps == 1 or len(wide) == len(shapes) or \
+                rext % rw == 0 and rw * (nc // piece) >= min(info.fma_latency, rext):
+            return nc, rw
+    nc, rw = _best_tile(shapes, rext, info, streaming, exact, taps)
     if not streaming and rw * (nc // piece) < in_flight:
         more = _tile_candidates(cext, piece, LATENCY_TILE_VECTORS)
         if len(more) > len(shapes):
-            nc, rw = _best_tile(more, rext, info, streaming, exact)
+            nc, rw = _best_tile(more, rext, info, streaming, exact, taps)
     return nc, rw
 
 
@@ -132,8 +156,8 @@ def _tile_candidates(cext: int, piece: int, max_pieces: int) -> list[int]:
     return [v * piece for v in range(1, max_pieces + 1) if cext % (v * piece) == 0]
 
 
-def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
-               streaming: bool, exact_blocks: bool = False) -> tuple[int, int]:
+def _best_tile(shapes: list[int], rext: int, info: CpuInfo, streaming: bool,
+               exact_blocks: bool = False, taps: int = 1) -> tuple[int, int]:
     """The (nc, rw) of the register-tile model's best pick among channel tiles *shapes*."""
     regs = info.registers
     best = {True: None, False: None}     # keyed by "rw divides the pixel extent"
@@ -147,9 +171,7 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
             if exact_only and rext % rw:
                 continue
             acc = rw * v
-            # operands: the v weight vectors, plus (broadcasting) the input scalar
-            # and spares; a streamed input vector is an FMA's memory operand instead
-            if acc + v + (0 if streaming else BROADCAST_OPERAND_REGISTERS) > regs:
+            if acc + operand_registers(v, streaming, taps) > regs:
                 break
             loads = (acc if streaming else rw) + v
             score = (round(tile_rate(cand, rw, rext, info, streaming), SCORE_DECIMALS),
@@ -165,6 +187,15 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo,
     if pick is None:
         return shapes[0], 1
     return pick[1], pick[2]
+
+
+def operand_registers(v: int, streaming: bool, taps: int = 1) -> int:
+    """Vector registers a tile of *v* pieces keeps besides its accumulators: broadcasting,
+    the v weight vectors, the input scalar and spares; streaming, the weight vectors of
+    every overlapping tap (:func:`tile_shape`) and, where taps share it, the input vector."""
+    if streaming:
+        return v * taps + (STREAMING_OPERAND_REGISTERS if taps > 1 else 0)
+    return v + BROADCAST_OPERAND_REGISTERS
 
 
 def tile_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = False) -> float:
@@ -226,7 +257,8 @@ class ReductionNest:
     packed_nc: int | None      # the channel tile pre-packed weights fix, if any
     weight_axes: list[int]     # spatial axes besides the vector one that index the weights
     extents: list[int]         # every iter var's extent
-    reduce_extent: int         # the innermost reduction iter var's extent
+    reduce_extent: int         # the innermost reduction iter var's extent (of those > 1)
+    overlapping: bool = False  # streaming, and neighbouring pixels read overlapping windows
 
 
 def _streams_vectors(block, var) -> bool:
@@ -309,7 +341,31 @@ def _analyse(sch, main) -> ReductionNest | None:
                          pixel_extent=math.prod(extents[i] for i in pix),
                          streaming=streaming, packed_nc=_packed_nc(block, cext),
                          weight_axes=weight_axes, extents=extents,
-                         reduce_extent=extents[reduce_[-1]])
+                         reduce_extent=extents[_innermost_reduction(extents, reduce_)],
+                         overlapping=streaming and bool(pix) and _unit_stride(
+                             block, ivs[pix[-1]].var,
+                             ivs[_innermost_reduction(extents, reduce_)].var))
+
+
+def _innermost_reduction(extents: list[int], reduce_: list[int]) -> int:
+    """The position of the innermost reduction iter var that loops (a depthwise
+    convolution's unit channel-multiplier axis comes after its window's columns)."""
+    looping = [i for i in reduce_ if (extents[i] or 1) > 1] or reduce_
+    return looping[-1]
+
+
+def _unit_stride(block, pixel, tap) -> bool:
+    """Whether a read of *block* indexes one dim by ``pixel + tap`` (+ a constant): the
+    window of the next pixel along the *pixel* axis overlaps this one's in all but
+    one *tap* (a stride-1 window)."""
+    from tvm.sym import detect_linear_equation
+    for r in block.reads:
+        for rg in r.region:
+            if uses_var(rg.min, pixel) and uses_var(rg.min, tap):
+                coef = detect_linear_equation(rg.min, [pixel, tap])
+                if len(coef) == 3 and as_int(coef[0]) == 1 and as_int(coef[1]) == 1:
+                    return True
+    return False
 
 
 # ---------------------------------------------------------------------------
@@ -325,10 +381,11 @@ class ReductionPlan:
 
 
 def _plan(nest: ReductionNest, info: CpuInfo) -> ReductionPlan:
+    unroll = nest.reduce_extent <= UNROLL_MAX_REDUCTION
+    taps = nest.reduce_extent if unroll and nest.overlapping else 1
     nc, rw = tile_shape(nest.channels, nest.pixel_extent, info, nc=nest.packed_nc,
-                        streaming=nest.streaming)
-    return ReductionPlan(nc=nc, rw=rw,
-                         unroll_reduction=nest.reduce_extent <= UNROLL_MAX_REDUCTION)
+                        streaming=nest.streaming, taps=taps)
+    return ReductionPlan(nc=nc, rw=rw, unroll_reduction=unroll)
 
 
 # ---------------------------------------------------------------------------
@@ -402,6 +459,9 @@ def _apply(sch, main, nest: ReductionNest, plan: ReductionPlan, params, keep,
     # update block alone is no longer a reduction block and the checks refuse
     sch.parallel(par)
     if plan.unroll_reduction:
+        # the innermost loop, even of extent 1 (a depthwise convolution's channel
+        # multiplier): LLVM unrolls the window's columns before it by itself, and
+        # unrolling them here measured 5x slower for 48-channel tiles on Zen 4
         sch.unroll(red[-1])
     for lp in inner + lanes_loop:
         sch.unroll(lp)
