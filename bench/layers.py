@@ -28,6 +28,12 @@ rounds::
 
     TVM_NUM_THREADS=1 python bench/layers.py --precision fp32 bf16 --cpu-time \
         --batch 1 8 --rounds 3 --layers rn_3x3 rn_3x3_512 iv3_1x7
+
+``--winograd on off`` (with ``--cpu-time``) interleaves Winograd and direct kernels of
+every layer the same way, for the ``auto`` rule's decisions::
+
+    TVM_NUM_THREADS=1 python bench/layers.py --winograd on off --cpu-time --rounds 5 \
+        --target "llvm -mcpu=znver3" --layers rn_3x3 rn_3x3_512 sq_e3_16 sq_e3_64
 """
 
 from __future__ import annotations
@@ -122,12 +128,12 @@ def compile_layer(name: str, target: str, precision: str = "fp32", batch: int = 
 
 
 def bench_layer(name: str, target: str, runs: int, warmup: int, precision: str = "fp32",
-                batch: int = 1) -> dict:
+                batch: int = 1, winograd: str = "auto") -> dict:
     """Wall-clock figures of layer *name*: the whole call and its kernel(s) alone."""
     from bench.timing import measure, percentile
     from mxc.backends.tvm.run import load_vm
 
-    case = compile_layer(name, target, precision, batch)
+    case = compile_layer(name, target, precision, batch, winograd)
     vm = load_vm(case["exe"])
     times = measure(lambda: vm["main"](case["x"]), warmup, runs)
     kernel_us = _kernel_times(case["exe"], case["x"], runs)
@@ -149,11 +155,14 @@ def is_layout_only(kernel: str) -> bool:
     return kernel.startswith("vm.builtin") or kernel.rstrip("0123456789") == "transpose"
 
 
-def _recorded_calls(exe, x) -> list:
+def _recorded_calls(exe, x, output_layout: bool = False) -> list:
     """(kernel name, args) of each kernel one call of *exe* runs, except VM builtins
     and pure layout kernels (``transpose``, ``transpose1``, ...: a kernel with the
     transpose fused in, as a Winograd output transform writing NCHW, is counted),
-    recorded with the VM's instrument."""
+    recorded with the VM's instrument.  *output_layout*: the pure layout kernels after
+    the layer's first kernel (the NHWC -> NCHW transpose of its output) are counted
+    too, so a direct convolution pays for the NCHW write the Winograd output transform
+    does fused (:func:`cpu_time_rows` comparing Winograd modes)."""
     import tvm
     from tvm import relax
 
@@ -162,7 +171,9 @@ def _recorded_calls(exe, x) -> list:
 
     def instrument(_func, name, before, _ret, *args):
         name = str(name)
-        if before and not is_layout_only(name):
+        if not before or name.startswith("vm.builtin"):
+            return 0
+        if not is_layout_only(name) or (output_layout and calls):
             calls.append((name, list(args)))
         return 0
 
@@ -173,13 +184,15 @@ def _recorded_calls(exe, x) -> list:
     return calls
 
 
-def kernel_cpu_seconds(case: dict, runs: int, min_s: float = 0.05) -> list[float]:
+def kernel_cpu_seconds(case: dict, runs: int, min_s: float = 0.05,
+                       output_layout: bool = False) -> list[float]:
     """CPU seconds (``time.process_time``) per call of the layer's kernel(s): *runs*
-    figures, each the mean of as many back-to-back calls as take *min_s* CPU time."""
+    figures, each the mean of as many back-to-back calls as take *min_s* CPU time
+    (*output_layout*: see :func:`_recorded_calls`)."""
     from mxc.runtime._tvm import _defining
 
     calls = [(_defining(case["exe"].mod, name).get_function(name), args)
-             for name, args in _recorded_calls(case["exe"], case["x"])]
+             for name, args in _recorded_calls(case["exe"], case["x"], output_layout)]
 
     def once():
         for fn, args in calls:
@@ -214,20 +227,27 @@ def _kernel_times(exe, x, runs: int) -> list[float]:
 
 
 def cpu_time_rows(names, target: str, precisions, batches, runs: int, rounds: int,
-                  winograd: str = "auto"):
-    """Per layer, precision and batch: median kernel CPU time over *rounds* rounds that
-    interleave every variant (each round's figure: the median of *runs*)."""
+                  winograd="auto"):
+    """Per layer, precision, batch and Winograd mode (*winograd*: one mode or several):
+    median kernel CPU time over *rounds* rounds that interleave every variant (each
+    round's figure: the median of *runs*).  Comparing several modes, every variant
+    counts the transpose writing its NCHW output (``output_layout``), which the
+    Winograd output transform has fused in and a direct convolution runs apart."""
     from bench.timing import percentile
 
-    cases = [compile_layer(n, target, p, b, winograd) for n in names for b in batches
-             for p in precisions]
+    modes = [winograd] if isinstance(winograd, str) else list(winograd)
+    output_layout = len(modes) > 1
+    cases = [{**compile_layer(n, target, p, b, w), "winograd": w} for n in names
+             for b in batches for p in precisions for w in modes]
     per_round: list[list[float]] = [[] for _ in cases]
     for _ in range(rounds):
         for i, case in enumerate(cases):
-            per_round[i].append(percentile(kernel_cpu_seconds(case, runs), 50))
+            per_round[i].append(percentile(kernel_cpu_seconds(case, runs,
+                                                              output_layout=output_layout), 50))
     for case, figures in zip(cases, per_round):
         med = percentile(figures, 50)
-        yield {**_row(case), "winograd": winograd, "kernel_cpu_ms": round(med * 1e3, 4),
+        yield {**_row(case), "winograd": case["winograd"], "output_layout": output_layout,
+               "kernel_cpu_ms": round(med * 1e3, 4),
                "rounds_ms": [round(f * 1e3, 4) for f in figures],
                "gflops": round(case["flops"] / med / 1e9, 1)}
 
@@ -243,10 +263,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (--cpu-time)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time kernels by process CPU time (use with TVM_NUM_THREADS=1)")
-    ap.add_argument("--winograd", default="auto", choices=["auto", "on", "off"],
-                    help="fp32 3x3 convolutions' Winograd mode (off: direct kernels)")
+    ap.add_argument("--winograd", nargs="+", default=["auto"], choices=["auto", "on", "off"],
+                    help="fp32 3x3 convolutions' Winograd mode(s) (off: direct kernels; "
+                         "several, with --cpu-time: interleaved per round)")
     ap.add_argument("--ceiling", action="store_true", help="also measure the sgemm ceiling")
     args = ap.parse_args()
+    if len(args.winograd) > 1 and not args.cpu_time:
+        ap.error("several --winograd modes need --cpu-time (interleaved rounds)")
     if args.cpu_time:
         for row in cpu_time_rows(args.layers, args.target, args.precision, args.batch,
                                  args.runs, args.rounds, args.winograd):
@@ -260,7 +283,7 @@ def main() -> None:
         for batch in args.batch:
             for precision in args.precision:
                 row = bench_layer(name, args.target, args.runs, args.warmup, precision,
-                                  batch)
+                                  batch, args.winograd[0])
                 if ceiling:
                     row["of_ceiling"] = round(row["gflops"] / ceiling, 3)
                 print(json.dumps(row), flush=True)

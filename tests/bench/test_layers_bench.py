@@ -21,3 +21,15 @@ def test_only_pure_layout_kernels_are_left_out():
     assert is_layout_only("vm.builtin.alloc_storage")
     assert not is_layout_only("fused_winograd_output_add_less_equal_where_transpose11")
     assert not is_layout_only("fused_conv2d_nhwc_bf16_add_less_equal_where1")
+
+
+def test_output_layout_counts_the_transpose_after_the_layer_only():
+    """Comparing Winograd modes, a direct convolution pays for its NCHW output's
+    transpose (the Winograd output transform writes NCHW fused); the input's transpose
+    before the layer stays out of both."""
+    from bench.layers import _recorded_calls, compile_layer
+    case = compile_layer("s2_32", "llvm", winograd="off")
+    alone = [name for name, _ in _recorded_calls(case["exe"], case["x"])]
+    both = [name for name, _ in _recorded_calls(case["exe"], case["x"], output_layout=True)]
+    assert len(alone) == 1 and not is_layout_only(alone[0])
+    assert both[0] == alone[0] and len(both) == 2 and is_layout_only(both[1])
