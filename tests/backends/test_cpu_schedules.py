@@ -23,7 +23,8 @@ from mxc.backends.reference import run_graph
 from mxc.backends.tvm.build import build_module
 from mxc.backends.tvm.converter import lower_graph
 from mxc.backends.tvm.schedules.cpu import CpuInfo, tile_shape
-from mxc.backends.tvm.schedules.reduction import vector_piece
+from mxc.backends.tvm.schedules.reduction import (MAX_TILE_VECTORS, operand_registers,
+                                                  tile_rate, vector_piece)
 from mxc.backends.tvm.schedules.microarch import MICROARCHS
 from conftest import ISA_TARGETS, isa_target
 
@@ -168,6 +169,12 @@ def test_a_thin_network_input_is_read_in_place(channels, kernel, stride, isa):
 # ---------------------------------------------------------------------------
 # the tile model
 # ---------------------------------------------------------------------------
+def _operands(v: int, streaming: bool, rext: int) -> int:
+    """Operand registers as the model counts them: no spares in tiles wider than
+    MAX_TILE_VECTORS over several pixels (their assembly keeps v weights + 1 broadcast)."""
+    return operand_registers(v, streaming, spares=v <= MAX_TILE_VECTORS or rext <= 1)
+
+
 @pytest.mark.parametrize("cext", [4, 6, 8, 16, 24, 36, 64, 96, 144, 1000, 1280])
 @pytest.mark.parametrize("rext", [1, 7, 49, 169, 196, 3136, 12544])
 @pytest.mark.parametrize("streaming", [False, True])
@@ -178,7 +185,7 @@ def test_tile_shape_invariants(cext, rext, streaming):
         assert nc % AVX2.lanes == 0, "whole vectors when the channels allow"
     vectors = -(-nc // AVX2.lanes)
     assert 1 <= rw <= max(rext, 1)
-    operands = vectors + (0 if streaming else 3)    # streamed inputs: memory operands
+    operands = _operands(vectors, streaming, rext)    # streamed inputs: memory operands
     assert rw * vectors + operands <= AVX2.registers or rw == 1, \
         "accumulators and operands fit the register file"
     if streaming and cext % (2 * AVX2.lanes) == 0:
@@ -209,7 +216,7 @@ def test_tile_shape_fits_every_microarchitecture(arch, cext, rext, streaming):
     vectors = nc // unit
     if cext % info.lanes == 0:
         assert nc % info.lanes == 0, "whole vectors when the channels allow"
-    assert rw * vectors + vectors + (0 if streaming else 3) <= info.registers or rw == 1
+    assert rw * vectors + _operands(vectors, streaming, rext) <= info.registers or rw == 1
 
 
 def test_cost_model_row_comes_from_the_target():
@@ -300,6 +307,50 @@ def test_overlapping_windows_on_16_and_32_registers():
     # without overlap (stride 2) the input is each FMA's memory operand: unchanged
     assert tile_shape(96, 784, MICROARCHS["znver3"], streaming=True) == (16, 7)
     assert tile_shape(96, 784, MICROARCHS["znver4"], streaming=True) == (32, 14)
+
+
+@pytest.mark.parametrize("arch", sorted(MICROARCHS))
+@pytest.mark.parametrize("cext,rext", [(1000, 169), (1000, 49), (960, 196), (192, 289),
+                                       (64, 3136), (1280, 49)])
+def test_wide_channel_tiles_divide_fit_and_beat_the_narrow_ones(arch, cext, rext):
+    """Tiles of more than MAX_TILE_VECTORS vectors (taken where loads or broadcasts bound
+    the best narrow tile's step) divide the channels, fit the row's registers with
+    their operands counted as the assembly keeps them (accumulators, v weights, one
+    broadcast) and are expected by the model to run faster than every narrow tile."""
+    info = MICROARCHS[arch]
+    nc, rw = tile_shape(cext, rext, info)
+    piece = vector_piece(nc, info.lanes)
+    v = nc // piece
+    assert cext % nc == 0
+    assert rw * v + _operands(v, False, rext) <= info.registers
+    if v > MAX_TILE_VECTORS:
+        assert operand_registers(v, False, spares=False) == v + 1
+        narrow = max(tile_rate(c, r, rext, info) for c in range(piece, MAX_TILE_VECTORS * piece
+                                                               + 1, piece) if cext % c == 0
+                     for r in range(1, rext + 1)
+                     if r * (c // piece) + operand_registers(c // piece, False)
+                     <= info.registers)
+        assert tile_rate(nc, rw, rext, info) > narrow
+
+
+@pytest.mark.parametrize("arch", sorted(a for a, r in MICROARCHS.items()
+                                         if r.registers == 16 and r.lanes == 8))
+def test_16_register_rows_take_five_vectors_for_1000_channels(arch):
+    """1000 = 125 x 8 channels: the only tile of at most 4 vectors is one vector, a
+    broadcast per FMA, its loads outnumbering its FMAs.  5 vectors x 2 pixels (10
+    accumulators + 5 weights + 1 broadcast = 16 registers) load 7 operands for 10 FMAs;
+    legalize packs the weights for the same tile (it asks tile_shape too), and the
+    schedule, reading the packed tile, gets the same register block."""
+    info = MICROARCHS[arch]
+    assert tile_shape(1000, 169, info) == (40, 2)
+    assert tile_shape(1000, 169, info, nc=40) == (40, 2)     # the schedule, weights packed
+    assert 2 * 5 + _operands(5, False, 169) == info.registers
+
+
+def test_embedded_broadcast_rows_keep_their_tiles_for_1000_channels():
+    # AVX-512 folds the broadcast into the FMA: 8 channels x 13 pixels stay exact and fast
+    for arch in ("znver4", "skylake-avx512", "icelake-server", "sapphirerapids"):
+        assert tile_shape(1000, 169, MICROARCHS[arch]) == (8, 13)
 
 
 def test_tile_shape_keeps_packed_channel_tile():

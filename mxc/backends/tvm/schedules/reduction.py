@@ -40,8 +40,16 @@ MAX_TILE_VECTORS = 4
 LATENCY_TILE_VECTORS = 8
 
 #: registers a broadcasting micro-kernel keeps besides accumulators and weight vectors:
-#: the broadcast input scalar and spares
-BROADCAST_OPERAND_REGISTERS = 3
+#: the broadcast input scalar, live for the tile's v FMAs (40 channels x 2 pixels on 16
+#: registers, Zen 4 as znver3 code: 10 accumulators + 5 weights + 1 broadcast = ymm0-15,
+#: no stack reference in the inner loop)
+BROADCAST_OPERAND_REGISTERS = 1
+
+#: ... and spares, kept free in tiles of at most MAX_TILE_VECTORS vectors and in one-pixel
+#: (dense) tiles: the picks measured with them (LLVM may load the next step's operands
+#: early).  Wider float tiles over several pixels (:func:`tile_shape`: where loads or
+#: the FMA latency bound the best narrow one) count none
+BROADCAST_SPARE_REGISTERS = 2
 
 #: a kernel streaming a vector per FMA from its input (depthwise, pooling) takes tiles of
 #: at least this many vectors: one-vector tiles measured 3-7x slower on Zen 4 (AVX-512
@@ -117,7 +125,12 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
     best of them cannot keep ``fma_latency x fma_ports`` FMAs in flight (too
     few pixels to block: a dense layer, a 1x1 convolution after global
     pooling), tiles of up to :data:`LATENCY_TILE_VECTORS` pieces are tried
-    too: there the channels must supply the independent accumulators.
+    too: there the channels must supply the independent accumulators.  So
+    they are where the best narrow tile's loads outnumber its FMAs (per port)
+    over several pixels (float kernels: not *exact*, whose tensorized int8 steps
+    keep other operands): 1000 channels = 125 x 8 divide into one-vector tiles
+    only, a broadcast per FMA, while 5 vectors x 2 pixels load 7 operands for
+    10 FMAs (on 16 registers, AVX2: 8 x 10 ran at 54 GFLOP/s, 40 x 2 at 98).
 
     *exact*: only register blocks that divide *rext* (a tensorized micro-kernel,
     :func:`.int8.rule_dot`, cannot take the predicate a partial last block puts on it).
@@ -144,11 +157,19 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
                 rext % rw == 0 and rw * (nc // piece) >= min(info.fma_latency, rext):
             return nc, rw
     nc, rw = _best_tile(shapes, rext, info, streaming, exact, taps)
-    if not streaming and rw * (nc // piece) < in_flight:
+    if not streaming and (rw * (nc // piece) < in_flight
+                          or rext > 1 and not exact and _load_bound(nc, rw, info)):
         more = _tile_candidates(cext, piece, LATENCY_TILE_VECTORS)
         if len(more) > len(shapes):
             nc, rw = _best_tile(more, rext, info, streaming, exact, taps)
     return nc, rw
+
+
+def _load_bound(nc: int, rw: int, info: CpuInfo) -> bool:
+    """Whether a broadcasting step of *nc* x *rw* issues more loads (per load port)
+    than FMAs (per FMA port): the bound of :func:`tile_rate` when latency is not."""
+    v = nc // vector_piece(nc, info.lanes)
+    return (rw + v) / info.load_ports > rw * v / info.fma_ports
 
 
 def _tile_candidates(cext: int, piece: int, max_pieces: int) -> list[int]:
@@ -171,7 +192,8 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo, streaming: bool,
             if exact_only and rext % rw:
                 continue
             acc = rw * v
-            if acc + operand_registers(v, streaming, taps) > regs:
+            if acc + operand_registers(v, streaming, taps, spares=v <= MAX_TILE_VECTORS
+                                       or rext <= 1 or exact_blocks) > regs:
                 break
             loads = (acc if streaming else rw) + v
             score = (round(tile_rate(cand, rw, rext, info, streaming), SCORE_DECIMALS),
@@ -189,13 +211,15 @@ def _best_tile(shapes: list[int], rext: int, info: CpuInfo, streaming: bool,
     return pick[1], pick[2]
 
 
-def operand_registers(v: int, streaming: bool, taps: int = 1) -> int:
+def operand_registers(v: int, streaming: bool, taps: int = 1, spares: bool = True) -> int:
     """Vector registers a tile of *v* pieces keeps besides its accumulators: broadcasting,
-    the v weight vectors, the input scalar and spares; streaming, the weight vectors of
+    the v weight vectors, the input scalar and spares (*spares* false: none, as tiles
+    wider than MAX_TILE_VECTORS over several pixels count them); streaming, the weight vectors of
     every overlapping tap (:func:`tile_shape`) and, where taps share it, the input vector."""
     if streaming:
         return v * taps + (STREAMING_OPERAND_REGISTERS if taps > 1 else 0)
-    return v + BROADCAST_OPERAND_REGISTERS
+    spare = BROADCAST_SPARE_REGISTERS if spares or v <= MAX_TILE_VECTORS else 0
+    return v + BROADCAST_OPERAND_REGISTERS + spare
 
 
 def tile_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = False) -> float:
