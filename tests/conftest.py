@@ -121,6 +121,15 @@ def corpus() -> Path:
     return require_corpus()
 
 
+def skip_where_simulated(simulated_host, what: str) -> None:
+    """Skip a test that compares a subprocess's work with this process's view of the
+    CPU while this run stands in for another CPU (MXC_TEST_TARGET): the subprocess
+    sees this machine's CPU, so the comparison would be of two different CPUs."""
+    if simulated_host:
+        pytest.skip(f"this run stands in for a {simulated_host} (MXC_TEST_TARGET); {what} "
+                    f"runs in a subprocess, which sees this machine's CPU")
+
+
 #: the vector families every AMX CPU has beside its tiles, which mxc's tile kernels are
 #: chosen with (``microarch.int8_dot``/``bf16_dot`` gate ``int8_tiles``/``bf16_tiles``)
 AMX_COMPANIONS = ("avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16")

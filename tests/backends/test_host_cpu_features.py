@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import skip_where_simulated  # noqa: E402
+
 pytest.importorskip("tvm")
 
 from mxc.backends.tvm.targets import (host_mattr, host_target, missing_on_host,  # noqa: E402
@@ -145,9 +147,7 @@ def test_cpu_option_builds_for_amx_and_bf16_anywhere(cpu):
 
 
 def test_inspect_host_shows_the_kernels_report_and_the_default_target(simulated_host):
-    if simulated_host:
-        pytest.skip(f"this run stands in for a {simulated_host} (MXC_TEST_TARGET); `mxc inspect "
-                    f"--host` runs in a subprocess, which sees this machine's CPU")
+    skip_where_simulated(simulated_host, "`mxc inspect --host`")
     r = subprocess.run([sys.executable, "-m", "mxc.cli", "inspect", "--host", "--json"],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import skip_where_simulated  # noqa: E402
+
 import mxc
 from mxc import sym as S
 
@@ -88,7 +90,8 @@ def test_output_check_flags_a_mismatch():
     assert check_outputs([want[0][:2]], want, 1e-4, 1e-5)["ok"] is False
 
 
-def test_harness_end_to_end_on_the_mlp_example(tmp_path):
+def test_harness_end_to_end_on_the_mlp_example(tmp_path, simulated_host):
+    skip_where_simulated(simulated_host, "bench/bench_models.py")
     if not hasattr(mxc, "compile"):
         pytest.skip("mxc.compile is not available yet")
     md, js = tmp_path / "r.md", tmp_path / "r.json"

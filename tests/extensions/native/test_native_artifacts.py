@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import skip_where_simulated  # noqa: E402
+
 import mxc
 from mxc.errors import ArtifactError
 from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
@@ -113,7 +115,8 @@ def test_cli_run_with_load(artifact, tmp_path):
     assert r.returncode != 0 and "libgemm_lib.so" in r.stderr
 
 
-def test_cli_compile_with_load(tmp_path):
+def test_cli_compile_with_load(tmp_path, simulated_host):
+    skip_where_simulated(simulated_host, "`mxc compile`")
     lib = build_extensions("v11") / "libgemm_lib.so"
     mxc.library.load(lib, verbose=False)
     c = mxc.sym.my_gemm(mxc.sym.var("a"), mxc.sym.var("b"))
