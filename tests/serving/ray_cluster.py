@@ -26,6 +26,8 @@ from serve_helpers import REPO, free_port
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's minimum is 75 MiB
 START_TIMEOUT = 180.0
 STOP_GRACE_S = 2.0
+#: the prefix of the line a driver subprocess answers :meth:`Cluster.nodes` with
+NODES_MARKER = "mxc-alive-nodes: "
 
 
 def ray_executable() -> str:
@@ -127,17 +129,22 @@ class Cluster:
     def nodes(self) -> dict[str, RayNode]:
         """Alive node id -> RayNode, read from the cluster by a driver subprocess (so
         this test process never becomes a Ray driver itself)."""
+        # Ray may print its own lines to stdout after ours ("raylet has lagging heartbeats
+        # ..." under load): the answer is the line that carries the marker
         script = ("import json, ray; ray.init(address=%r, log_to_driver=False); "
-                  "print(json.dumps([[n['NodeID'], n['NodeManagerPort']] for n in ray.nodes() "
-                  "if n['Alive']]))" % self.head.address)
+                  "print(%r + json.dumps([[n['NodeID'], n['NodeManagerPort']] "
+                  "for n in ray.nodes() if n['Alive']]))" % (self.head.address, NODES_MARKER))
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                              timeout=120, env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
         if out.returncode != 0:
             return {}
         import json
         ports = {n.node_manager_port: n for n in (self.head, self.second) if n is not None}
-        return {nid: ports[port] for nid, port in json.loads(out.stdout.strip().splitlines()[-1])
-                if port in ports}
+        answer = [ln[len(NODES_MARKER):] for ln in out.stdout.splitlines()
+                  if ln.startswith(NODES_MARKER)]
+        if not answer:
+            return {}
+        return {nid: ports[port] for nid, port in json.loads(answer[-1]) if port in ports}
 
     def stop(self) -> None:
         """SIGTERM, a short grace, then SIGKILL: some of a node's processes outlived 15 s of
