@@ -92,4 +92,3 @@ def step(family: str, a_word, b_vec, lanes: int):
 def is_avx2(family: str) -> bool:
     """Whether *family* is one of this module's (else a ``vpdpbusd`` one)."""
     return family in (AVX2, AVX2_EXACT)
-

@@ -148,10 +148,11 @@ def microarch(target: Target) -> CpuInfo:
 def cpu_info(target: Target) -> CpuInfo:
     """The cost-model row of *target* with its thread count (``num-cores`` or this host's)."""
     threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
+    int8, bf16 = int8_dot(target), bf16_dot(target)
     return replace(microarch(target), threads=threads or host_threads(),
-                   int8_dot=int8_dot(target), bf16_dot=bf16_dot(target),
-                   bf16_tiles=bool(bf16_dot(target)) and tiles(target, "amx-bf16"),
-                   int8_tiles=int8_dot(target) == "avx512vnni" and tiles(target, "amx-int8"))
+                   int8_dot=int8, bf16_dot=bf16,
+                   bf16_tiles=bool(bf16) and tiles(target, "amx-bf16"),
+                   int8_tiles=int8 == "avx512vnni" and tiles(target, "amx-int8"))
 
 
 def kernel_class(info: CpuInfo) -> str:
@@ -172,7 +173,7 @@ def kernel_class(info: CpuInfo) -> str:
 def int8_dot(target: Target) -> str:
     """The widest int8 dot-product family of *target*, "" when none: ``vpdpbusd`` on
     zmm or ymm, else AVX2's ``vpmaddubsw``/``vpmaddwd`` sequences (:mod:`.int8_avx2`;
-    each layer may still take the exact one, :func:`.int8.layer_family`)."""
+    each layer may still take the exact one, :func:`.int8_avx2.layer_family`)."""
     if _has(target, "avx512vnni") and _has(target, "avx512bw"):
         return "avx512vnni"
     if _has(target, "avxvnni"):

@@ -360,15 +360,15 @@ def _analyse(sch, main) -> ReductionNest | None:
     if len(pix) > 1 and not (pix == list(range(pix[0], pix[-1] + 1)) and pix[-1] == vi - 1):
         return None
     extents = [as_int(iv.dom.extent) for iv in ivs]
+    tap = _innermost_reduction(extents, reduce_)
     return ReductionNest(name=block.name_hint, spatial=spatial, reduce=reduce_, vector=vi,
                          channels=cext, pixels=pix,
                          pixel_extent=math.prod(extents[i] for i in pix),
                          streaming=streaming, packed_nc=_packed_nc(block, cext),
                          weight_axes=weight_axes, extents=extents,
-                         reduce_extent=extents[_innermost_reduction(extents, reduce_)],
+                         reduce_extent=extents[tap],
                          overlapping=streaming and bool(pix) and _unit_stride(
-                             block, ivs[pix[-1]].var,
-                             ivs[_innermost_reduction(extents, reduce_)].var))
+                             block, ivs[pix[-1]].var, ivs[tap].var))
 
 
 def _innermost_reduction(extents: list[int], reduce_: list[int]) -> int:
