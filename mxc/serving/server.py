@@ -209,11 +209,13 @@ def _grpc_server(opts: ServeOptions, dataplane, repo_ext):
     return server
 
 
-async def serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unload=None) -> None:
-    """Serve until SIGTERM/SIGINT.  *make_model(name, path)* builds each model (default:
-    a local :class:`~mxc.serving.model.MxcModel`; :mod:`mxc.serving.ray_serve` passes
-    one that deploys on Ray), *unload(model)* is called for a model removed from the
-    repository."""
+async def serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unload=None,
+                      stop: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or *stop* is set: a server embedded in a thread, where
+    signal handlers cannot be installed).  *make_model(name, path)* builds each model
+    (default: a local :class:`~mxc.serving.model.MxcModel`; :mod:`mxc.serving.ray_serve`
+    passes one that deploys on Ray), *unload(model)* is called for a model removed from
+    the repository."""
     import uvicorn
     from kserve.model_repository import ModelRepository
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
@@ -253,10 +255,11 @@ async def serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unl
     http = Server(config)
     grpc_server = _grpc_server(opts, dataplane, repo_ext) if opts.grpc_port else None
     sock = _listen_socket(opts.host, opts.http_port, reuse_port)
-    stopping = asyncio.Event()
+    stopping = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    if stop is None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
     if grpc_server:
         await grpc_server.start()
     poll = asyncio.create_task(watcher.run(opts.poll_seconds)) if opts.poll_seconds > 0 else None
