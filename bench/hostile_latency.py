@@ -1,0 +1,246 @@
+"""Issue 35's latency target: valid clients' p99 with one hostile client, against none.
+
+``python -m bench.hostile latency --seconds 10`` starts one ``mxc serve`` subprocess
+(``ulimit -n 1024``), then runs 32 valid clients (threads, each on its keep-alive
+connection, binary-extension requests whose first answer is checked against
+``Session.run`` bit for bit) for N seconds per phase: first alone, then with one
+hostile client doing each class in turn, then alone again (drift):
+
+* ``idle``       -- idle sockets up to near the server's open-file limit;
+* ``slowloris``  -- 200 connections sending their headers a byte a second;
+* ``large_json`` -- 60 MiB JSON bodies streamed as fast as they are taken;
+* ``malformed``  -- a flood of malformed requests (NaN, bad shapes, ``fp32``, broken
+  binary headers) on one keep-alive connection;
+* ``unload``     -- model unload attempts (REST) back to back.
+
+Why p99 and failed counts: a hostile client costs a fair server its share of CPU at
+most, so the valid clients' tail latency may rise but must stay within 2x of the
+hostile-free p99 (the target), and none of their requests may fail.  Exit status 1
+when a phase misses the target.  The table gives the medians over ``--repeats``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.hostile import X, Served, build, json_body, request
+
+NOFILE = 1024
+PHASES = ("idle", "slowloris", "large_json", "malformed", "unload")
+_HEADER = json.dumps({"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784],
+                                  "parameters": {"binary_data_size": 3136}}],
+                      "outputs": [{"name": "softmax_output",
+                                   "parameters": {"binary_data": True}}]}).encode()
+
+
+def _valid_client(port: int, want: np.ndarray, until: float, lat: list, failed: list) -> None:
+    """Binary infer requests on one keep-alive connection until *until*."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    checked = False
+    headers = {"Inference-Header-Content-Length": str(len(_HEADER)),
+               "Content-Type": "application/octet-stream"}
+    while time.monotonic() < until:
+        t = time.perf_counter()
+        try:
+            code, h, body = request(port, "POST", "/v2/models/mlp/infer", _HEADER + X.tobytes(),
+                                    headers, conn=conn)
+        except (OSError, http.client.HTTPException) as exc:
+            failed.append(type(exc).__name__)
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            continue
+        lat.append(time.perf_counter() - t)
+        if code != 200:
+            failed.append(code)
+        elif not checked:
+            n = int(h["inference-header-content-length"])
+            if not np.array_equal(np.frombuffer(body[n:], "float32").reshape(want.shape), want):
+                failed.append("wrong outputs")
+            checked = True
+    conn.close()
+
+
+# ---------------------------------------------------------------------------------------
+# hostile clients: each runs until *stop* is set
+# ---------------------------------------------------------------------------------------
+def _idle(port: int, stop: threading.Event) -> None:
+    socks = []
+    for _ in range(NOFILE - 100):
+        if stop.is_set():
+            break
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            time.sleep(0.05)
+    stop.wait()
+    for s in socks:
+        s.close()
+
+
+def _slowloris(port: int, stop: threading.Event) -> None:
+    socks: list[socket.socket] = []
+    line = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4096
+    sent: dict[int, int] = {}
+    while not stop.is_set():
+        while len(socks) < 200:
+            try:
+                socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+        for s in list(socks):
+            i = sent.get(id(s), 0)
+            try:
+                s.send(line[i % len(line):i % len(line) + 1])
+                sent[id(s)] = i + 1
+            except OSError:            # closed by the server's header timeout: reconnect
+                socks.remove(s)
+                s.close()
+        stop.wait(1.0)
+    for s in socks:
+        s.close()
+
+
+def _large_json(port: int, stop: threading.Event) -> None:
+    size = 60 << 20
+    piece = b"1.0," * 65536
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall((f"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           f"application/json\r\nContent-Length: {size}\r\n\r\n").encode())
+                s.sendall(b'{"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784], '
+                          b'"data": [')
+                sent = 0
+                while sent < size and not stop.is_set():
+                    s.sendall(piece)
+                    sent += len(piece)
+        except OSError:
+            pass   # answered 413 and closed: the next one
+
+
+def _malformed(port: int, stop: threading.Event) -> None:
+    x = X.ravel().tolist()
+    x[0] = float("nan")
+    bodies = [(json_body(data=x), {"Content-Type": "application/json"}),
+              (json_body(shape=[-5, 784]), {"Content-Type": "application/json"}),
+              (json_body(shape=[True, 784]), {"Content-Type": "application/json"}),
+              (json_body(datatype="fp32"), {"Content-Type": "application/json"}),
+              (b'{"inputs": [1]}', {"Content-Type": "application/json"}),
+              (b'{"inputs": [], "parameters": []}', {"Content-Type": "application/json"}),
+              (_HEADER + X.tobytes(), {"Inference-Header-Content-Length": "abc"}),
+              (_HEADER + X.tobytes(), {"Inference-Header-Content-Length": "-1"})]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    i = 0
+    while not stop.is_set():
+        body, headers = bodies[i % len(bodies)]
+        i += 1
+        try:
+            request(port, "POST", "/v2/models/mlp/infer", body, headers, conn=conn)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.close()
+
+
+def _unload(port: int, stop: threading.Event) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    while not stop.is_set():
+        try:
+            request(port, "POST", "/v2/repository/models/mlp/unload", conn=conn)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.close()
+
+
+HOSTILE = {"idle": _idle, "slowloris": _slowloris, "large_json": _large_json,
+           "malformed": _malformed, "unload": _unload}
+
+
+def phase(port: int, want, seconds: float, clients: int, hostile: str | None) -> dict:
+    """One measurement: *clients* valid clients for *seconds*, with *hostile* running."""
+    stop = threading.Event()
+    bad = threading.Thread(target=HOSTILE[hostile], args=(port, stop), daemon=True) \
+        if hostile else None
+    if bad:
+        bad.start()
+        time.sleep(1.0)            # let it take hold (sockets opened, uploads started)
+    lat: list[float] = []
+    failed: list = []
+    until = time.monotonic() + seconds
+    threads = [threading.Thread(target=_valid_client, args=(port, want, until, lat, failed))
+               for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 60)
+    stop.set()
+    if bad:
+        bad.join(30)
+    lat.sort()
+    pick = (lambda q: lat[min(int(q * len(lat)), len(lat) - 1)] * 1e3) if lat else (lambda q: float("nan"))
+    return {"requests": len(lat), "p50_ms": pick(0.50), "p99_ms": pick(0.99),
+            "failed": len(failed), "failures": sorted({str(f) for f in failed})[:4]}
+
+
+def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeats: int = 1) -> int:
+    from bench.machine import cpu_info, load_average
+    env = build(workdir)
+    cpu = cpu_info()
+    print(f"CPU: {cpu['model']}, {cpu['available_cores']} cores available; load {load_average()}")
+    s = Served(env["repo"], nofile=NOFILE, workdir=workdir)
+    if s.error:
+        print(f"no server: {s.error}")
+        return 1
+    order = [None] + [p for p in PHASES if not phases or p in phases] + [None]
+    rows = []
+    try:
+        for i, hostile in enumerate(order):
+            runs = []
+            for _ in range(repeats):
+                if s.proc.poll() is not None:
+                    break
+                runs.append(phase(s.port, env["want"], seconds, clients, hostile))
+                _restore(s)
+            name = hostile or ("none" if i == 0 else "none (again)")
+            if not runs:
+                rows.append({"phase": name, "error": f"server exited {s.proc.returncode}"})
+                continue
+            rows.append({"phase": name, **{k: statistics.median(r[k] for r in runs)
+                                           for k in ("requests", "p50_ms", "p99_ms", "failed")},
+                         "failures": runs[-1]["failures"]})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        s.stop()
+    base = rows[0].get("p99_ms", float("nan"))
+    print(f"{clients} valid clients, {seconds:g} s per phase, medians of {repeats}")
+    print(f"{'hostile':14} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99 ratio':>9} "
+          f"{'failed':>6}  ok")
+    ok_all = True
+    for r in rows:
+        if "error" in r:
+            print(f"{r['phase']:14} {r['error']}")
+            ok_all = False
+            continue
+        ratio = r["p99_ms"] / base if base else float("nan")
+        ok = ratio <= 2 and r["failed"] == 0
+        ok_all &= ok
+        print(f"{r['phase']:14} {r['requests']:8.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+              f"{ratio:9.2f} {r['failed']:6.0f}  {'yes' if ok else 'NO ' + ','.join(r['failures'])}")
+    return 0 if ok_all else 1
+
+
+def _restore(s: Served) -> None:
+    """After an unload phase the model may be gone (an unhardened server): ask it back,
+    so the next phase measures its own hostile client only."""
+    if request(s.port, "GET", "/v2/models/mlp/ready")[0] != 200:
+        request(s.port, "POST", "/v2/repository/models/mlp/load")
