@@ -477,7 +477,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         else:
             res = json.loads(result_file.read_text())
             summary.append({k: res[k] for k in ("target", "inputs", "typed_errors", "unexpected",
-                                                 "seconds", "peak_rss_mib")})
+                                                 "seconds", "peak_rss_mib", "server_rss_start_mib",
+                                                 "server_rss_end_mib") if k in res})
         print(json.dumps(summary[-1]), flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return 0

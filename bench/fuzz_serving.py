@@ -160,7 +160,7 @@ class _LogWatch(logging.Handler):
         self.lines += 1
         message = record.getMessage()
         if record.exc_info or "Traceback" in message:
-            self.records.append(f"{record.name}: {message[:60]}")
+            self.records.append(f"{record.name}: {message[:30]}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -405,7 +405,7 @@ class ServingTarget:
         elif kind == b"H":
             self._raw(rest)
         if self.watch.records:
-            logged, self.watch.records = self.watch.records[:3], []
+            logged, self.watch.records = self.watch.records[:1], []
             raise Unexpected(f"server logged a traceback: {logged}")
 
     def _http(self, path: str, body: bytes, headers: dict, seed: bool) -> None:
@@ -439,7 +439,7 @@ class ServingTarget:
     def _judge_http(self, status: int, headers: dict, answer: bytes, seed: bool) -> None:
         if seed:
             if status != 200:
-                raise Unexpected(f"valid seed answered HTTP {status}: {answer[:200]!r}")
+                raise Unexpected(f"valid seed answered HTTP {status}: {_excerpt(answer)}")
             self._check_outputs(headers, answer)
             return
         if status == 200:
@@ -449,7 +449,7 @@ class ServingTarget:
                 raise Unexpected("HTTP 503 without Retry-After")
             return
         if status not in ALLOWED_4XX:
-            raise Unexpected(f"HTTP {status}: {answer[:200]!r}")
+            raise Unexpected(f"HTTP {status}: {_excerpt(answer)}")
         check_error_body(f"HTTP {status}", answer)
 
     def _check_outputs(self, headers: dict, answer: bytes) -> None:
@@ -470,7 +470,7 @@ class ServingTarget:
         except grpc.RpcError as exc:
             code = exc.code().name
             if seed or code not in GRPC_REFUSALS:
-                raise Unexpected(f"gRPC {code}: {(exc.details() or '')[:200]}") from None
+                raise Unexpected(f"gRPC {code}: {(exc.details() or '')[:60]}") from None
             if LEAK.search(exc.details() or ""):
                 raise Unexpected(f"gRPC {code} names an exception class: "
                                  f"{exc.details()[:200]}") from None
@@ -516,8 +516,14 @@ class ServingTarget:
         if not truncated and status != 413:
             raise Unexpected(f"a body over the limit answered HTTP {status}")
         if status not in ALLOWED_4XX:
-            raise Unexpected(f"raw HTTP {status}: {body[:200]!r}")
+            raise Unexpected(f"raw HTTP {status}: {_excerpt(body)}")
         check_error_body(f"HTTP {status}", body)
+
+
+def _excerpt(body: bytes) -> str:
+    """The start of an answer, numbers folded (offsets, sizes), so that findings of one
+    kind group under one signature."""
+    return repr(re.sub(rb"\d{2,}", b"N", body[:60]))
 
 
 def _complete(raw: bytes) -> bool:

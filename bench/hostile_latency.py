@@ -203,6 +203,7 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
         return 1
     order = [None] + [p for p in PHASES if not phases or p in phases] + [None]
     rows = []
+    phase(s.port, env["want"], min(seconds, 2), clients, None)   # warm-up, not counted
     try:
         for i, hostile in enumerate(order):
             runs = []
@@ -210,7 +211,9 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
                 if s.proc.poll() is not None:
                     break
                 runs.append(phase(s.port, env["want"], seconds, clients, hostile))
-                _restore(s)
+                if not _restore(s):   # unloaded for good or broken: a fresh server
+                    s.stop()
+                    s = Served(env["repo"], nofile=NOFILE, workdir=workdir)
             name = hostile or ("none" if i == 0 else "none (again)")
             if not runs:
                 rows.append({"phase": name, "error": f"server exited {s.proc.returncode}"})
@@ -239,8 +242,13 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
     return 0 if ok_all else 1
 
 
-def _restore(s: Served) -> None:
+def _restore(s: Served) -> bool:
     """After an unload phase the model may be gone (an unhardened server): ask it back,
-    so the next phase measures its own hostile client only."""
-    if request(s.port, "GET", "/v2/models/mlp/ready")[0] != 200:
+    so the next phase measures its own hostile client only.  False when it stays gone."""
+    try:
+        if request(s.port, "GET", "/v2/models/mlp/ready")[0] == 200:
+            return True
         request(s.port, "POST", "/v2/repository/models/mlp/load")
+        return request(s.port, "GET", "/v2/models/mlp/ready")[0] == 200
+    except (OSError, http.client.HTTPException):
+        return False
