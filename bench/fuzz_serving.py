@@ -550,3 +550,31 @@ def check_error_body(what: str, answer: bytes) -> None:
 def make_target(name: str, workdir: Path, rng: random.Random) -> ServingTarget:
     assert name == "serving", name
     return ServingTarget(workdir, rng)
+
+
+def main(argv=None) -> int:
+    """``python -m bench.fuzz_serving FINDING.bin ...``: each recorded request sent to a
+    fresh embedded server again, with the rule it breaks (or ``ok``)."""
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("findings", nargs="+", type=Path)
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "mxc-fuzz-serving")
+    args = ap.parse_args(argv)
+    target = ServingTarget(args.workdir, random.Random(0))
+    bad = 0
+    try:
+        for path in args.findings:
+            try:
+                target(path.read_bytes())
+                print(f"{path.name}: ok")
+            except Unexpected as exc:
+                bad += 1
+                print(f"{path.name}: {exc}")
+    finally:
+        target.close()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

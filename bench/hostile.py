@@ -287,11 +287,15 @@ def _(s, g, env):
 
 @check("default", "datatype fp32 over REST and gRPC")
 def _(s, g, env):
-    rest = refusal(request(s.port, "POST", "/v2/models/mlp/infer", json_body(datatype="fp32"),
-                           {"Content-Type": "application/json"}), 400)
+    answer = request(s.port, "POST", "/v2/models/mlp/infer", json_body(datatype="fp32"),
+                     {"Content-Type": "application/json"})
+    rest = refusal(answer, 400)
     grpc = g.infer(datatype="fp32")
-    ok = rest is None and grpc.startswith("INVALID_ARGUMENT")
-    return "400 / INVALID_ARGUMENT", f"{rest or 400} / {grpc[:60]}", ok
+    named = "datatype" in answer[2].decode(errors="replace").lower() \
+        and "datatype" in grpc.lower()
+    ok = rest is None and grpc.startswith("INVALID_ARGUMENT") and named
+    return "400 / INVALID_ARGUMENT, both naming the datatype", \
+        f"{rest or 400} / {grpc[:60]}{'' if named else ' (field not named)'}", ok
 
 
 @check("default", "60 MiB JSON body")
@@ -332,11 +336,11 @@ def _(s, g, env):
         bad is None and not forged
 
 
-@check("default", "404s: one log line each, no traceback")
+@check("default", "404s (unknown model, version): one log line each, no traceback")
 def _(s, g, env):
     before = s.lines()
-    codes = [infer(s.port, "nope") for _ in range(5)]
-    grpc = [g.infer("nope") for _ in range(5)]
+    codes = [infer(s.port, "nope") for _ in range(4)] + [infer(s.port, version="7")]
+    grpc = [g.infer("nope") for _ in range(4)] + [g.infer(version="7")]
     time.sleep(0.3)
     new = s.text().splitlines()[before:]
     tb = sum("Traceback" in line for line in new)
@@ -453,11 +457,15 @@ def _(s, g, env):
         waits.append(time.monotonic() - t)
         time.sleep(0.5)
     cpu, grew = s.cpu_seconds() - cpu0, s.lines() - lines0
+    closed = 0   # by the server's header timeout (recv answers b"" at once)
     for sock in idle:
+        sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError, OSError):
+            closed += sock.recv(1) == b""
         sock.close()
     alive = s.proc.poll() is None
     ok = (alive and 200 in answered and set(answered) <= {200, 503} and cpu < 3 and grew < 1000)
-    got = (f"{len(idle)} open; {answered.count(200)}/{len(answered)} 200, other "
+    got = (f"{len(idle)} open, {closed} closed by the server; {answered.count(200)}/{len(answered)} 200, other "
            f"{sorted({str(a) for a in answered if a != 200})}; cpu {cpu:.1f}s/10s; log +{grew}")
     return "200 within s, else 503; cpu < 3 s; log < 1000", got, ok
 
