@@ -50,6 +50,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how often a repository is checked for changes (0: never)")
     p.add_argument("--grace-seconds", type=float, default=30.0,
                    help="on SIGTERM, how long in-flight requests may take to finish")
+    guard = p.add_argument_group("facing clients (see docs/serving.md, 'Limits')")
+    guard.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="poll",
+                       help="poll (default): a repository is reloaded as its files change and "
+                            "load/unload requests are refused; none: no changes while running; "
+                            "explicit: load/unload requests (REST and gRPC) work, no polling")
+    guard.add_argument("--control-token-file", metavar="FILE",
+                       help="with explicit model control: load/unload requests must carry "
+                            "'Authorization: Bearer' and this file's token")
+    guard.add_argument("--max-connections", type=_positive, default=1000,
+                       help="REST connections at once (default 1000, lowered to fit ulimit -n); "
+                            "beyond it idle ones are closed first, then 503")
+    guard.add_argument("--max-in-flight", type=_positive, default=256,
+                       help="requests (and gRPC calls) answered at once; beyond it 503 with "
+                            "Retry-After / RESOURCE_EXHAUSTED (default 256)")
+    guard.add_argument("--header-timeout-s", type=float, default=10.0,
+                       help="close a connection whose request headers are not complete this long "
+                            "after it opened or got its last answer (default 10)")
+    guard.add_argument("--idle-timeout-s", type=float, default=5.0,
+                       help="close an idle keep-alive connection after this long (default 5)")
+    guard.add_argument("--body-timeout-s", type=float, default=30.0,
+                       help="answer 408 when a request body stops arriving this long (default 30)")
+    guard.add_argument("--follow-symlinks", action="store_true",
+                       help="serve repository artifacts that are links leading out of it")
+    guard.add_argument("--openapi", action="store_true",
+                       help="serve /openapi.json and /docs (off: they describe every route)")
     ray = p.add_argument_group("Ray Serve (--ray; see docs/serving.md, 'Ray cluster')")
     ray.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                      help="run every model as a Ray Serve deployment on the cluster at ADDRESS "
@@ -81,6 +106,18 @@ def run(args: argparse.Namespace) -> int:
     from ..serving.server import ServeOptions, serve
     if not Path(args.source).exists():
         raise ArtifactError(f"{args.source}: no such artifact or model repository")
+    from .usage import UsageError
+    for flag in ("header_timeout_s", "idle_timeout_s", "body_timeout_s"):
+        if not getattr(args, flag) > 0:
+            raise UsageError(f"--{flag.replace('_', '-')} must be more than 0")
+    if args.control_token_file:
+        if args.model_control_mode != "explicit":
+            raise UsageError("--control-token-file guards load/unload requests: it needs "
+                             "--model-control-mode explicit")
+        if not Path(args.control_token_file).is_file() or \
+                not Path(args.control_token_file).read_text().strip():
+            raise UsageError(f"--control-token-file {args.control_token_file}: not a file "
+                             f"holding a token")
     if args.verify_key:
         from ..runtime.signing import load_public_key
         load_public_key(args.verify_key)  # a bad key file fails here, before anything starts
@@ -89,7 +126,13 @@ def run(args: argparse.Namespace) -> int:
                         max_batch_size=args.max_batch_size, max_latency_ms=args.max_latency_ms,
                         workers=args.workers, threads=args.threads,
                         max_request_bytes=args.max_request_bytes, poll_seconds=args.poll_seconds,
-                        grace_seconds=args.grace_seconds)
+                        grace_seconds=args.grace_seconds,
+                        model_control_mode=args.model_control_mode,
+                        control_token_file=args.control_token_file,
+                        max_connections=args.max_connections, max_in_flight=args.max_in_flight,
+                        header_timeout_s=args.header_timeout_s, idle_timeout_s=args.idle_timeout_s,
+                        body_timeout_s=args.body_timeout_s, follow_symlinks=args.follow_symlinks,
+                        openapi=args.openapi)
     if args.ray is None:
         return serve(opts)
     return _serve_on_ray(opts, args)

@@ -3,8 +3,9 @@
 A :class:`RequestError` is an :class:`~mxc.errors.MxcError` (so the rest of
 mxc treats it like any other bad input) *and* KServe's ``InvalidInput``: the
 framework's gRPC interceptor turns it into ``INVALID_ARGUMENT`` without any
-glue, and :func:`request_error_handler` gives REST clients its own status
-(400, 404 or 413) with a one-line message instead of a 500 and a traceback.
+glue, and :mod:`mxc.serving.refusals` gives REST clients its own status
+(400, 403, 404, 408 or 413) with a one-line message instead of a 500 and a
+traceback, and gRPC clients the matching code (:data:`GRPC_CODES`).
 """
 
 from __future__ import annotations
@@ -36,12 +37,25 @@ class UnknownModel(RequestError):
 
 
 class PayloadTooLarge(RequestError):
-    """The request body is over ``--max-request-bytes``."""
+    """The request body is over its route's limit (``--max-request-bytes``, or the
+    JSON limit derived from the model's inputs)."""
 
     status = 413
 
 
-async def request_error_handler(_request, exc: RequestError):
-    """FastAPI's handler for :class:`RequestError`: its status and ``{"error": message}``."""
-    from fastapi.responses import JSONResponse
-    return JSONResponse(status_code=exc.status, content={"error": str(exc)})
+class RequestTimeout(RequestError):
+    """The client stopped sending its request body."""
+
+    status = 408
+
+
+class ControlRefused(RequestError):
+    """A model load/unload the server's ``--model-control-mode`` (or token) does not allow."""
+
+    status = 403
+
+
+#: the gRPC status code of each HTTP status a refusal can have
+GRPC_CODES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+              404: "NOT_FOUND", 408: "DEADLINE_EXCEEDED", 409: "FAILED_PRECONDITION",
+              413: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}

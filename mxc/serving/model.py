@@ -25,6 +25,7 @@ from ..errors import MxcError
 from . import metrics
 from .batcher import AdaptiveBatcher, batch_range
 from .errors import RequestError
+from .infer_route import json_limit
 from .tensors import as_array, check_feeds, output_tensor, tensor_metadata
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class MxcModel(kserve.Model):
         self.max_batch_size, self.max_latency_ms, self.threads = max_batch_size, max_latency_ms, threads
         self.session: runtime.Session | None = None
         self.batcher: AdaptiveBatcher | None = None
+        self.json_limit: int | None = None
 
     def load(self) -> bool:
         """Verify and load the artifact; raises :class:`~mxc.errors.ArtifactError` /
@@ -51,6 +53,9 @@ class MxcModel(kserve.Model):
                                        max_latency_ms=self.max_latency_ms,
                                        observe=metrics.observer(self.name),
                                        submit=getattr(self.session, "submit", None))
+        batch = batch_range(self.session)
+        #: the largest JSON request body this model can need (None: only the binary limit)
+        self.json_limit = json_limit(self.session.inputs, batch.hi if batch else None)
         self._requests = {o: metrics.REQUESTS.labels(self.name, o)
                           for o in ("ok", "error", "bad_request")}
         self._latency = metrics.LATENCY.labels(self.name)
@@ -58,6 +63,15 @@ class MxcModel(kserve.Model):
         log.info("loaded %s from %s (inputs %s, batching %s)", self.name, self.path,
                  tensor_metadata(self.session.inputs), self.batcher.batching)
         return True
+
+    def check_request(self, given: dict) -> None:
+        """Refuse a request whose inputs (name -> (V2 datatype, shape)) do not match this
+        model's; the infer route calls it before reading any tensor's values."""
+        check_feeds(self.name, self.session.inputs, given)
+
+    def count_refused(self) -> None:
+        """Count a request refused before it reached :meth:`predict`."""
+        self._requests["bad_request"].inc()
 
     def get_input_types(self) -> list[dict]:
         return tensor_metadata(self.session.inputs)

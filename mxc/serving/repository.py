@@ -31,21 +31,39 @@ log = logging.getLogger(__name__)
 
 ARTIFACT_FILE = "model.mxc"
 
+#: links out of a repository already logged (the poll would log them every pass)
+_WARNED_LINKS: set[Path] = set()
+
 #: (name, version or None) -> artifact path
 Listing = dict[tuple[str, str | None], Path]
 
 
-def scan(source: str | os.PathLike) -> Listing:
-    """The artifacts of a file or a repository directory (no file is opened)."""
+def scan(source: str | os.PathLike, follow_symlinks: bool = False) -> Listing:
+    """The artifacts of a file or a repository directory (no file is opened).
+
+    A model folder, version folder or ``model.mxc`` that is a symbolic link leading
+    out of the repository is skipped (and logged) unless *follow_symlinks*: whoever
+    can write a link into the repository should not make the server read any file
+    its user can.
+    """
     src = Path(source)
     if src.is_file():
         return {(src.stem, None): src}
+    root = src.resolve()
     found: Listing = {}
     for model_dir in sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith(".")):
         for version_dir in sorted(p for p in model_dir.iterdir() if p.is_dir()):
             art = version_dir / ARTIFACT_FILE
-            if art.is_file():
-                found[(model_dir.name, version_dir.name)] = art
+            if not art.is_file():
+                continue
+            if not follow_symlinks and not art.resolve().is_relative_to(root):
+                if art in _WARNED_LINKS:
+                    continue
+                _WARNED_LINKS.add(art)
+                log.warning("not serving %s: it links out of the repository to %s "
+                            "(--follow-symlinks serves such links)", art, art.resolve())
+                continue
+            found[(model_dir.name, version_dir.name)] = art
     return found
 
 
@@ -87,15 +105,18 @@ class RepositoryWatcher:
     """
 
     def __init__(self, source: str | os.PathLike, registry, make_model: Callable,
-                 unload: Callable | None = None):
+                 unload: Callable | None = None, follow_symlinks: bool = False):
         self.source, self.registry, self.make_model = Path(source), registry, make_model
         self.unload = unload
+        self.follow_symlinks = follow_symlinks
+        #: versions switched off through the model-control API (see :mod:`.control`)
+        self.disabled: set[tuple[str, str | None]] = set()
         self._loaded: dict[tuple[str, str | None], tuple[tuple[int, int] | None, object]] = {}
         self._failed: dict[tuple[str, str | None], tuple[int, int] | None] = {}
 
     def sync(self) -> dict[str, list[str]]:
         """Load new and changed artifacts, unload removed ones; re-point the names."""
-        listing = scan(self.source) if self.source.exists() else {}
+        listing = {k: v for k, v in self.listing().items() if k not in self.disabled}
         changes: dict[str, list[str]] = {"loaded": [], "unloaded": [], "failed": []}
         for key in [k for k in self._loaded if k not in listing]:
             _, model = self._loaded.pop(key)
@@ -123,6 +144,25 @@ class RepositoryWatcher:
             changes["loaded"].append(label)
         self._publish(changes)
         return changes
+
+    def listing(self) -> Listing:
+        """What the source holds now (disabled versions included)."""
+        return scan(self.source, self.follow_symlinks) if self.source.exists() else {}
+
+    def keys_of(self, served: str) -> list[tuple[str, str | None]]:
+        """The versions a served name stands for: ``NAME@V`` that one, ``NAME`` all of them."""
+        listing = self.listing()
+        if "@" in served:
+            name, version = served.split("@", 1)
+            return [(name, version)] if (name, version) in listing else []
+        return [k for k in listing if k[0] == served]
+
+    def failed(self, key: tuple[str, str | None]) -> bool:
+        return key in self._failed
+
+    def forget_failure(self, key: tuple[str, str | None]) -> None:
+        """Try *key* again at the next sync even if its file has not changed."""
+        self._failed.pop(key, None)
 
     def _publish(self, changes: dict[str, list[str]]) -> None:
         names = served_names({k: None for k in self._loaded})

@@ -10,10 +10,14 @@ assembles the same parts itself:
   (default ``127.0.0.1``);
 * ``/v2/models/NAME/versions/V/...`` is rewritten to the served name ``NAME@V``
   (gRPC: ``model_version``), see :mod:`mxc.serving.repository`;
-* binary-tensor infer requests skip FastAPI's routing (:mod:`mxc.serving.fast_infer`)
-  and their tensors stay bytes (:mod:`mxc.serving.dataplane`);
-* request bodies over ``max_request_bytes`` get 413 before they are read whole;
-  :class:`~mxc.serving.errors.RequestError` answers with its own 4xx;
+* the bounds a server reached by strangers needs (issue 35): connections are
+  accepted by :mod:`mxc.serving.connections` (a cap, a header timeout, backoff
+  when descriptors run out), requests pass :mod:`mxc.serving.asgi_guards` (an
+  in-flight cap, body limits and timeouts), infer requests are answered by
+  :mod:`mxc.serving.infer_route` and read by :mod:`mxc.serving.requests` (binary
+  tensors stay bytes: :mod:`mxc.serving.dataplane`), gRPC by
+  :mod:`mxc.serving.grpc_server`; refusals are answered and logged by
+  :mod:`mxc.serving.refusals`, model load/unload by :mod:`mxc.serving.control`;
 * SIGTERM/SIGINT stop accepting, let in-flight requests finish (``grace_seconds``),
   then exit 0;
 * ``workers > 1`` starts that many *spawned* worker processes sharing the ports
@@ -56,6 +60,22 @@ class ServeOptions:
     max_request_bytes: int = 64 << 20
     poll_seconds: float = 2.0
     grace_seconds: float = 30.0
+    #: who may load/unload models: none, poll (the folder is watched) or explicit (the API)
+    model_control_mode: str = "poll"
+    control_token_file: str | None = None
+    #: REST connections at once (lowered to fit the descriptor limit)
+    max_connections: int = 1000
+    #: requests (REST) and RPCs (gRPC) answered at once; 503 / RESOURCE_EXHAUSTED beyond
+    max_in_flight: int = 256
+    #: a connection's request headers must be complete this long after it opens or its last answer
+    header_timeout_s: float = 10.0
+    #: an idle keep-alive connection is closed after this long
+    idle_timeout_s: float = 5.0
+    #: a request body that stops arriving for this long gets 408
+    body_timeout_s: float = 30.0
+    follow_symlinks: bool = False
+    #: serve /openapi.json and /docs
+    openapi: bool = False
 
 
 def import_kserve():
@@ -75,68 +95,6 @@ def import_kserve():
         raise DependencyError(f"mxc serve needs KServe: pip install 'mxc[serve]' ({exc})") from None
     finally:
         sys.argv = saved
-
-
-def _v2_compat(app):
-    """ASGI middleware for what KServe's routes do not take as clients send it:
-
-    * ``/v2/models/N/versions/V/rest`` -> ``/v2/models/N@V/rest`` (KServe has no versions);
-    * a body with neither a content type nor the binary extension's
-      ``Inference-Header-Content-Length`` is JSON (tritonclient's JSON requests send no
-      ``Content-Type``; KServe would read them as binary and refuse them).
-    """
-    async def middleware(scope, receive, send):
-        if scope["type"] == "http":
-            parts = scope["path"].split("/")
-            if len(parts) >= 6 and parts[1:3] == ["v2", "models"] and parts[4] == "versions":
-                path = "/".join(parts[:3] + [f"{parts[3]}@{parts[5]}"] + parts[6:])
-                scope = dict(scope, path=path, raw_path=path.encode())
-            names = {k.lower() for k, _ in scope.get("headers") or []}
-            if (scope.get("method") == "POST" and b"content-type" not in names
-                    and b"inference-header-content-length" not in names):
-                scope = dict(scope, headers=list(scope.get("headers") or [])
-                             + [(b"content-type", b"application/json")])
-        await app(scope, receive, send)
-    return middleware
-
-
-def _size_limit(app, limit: int):
-    """ASGI middleware: a body over *limit* bytes gets 413 (by Content-Length, or
-    while it streams in)."""
-    import json
-
-    async def too_large(send):
-        body = json.dumps({"error": f"request body over the limit of {limit} bytes "
-                                    f"(--max-request-bytes)"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
-
-    async def middleware(scope, receive, send):
-        if scope["type"] != "http":
-            return await app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            return await too_large(send)
-        seen = 0
-
-        async def counted():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise _TooLarge()
-            return message
-        try:
-            await app(scope, counted, send)
-        except _TooLarge:
-            await too_large(send)
-    return middleware
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def _make_model_factory(opts: ServeOptions):
@@ -168,45 +126,97 @@ def _listen_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
     return sock
 
 
-def _grpc_server(opts: ServeOptions, dataplane, repo_ext):
-    """KServe's gRPC servicer on ``host:grpc_port``, with ``model_version`` honoured."""
-    from concurrent import futures
+def _rest_app(opts: ServeOptions, dataplane, control):
+    """KServe's FastAPI app behind mxc's ASGI layers (outermost first: in-flight cap,
+    model control, V2 compatibility, the infer route, the body limit)."""
+    from kserve.protocol.rest.server import RESTServer
 
-    from grpc import aio
-    from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc
-    from kserve.protocol.grpc.interceptors import ExceptionToStatusInterceptor
-    from kserve.protocol.grpc.servicer import InferenceServicer
+    from . import asgi_guards
+    from .control import control_route
+    from .infer_route import infer_route
+    from .refusals import escape_logs, install_rest_handlers
 
-    class VersionedServicer(InferenceServicer):
-        async def ModelInfer(self, request, context):
-            if request.model_version:
-                request.model_name = f"{request.model_name}@{request.model_version}"
-            return await super().ModelInfer(request, context)
+    rest = RESTServer("kserve.model_server:app", dataplane, control, opts.http_port,
+                      grace_period=int(opts.grace_seconds))
+    rest.create_application()
+    from kserve.model_server import app
+    from kserve.protocol.rest.server import TimingMiddleware
+    # KServe's timing middleware logs two lines per request naming its path as sent (a
+    # %0a in it started a forged line) and costs time on every request
+    app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not TimingMiddleware]
+    install_rest_handlers(app)
+    escape_logs()
+    if not opts.openapi:
+        asgi_guards.without_docs(app)
+    inner = asgi_guards.body_limit(app, opts.max_request_bytes, opts.body_timeout_s)
+    inner = infer_route(inner, dataplane, opts.max_request_bytes, opts.body_timeout_s)
+    inner = control_route(asgi_guards.v2_compat(inner), control)
+    return asgi_guards.in_flight_cap(inner, opts.max_in_flight)
 
-        async def ModelMetadata(self, request, context):
-            if request.version:
-                request.name = f"{request.name}@{request.version}"
-            return await super().ModelMetadata(request, context)
 
-        async def ModelReady(self, request, context):
-            if request.version:
-                request.name = f"{request.name}@{request.version}"
-            return await super().ModelReady(request, context)
+def _http_server(opts: ServeOptions, asgi, grpc: bool):
+    """A uvicorn server that accepts through :mod:`mxc.serving.connections`."""
+    import uvicorn
 
-    limit = opts.max_request_bytes
-    server = aio.server(futures.ThreadPoolExecutor(max_workers=4),
-                        interceptors=(ExceptionToStatusInterceptor(),),
-                        options=[("grpc.max_receive_message_length", limit),
-                                 ("grpc.max_send_message_length", -1),
-                                 ("grpc.so_reuseport", 1 if opts.workers > 1 else 0)])
-    grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-        VersionedServicer(dataplane, repo_ext), server)
-    host = f"[{opts.host}]" if ":" in opts.host else opts.host
-    try:
-        server.add_insecure_port(f"{host}:{opts.grpc_port}")
-    except RuntimeError as exc:  # grpc's message for a port in use
-        raise MxcError(f"gRPC: cannot listen on {host}:{opts.grpc_port} (in use?): {exc}") from None
-    return server
+    from .connections import (accept_backlog, accept_loop, bounded_protocol, connection_cap,
+                              open_descriptors, raise_descriptor_limit)
+
+    soft = raise_descriptor_limit()
+    config = uvicorn.Config(asgi, host=opts.host, port=opts.http_port, log_config=None,
+                            timeout_graceful_shutdown=int(opts.grace_seconds), lifespan="off",
+                            timeout_keep_alive=max(1, int(opts.idle_timeout_s)),
+                            access_log=False)
+    cap = connection_cap(opts.max_connections, soft, open_descriptors(), grpc)
+    if cap < opts.max_connections:
+        log.warning("REST connections capped at %d to fit the descriptor limit of %d "
+                    "(ulimit -n; --max-connections %d asked)", cap, soft, opts.max_connections)
+
+    class _Acceptor:
+        def __init__(self, task):
+            self.task = task
+
+        def close(self):
+            self.task.cancel()
+
+        async def wait_closed(self):
+            import contextlib
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+    class Server(uvicorn.Server):
+        def install_signal_handlers(self):  # older uvicorn; ours are in serve_async
+            pass
+
+        def capture_signals(self):  # newer uvicorn: leave SIGTERM to serve_async
+            import contextlib
+            return contextlib.nullcontext()
+
+        async def startup(self, sockets=None):
+            protocol = bounded_protocol(config.http_protocol_class, opts.header_timeout_s)
+
+            def make():
+                return protocol(config=config, server_state=self.server_state,
+                                app_state=self.lifespan.state)
+            self.make_protocol, self.listening = make, list(sockets or ())
+            self.servers = [_Acceptor(asyncio.create_task(
+                accept_loop(sock, make, self.server_state.connections, cap)))
+                for sock in self.listening]
+            self.started = True
+
+        async def stop_accepting(self) -> None:
+            """The first step of a drain: stop the accept loops, take on the connections
+            already queued, and give them a moment to deliver their requests (uvicorn's
+            shutdown closes a connection with no request in progress)."""
+            for acceptor in self.servers:
+                acceptor.close()
+            taken = 0
+            for sock in self.listening:
+                taken += await accept_backlog(sock, self.make_protocol)
+            if taken:
+                log.info("draining: took on %d queued connection(s)", taken)
+                await asyncio.sleep(0.2)
+
+    return Server(config)
 
 
 async def serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unload=None,
@@ -216,64 +226,50 @@ async def serve_async(opts: ServeOptions, reuse_port: bool, make_model=None, unl
     (default: a local :class:`~mxc.serving.model.MxcModel`; :mod:`mxc.serving.ray_serve`
     passes one that deploys on Ray), *unload(model)* is called for a model removed from
     the repository."""
-    import uvicorn
     from kserve.model_repository import ModelRepository
-    from kserve.protocol.model_repository_extension import ModelRepositoryExtension
-    from kserve.protocol.rest.server import RESTServer
 
+    from .control import ModelControl
     from .dataplane import MxcDataPlane
-    from .fast_infer import fast_infer
-    from .errors import RequestError, request_error_handler
+    from .grpc_server import grpc_server
     from .repository import RepositoryWatcher
 
     registry = ModelRepository(models_dir=str(opts.source))
     watcher = RepositoryWatcher(opts.source, registry, make_model or _make_model_factory(opts),
-                                unload=unload)
+                                unload=unload, follow_symlinks=opts.follow_symlinks)
     changes = watcher.sync()
     if not registry.get_models():
         raise ArtifactError(f"{opts.source}: no model could be served "
                             f"({', '.join(changes['failed']) or 'no model.mxc found'}; see the log)")
+    token = None
+    if opts.control_token_file:
+        token = Path(opts.control_token_file).read_text().strip()
+    control = ModelControl(opts.model_control_mode, watcher, registry, token)
     dataplane = MxcDataPlane(model_registry=registry)
-    repo_ext = ModelRepositoryExtension(model_registry=registry)
-    rest = RESTServer("kserve.model_server:app", dataplane, repo_ext, opts.http_port,
-                      grace_period=int(opts.grace_seconds))
-    rest.create_application()
-    from kserve.model_server import app
-    app.add_exception_handler(RequestError, request_error_handler)
-    asgi = _size_limit(_v2_compat(fast_infer(app, dataplane)), opts.max_request_bytes)
-    config = uvicorn.Config(asgi, host=opts.host, port=opts.http_port, log_config=None,
-                            timeout_graceful_shutdown=int(opts.grace_seconds), lifespan="off")
-
-    class Server(uvicorn.Server):
-        def install_signal_handlers(self):  # older uvicorn; ours are below
-            pass
-
-        def capture_signals(self):  # newer uvicorn: leave SIGTERM to serve_async
-            import contextlib
-            return contextlib.nullcontext()
-
-    http = Server(config)
-    grpc_server = _grpc_server(opts, dataplane, repo_ext) if opts.grpc_port else None
+    http = _http_server(opts, _rest_app(opts, dataplane, control), grpc=bool(opts.grpc_port))
+    grpc = grpc_server(opts, dataplane, control) if opts.grpc_port else None
     sock = _listen_socket(opts.host, opts.http_port, reuse_port)
     stopping = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     if stop is None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
-    if grpc_server:
-        await grpc_server.start()
-    poll = asyncio.create_task(watcher.run(opts.poll_seconds)) if opts.poll_seconds > 0 else None
+    if grpc:
+        await grpc.start()
+    polling = opts.model_control_mode == "poll" and opts.poll_seconds > 0
+    poll = asyncio.create_task(watcher.run(opts.poll_seconds)) if polling else None
     serving = asyncio.create_task(http.serve(sockets=[sock]))
     print(f"mxc serve: {sorted(registry.get_models())} on http://{opts.host}:{opts.http_port}"
-          + (f" and grpc {opts.host}:{opts.grpc_port}" if grpc_server else ""), flush=True)
+          + (f" and grpc {opts.host}:{opts.grpc_port}" if grpc else ""), flush=True)
     await asyncio.wait([serving, asyncio.create_task(stopping.wait())],
                        return_when=asyncio.FIRST_COMPLETED)
     log.info("stopping: draining in-flight requests (up to %ss)", opts.grace_seconds)
     if poll:
         poll.cancel()
+    if http.started:
+        await http.stop_accepting()
     http.should_exit = True
-    if grpc_server:
-        await grpc_server.stop(grace=opts.grace_seconds)
+    if grpc:
+        await grpc.stop(grace=opts.grace_seconds)
     await serving
 
 

@@ -1,0 +1,160 @@
+"""The ASGI layers between uvicorn and KServe's app: caps, body limits, route fixes.
+
+Outermost first, as :func:`mxc.serving.server.serve_async` stacks them:
+
+* :func:`in_flight_cap` -- at most ``max_in_flight`` requests are answered at once;
+  beyond it a request gets 503 with ``Retry-After`` at once instead of queueing
+  (health and metrics probes are not counted, so they keep answering);
+* :func:`v2_compat` -- the request forms clients send that KServe's routes do not
+  take (model versions in the path, JSON without a content type);
+* :func:`body_limit` -- every other route's body: 413 past ``max_request_bytes``
+  (by ``Content-Length`` or as it streams, chunked or not), 408 when it stalls;
+* :func:`without_docs` -- drops FastAPI's ``/openapi.json`` and ``/docs`` routes:
+  a description of every route is for developers, not for strangers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+_PROBES = ("/v2/health/", "/metrics")
+
+
+async def send_json(send, status: int, message: str, extra: list | None = None) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())] + (extra or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+def in_flight_cap(app, max_in_flight: int):
+    """ASGI middleware: 503 + ``Retry-After`` beyond *max_in_flight* concurrent requests."""
+    running = 0
+
+    async def middleware(scope, receive, send):
+        nonlocal running
+        if scope["type"] != "http" or scope["path"].startswith(_PROBES):
+            return await app(scope, receive, send)
+        if running >= max_in_flight:
+            return await send_json(send, 503, f"the server is answering {max_in_flight} requests "
+                                              f"(--max-in-flight); retry soon",
+                                   [(b"retry-after", b"1")])
+        running += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            running -= 1
+    return middleware
+
+
+def v2_compat(app):
+    """ASGI middleware for what KServe's routes do not take as clients send it:
+
+    * ``/v2/models/N/versions/V/...`` -> ``/v2/models/N@V/...`` (KServe has no versions);
+    * a body with neither a content type nor the binary extension's
+      ``Inference-Header-Content-Length`` is JSON (tritonclient's JSON requests send no
+      ``Content-Type``; KServe would read them as binary and refuse them).
+    """
+    async def middleware(scope, receive, send):
+        if scope["type"] == "http":
+            parts = scope["path"].split("/")
+            if len(parts) >= 6 and parts[1:3] == ["v2", "models"] and parts[4] == "versions":
+                path = "/".join(parts[:3] + [f"{parts[3]}@{parts[5]}"] + parts[6:])
+                scope = dict(scope, path=path, raw_path=path.encode())
+            names = {k.lower() for k, _ in scope.get("headers") or []}
+            if (scope.get("method") == "POST" and b"content-type" not in names
+                    and b"inference-header-content-length" not in names):
+                scope = dict(scope, headers=list(scope.get("headers") or [])
+                             + [(b"content-type", b"application/json")])
+        await app(scope, receive, send)
+    return middleware
+
+
+#: how long a refused body is read and dropped, so the client sees its 413
+DISCARD_SECONDS = 10.0
+
+
+async def discard_body(receive, cap: int, seconds: float = DISCARD_SECONDS) -> None:
+    """Read and drop up to *cap* more bytes of a refused body (for at most *seconds*).
+
+    A client that writes its whole body before reading the answer (most do, unless
+    they send ``Expect: 100-continue``) gets a reset instead of the 413 when the
+    server closes with the body unread; dropping the rest first lets it read the
+    answer.  Beyond *cap* the connection is closed anyway."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    seen = 0
+    while seen <= cap:
+        left = deadline - loop.time()
+        if left <= 0:
+            return
+        try:
+            message = await asyncio.wait_for(receive(), left)
+        except asyncio.TimeoutError:
+            return
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        seen += len(message.get("body", b""))
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def body_limit(app, limit: int, timeout: float):
+    """ASGI middleware: 413 for a body over *limit* bytes (declared or streamed), 408
+    when no part of it arrives for *timeout* seconds."""
+    async def middleware(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await discard_body(receive, limit)
+            return await send_json(send, 413, f"request body over the limit of {limit} bytes "
+                                              f"(--max-request-bytes)", [(b"connection", b"close")])
+        seen = 0
+        started = False
+
+        async def counted():
+            nonlocal seen
+            try:
+                message = await asyncio.wait_for(receive(), timeout)
+            except asyncio.TimeoutError:
+                raise _Refused(408, f"request body: nothing received for {timeout:g} s") from None
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _Refused(413, f"request body over the limit of {limit} bytes "
+                                    f"(--max-request-bytes)")
+            return message
+
+        async def tracked(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+        try:
+            await app(scope, counted, tracked)
+        except _Refused as refused:
+            if refused.status == 413:
+                await discard_body(receive, limit)
+            if not started:
+                await send_json(send, refused.status, refused.message, [(b"connection", b"close")])
+        except Exception as exc:  # noqa: BLE001 - FastAPI wraps what counted() raised
+            cause = exc.__cause__ or exc.__context__
+            if not isinstance(cause, _Refused) or started:
+                raise
+            if cause.status == 413:
+                await discard_body(receive, limit)
+            await send_json(send, cause.status, cause.message, [(b"connection", b"close")])
+    return middleware
+
+
+def without_docs(app: Any) -> None:
+    """Remove the OpenAPI schema and documentation routes from a FastAPI *app*."""
+    drop = {app.openapi_url, app.docs_url, app.redoc_url, "/docs/oauth2-redirect"} - {None}
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in drop]
+    app.openapi_url = app.docs_url = app.redoc_url = None
