@@ -368,19 +368,23 @@ class ServingTarget:
         return data
 
     def _raw_http(self) -> bytes:
+        """A mode byte and raw request bytes: ``w`` headers declaring a body over the limit,
+        then wait (413 at once: within 2 s); ``s`` the same streaming its body as clients
+        do; ``c`` a chunked body over the limit; ``t`` a truncated body."""
         r = self.rng
         head = f"POST {INFER} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        op = r.randrange(3)
-        if op == 0:
-            return (head + f"Content-Length: {r.choice([10 ** 12, 10 ** 30, MAX_REQUEST_BYTES + 1])}"
-                    "\r\n\r\n").encode()
-        if op == 1:
+        op = r.choice("wsct")
+        if op in "ws":
+            size = r.choice([10 ** 12, 10 ** 30, MAX_REQUEST_BYTES + 1, 60 << 20])
+            body = b"" if op == "w" else b'{"inputs": [{"data": [' + b"1.0," * (MAX_REQUEST_BYTES // 3)
+            return op.encode() + (head + f"Content-Length: {size}\r\n\r\n").encode() + body
+        if op == "c":
             chunk = b"[" + b"1.0," * 16384
             chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk)
                               for _ in range(MAX_REQUEST_BYTES // len(chunk) + 2))
-            return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + chunks + b"0\r\n\r\n"
+            return b"c" + (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + chunks + b"0\r\n\r\n"
         body = json.dumps(self.doc).encode()
-        return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:r.randrange(len(body))]
+        return b"t" + (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:r.randrange(len(body))]
 
     # -- running one input -------------------------------------------------------------
     def __call__(self, data: bytes) -> None:
@@ -389,6 +393,15 @@ class ServingTarget:
             self.rss.append(rss_mib())
         if not self.server.thread.is_alive():
             raise Unexpected(f"the server stopped: {self.server.error!r}")
+        self.watch.records.clear()
+        try:
+            self._dispatch(data)
+        finally:   # records this input caused, already reported when it raised
+            logged, self.watch.records = self.watch.records[:1], []
+        if logged:
+            raise Unexpected(f"server logged a traceback: {logged}")
+
+    def _dispatch(self, data: bytes) -> None:
         kind, rest = data[:1], data[1:]
         seed = data in self.seeds
         if kind == b"J":
@@ -404,9 +417,6 @@ class ServingTarget:
             self._grpc_call(rest, seed)
         elif kind == b"H":
             self._raw(rest)
-        if self.watch.records:
-            logged, self.watch.records = self.watch.records[:1], []
-            raise Unexpected(f"server logged a traceback: {logged}")
 
     def _http(self, path: str, body: bytes, headers: dict, seed: bool) -> None:
         if self.conn is None:
@@ -484,7 +494,8 @@ class ServingTarget:
                 raise Unexpected("valid gRPC seed: outputs differ from Session.run")
 
     def _raw(self, data: bytes) -> None:
-        truncated = b"Transfer-Encoding" not in data and not data.endswith(b"\r\n\r\n")
+        mode, data = data[:1], data[1:]
+        truncated = mode == b"t"
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
             try:
                 s.sendall(data)
@@ -492,6 +503,8 @@ class ServingTarget:
                     s.shutdown(socket.SHUT_WR)
             except OSError:
                 pass   # the server may answer 413 and close before the body is all sent
+            if mode == b"w":
+                s.settimeout(2)
             got = b""
             try:
                 while True:
@@ -503,10 +516,14 @@ class ServingTarget:
                         break
             except TimeoutError:
                 if not truncated:
-                    raise Unexpected("no answer in 5 s to a body over the limit") from None
+                    raise Unexpected(f"no answer in {s.gettimeout():g} s to a body over the "
+                                     f"limit ({'declared, not sent' if mode == b'w' else 'sent'})"
+                                     ) from None
             except ConnectionResetError:
-                if got:
-                    raise Unexpected("connection reset after a partial answer") from None
+                if got or not truncated:
+                    raise Unexpected("connection reset, no whole answer, to a body over the "
+                                     "limit" if not truncated else "reset after a partial answer"
+                                     ) from None
         if not got:
             if not truncated:
                 raise Unexpected("connection closed without an answer to a body over the limit")
@@ -514,7 +531,7 @@ class ServingTarget:
         status = int(got.split(b" ", 2)[1])
         head, _, body = got.partition(b"\r\n\r\n")
         if not truncated and status != 413:
-            raise Unexpected(f"a body over the limit answered HTTP {status}")
+            raise Unexpected(f"a body over the limit answered HTTP {status}: {_excerpt(body)}")
         if status not in ALLOWED_4XX:
             raise Unexpected(f"raw HTTP {status}: {_excerpt(body)}")
         check_error_body(f"HTTP {status}", body)
