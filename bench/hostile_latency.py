@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.hostile import X, Served, build, json_body, request
+from bench.hostile import X, Served, build, json_body, json_stream, request
 
 NOFILE = 1024
 PHASES = ("idle", "slowloris", "large_json", "malformed", "unload")
@@ -111,18 +111,15 @@ def _slowloris(port: int, stop: threading.Event) -> None:
 
 def _large_json(port: int, stop: threading.Event) -> None:
     size = 60 << 20
-    piece = b"1.0," * 65536
     while not stop.is_set():
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                 s.sendall((f"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
                            f"application/json\r\nContent-Length: {size}\r\n\r\n").encode())
-                s.sendall(b'{"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784], '
-                          b'"data": [')
-                sent = 0
-                while sent < size and not stop.is_set():
+                for piece in json_stream(size):
+                    if stop.is_set():
+                        break
                     s.sendall(piece)
-                    sent += len(piece)
         except OSError:
             pass   # answered 413 and closed: the next one
 
