@@ -45,6 +45,48 @@ def grpc_options(opts: Any) -> list[tuple[str, Any]]:
             ("grpc.http2.max_ping_strikes", 2)]
 
 
+def _string_field(raw: bytes, number: int) -> str | None:
+    """Field *number* of a serialized protobuf message, when it is a string (length-delimited)."""
+    i = 0
+    while i < len(raw):
+        key, i = _varint(raw, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, i = _varint(raw, i)
+        elif wire == 2:
+            size, i = _varint(raw, i)
+            if field == number:
+                return raw[i:i + size].decode("utf-8", "replace")
+            i += size
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            return None
+    return None
+
+
+def _varint(raw: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while i < len(raw):
+        byte = raw[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, i
+        shift += 7
+    return value, i
+
+
+def control_model_name(request: Any) -> str:
+    """The model a ``RepositoryModelLoad``/``Unload`` request names.  KServe's proto puts
+    ``model_name`` in field 1; Triton's (what tritonclient sends) has ``repository_name``
+    there and ``model_name`` in field 2, which KServe's message keeps as an unknown
+    field: read either, so both clients control models alike."""
+    if request.model_name:
+        return request.model_name
+    return _string_field(request.SerializeToString(), 2) or ""
+
+
 def _authorization(context: Any) -> str | None:
     for key, value in context.invocation_metadata() or ():
         if key == "authorization":
@@ -82,11 +124,11 @@ def grpc_server(opts: Any, dataplane: Any, control: Any):
             return await super().ModelReady(request, context)
 
         async def RepositoryModelLoad(self, request, context):
-            answer = await control.load(request.model_name, _authorization(context))
+            answer = await control.load(control_model_name(request), _authorization(context))
             return pb.RepositoryModelLoadResponse(model_name=answer["name"], isLoaded=True)
 
         async def RepositoryModelUnload(self, request, context):
-            answer = await control.unload(request.model_name, _authorization(context))
+            answer = await control.unload(control_model_name(request), _authorization(context))
             return pb.RepositoryModelUnloadResponse(model_name=answer["name"], isUnloaded=True)
 
     server = aio.server(futures.ThreadPoolExecutor(max_workers=4),

@@ -113,7 +113,8 @@ def json_values(where: str, data: Any, datatype: str, shape: list[int]) -> np.nd
         if low < info.min or high > info.max:
             raise RequestError(f"{where}: value {low if low < info.min else high} is outside "
                                f"{datatype}'s range [{info.min}, {info.max}]")
-    out = values.astype(dtype).reshape(shape)
+    with np.errstate(over="ignore"):  # an overflow is refused just below, not warned about
+        out = values.astype(dtype).reshape(shape)
     if dtype.kind == "f" and kind == "f" and not np.isfinite(out).all():
         raise RequestError(f"{where}: a value is too large for {datatype}")
     return out

@@ -63,10 +63,29 @@ def infer_json(base: str, model: str, x, name: str = "data", datatype: str = "FP
     return code, json.loads(raw)
 
 
+def _limit_descriptors(n: int) -> None:
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 class Server:
     """``mxc serve SOURCE ...`` as a subprocess on free loopback ports."""
 
-    def __init__(self, source, *args: str):
+    def __init__(self, source, *args: str, nofile: int | None = None):
+        """*nofile*: the server's descriptor limit (soft and hard), as ``ulimit -n``."""
         self.port, self.grpc_port = free_port(), free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -74,7 +93,8 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mxc", "serve", str(source), "--port", str(self.port),
              "--grpc-port", str(self.grpc_port), *args],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+            preexec_fn=None if nofile is None else (lambda: _limit_descriptors(nofile)))
 
     def wait_ready(self) -> "Server":
         deadline = time.monotonic() + START_TIMEOUT

@@ -165,7 +165,7 @@ def _dynamic_mlp(tmp_path_factory):
     return path
 
 
-def test_32_concurrent_batch1_requests_run_as_fewer_batches(tmp_path_factory):
+def test_32_concurrent_batch1_requests_run_as_fewer_batches_and_empty_ones_are_refused(tmp_path_factory):
     from concurrent.futures import ThreadPoolExecutor
     path = _dynamic_mlp(tmp_path_factory)
     xs = np.random.default_rng(11).standard_normal((32, 1, 784)).astype("float32")
@@ -173,8 +173,13 @@ def test_32_concurrent_batch1_requests_run_as_fewer_batches(tmp_path_factory):
     s = Server(path, "--max-batch-size", "32", "--max-latency-ms", "200",
                "--poll-seconds", "0").wait_ready()
     try:
-        with ThreadPoolExecutor(32) as pool:
+        with ThreadPoolExecutor(36) as pool:
+            # four empty batches among them: each refused alone (issue 35), none in a batch
+            empty = [pool.submit(infer_json, s.base, "mlp", np.zeros((0, 784), "float32"))
+                     for _ in range(4)]
             answers = list(pool.map(lambda x: infer_json(s.base, "mlp", x), xs))
+        for code, answer in (f.result() for f in empty):
+            assert code == 400 and "shape[0]" in answer["error"], answer
         for i, (code, answer) in enumerate(answers):
             assert code == 200, answer
             np.testing.assert_allclose(np.array(answer["outputs"][0]["data"], "float32"),
