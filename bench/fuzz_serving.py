@@ -376,7 +376,8 @@ class ServingTarget:
         op = r.choice("wsct")
         if op in "ws":
             size = r.choice([10 ** 12, 10 ** 30, MAX_REQUEST_BYTES + 1, 60 << 20])
-            body = b"" if op == "w" else b'{"inputs": [{"data": [' + b"1.0," * (MAX_REQUEST_BYTES // 3)
+            body = b"" if op == "w" else (b'{"inputs": [{"data": [' + b"1.0," * (
+                MAX_REQUEST_BYTES // 3))[:size]   # never past its Content-Length
             return op.encode() + (head + f"Content-Length: {size}\r\n\r\n").encode() + body
         if op == "c":
             chunk = b"[" + b"1.0," * 16384
