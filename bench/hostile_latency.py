@@ -209,6 +209,9 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
                     break
                 runs.append(phase(s.port, env["want"], seconds, clients, hostile))
                 if not _restore(s):   # unloaded for good or broken: a fresh server
+                    rc = s.proc.poll()
+                    runs[-1]["failures"].append("server " + (f"exited {rc}" if rc is not None
+                                                             else "not serving") + ", restarted")
                     s.stop()
                     s = Served(env["repo"], nofile=NOFILE, workdir=workdir)
             name = hostile or ("none" if i == 0 else "none (again)")
