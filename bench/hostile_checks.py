@@ -185,6 +185,33 @@ def _(s, g, env):
         f"{sorted(set(codes))} {grpc[0][:20]}, {len(new)} lines, {tb} tracebacks", ok
 
 
+@check("default", "found by bench.fuzz serving: null in data, empty model name, 10**30 length")
+def _(s, g, env):
+    """Not in the issue: what the fuzz campaign found on the hardened server."""
+    x = X.ravel().tolist()
+    x[0] = None
+    bad = {"null": refusal(request(s.port, "POST", "/v2/models/mlp/infer", json_body(data=x),
+                                   {"Content-Type": "application/json"}), 400),
+           "//infer": refusal(request(s.port, "POST", "/v2/models//infer", json_body(),
+                                      {"Content-Type": "application/json"}), 404)}
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+        sock.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: " + b"1" + b"0" * 30 + b"\r\n\r\n")
+        sock.settimeout(5)
+        raw = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in raw or len(raw.partition(b"\r\n\r\n")[2]) < 2:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP") else 0
+    bad["10**30"] = refusal((status, {}, body), 413)
+    bad = {k: v for k, v in bad.items() if v}
+    return "400, 404, 413 (JSON errors)", "ok" if not bad else json.dumps(bad)[:140], not bad
+
+
 @check("default", "symlink out of the repository (no --follow-symlinks)")
 def _(s, g, env):
     code = request(s.port, "GET", "/v2/models/evil/ready")[0]
