@@ -65,7 +65,7 @@ def want(repo):
 @pytest.fixture(scope="module")
 def server(repo):
     """The default model control, four requests in flight at most, 64 descriptors."""
-    s = Server(repo, *FAST, "--max-in-flight", "4", nofile=64).wait_ready()
+    s = Server(repo, "-v", *FAST, "--max-in-flight", "4", nofile=64).wait_ready()
     yield s
     assert s.stop() == 0, s.output()
 
@@ -212,7 +212,7 @@ def test_large_bodies_leave_memory_flat(server, want):
 
 def test_idle_sockets_up_to_the_descriptor_limit_do_not_starve_valid_clients(server, want):
     cpu0 = cpu_seconds(server.proc.pid)
-    log_lines = server.output().count("\n")
+    log_lines = server.output(whole=True).count("\n")
     idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
     try:
         started = time.monotonic()
@@ -232,7 +232,7 @@ def test_idle_sockets_up_to_the_descriptor_limit_do_not_starve_valid_clients(ser
         for s in idle:
             s.close()
     assert cpu_seconds(server.proc.pid) - cpu0 < 2.0, "the server spun while descriptors ran out"
-    assert server.output().count("\n") - log_lines < 20
+    assert server.output(whole=True).count("\n") - log_lines < 20
 
 
 def test_slow_headers_are_cut_off_by_the_header_timeout(server):
@@ -265,13 +265,18 @@ def test_in_flight_cap_answers_503_with_retry_after_then_stalled_bodies_get_408(
 
 
 def test_refusals_log_one_escaped_line_each_rationed_per_client(server):
-    conn = _connection(server)
+    # from a loopback address of its own: the log rations each client address apart
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10,
+                                      source_address=("127.0.0.35", 0))
     for _ in range(30):
         status, raw, _ = _ask(conn, "GET", "/v2/models/nope%0aINFO%20forged/ready")
         assert status == 404
-    log = server.output()
+    log = server.output(whole=True)
     assert "Traceback" not in log
     assert not re.search(r"^INFO forged", log, re.M), log[-2000:]
+    lines = [ln for ln in log.splitlines() if "from 127.0.0.35" in ln]
+    assert 1 <= len(lines) <= 11, lines      # a burst of ten, then one a second at most
+    assert all("nope\\nINFO forged" in ln for ln in lines), lines[:2]
 
 
 def test_links_out_of_the_repository_and_the_openapi_routes_are_not_served(server):
