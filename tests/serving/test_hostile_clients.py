@@ -319,7 +319,15 @@ def test_explicit_model_control_unloads_and_loads_versions_over_both_protocols(r
             assert _grpc_ready(client, "mlp", version)
             _valid(conn, want, f"mlp/versions/{version}")
         assert _ask(conn, "POST", "/v2/repository/models/nope/load", b"", auth)[0] == 404
+        # explicit control does not poll: a new version waits for a load request
+        (repo / "mlp" / "4").mkdir()
+        shutil.copy(repo / "mlp" / "1" / "model.mxc", repo / "mlp" / "4" / "model.mxc")
+        time.sleep(1.0)
+        assert _ask(conn, "GET", "/v2/models/mlp/versions/4/ready")[0] == 404
+        assert _ask(conn, "POST", "/v2/repository/models/mlp@4/load", b"", auth)[0] == 200
+        _valid(conn, want, "mlp/versions/4")
     finally:
+        shutil.rmtree(repo / "mlp" / "4", ignore_errors=True)
         assert s.stop() == 0, s.output()
 
 
