@@ -33,7 +33,7 @@ if importlib.util.find_spec("kserve") is None:
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc", reason="the [serve] extra's tritonclient")
 
 import mxc.runtime as rt  # noqa: E402
-from serve_helpers import Server, compiled_mlp, cpu_seconds, rss_mib  # noqa: E402
+from serve_helpers import REPO, Server, compiled_mlp, cpu_seconds, rss_mib  # noqa: E402
 
 X = np.random.default_rng(35).standard_normal((1, 784)).astype("float32")
 GOOD = {"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784],
@@ -366,3 +366,20 @@ def test_sigterm_with_two_workers_answers_every_request_sent_before_it(repo, wan
         t.join(60)
     assert s.stop() == 0, s.output()
     assert answered[0] > 16 and not failed, (answered, failed[:5])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workers", "2", "--model-control-mode", "explicit"], "reaches one worker only"),
+    (["--control-token-file", "token"], "needs --model-control-mode explicit"),
+    (["--model-control-mode", "explicit", "--control-token-file", "/no/such/file"],
+     "not a file holding a token"),
+    (["--header-timeout-s", "0"], "--header-timeout-s must be more than 0"),
+    (["--body-timeout-s", "-1"], "--body-timeout-s must be more than 0"),
+])
+def test_contradictory_serve_flags_are_usage_errors(repo, args, message):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "mxc", "serve", str(repo), *args],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 64 and message in done.stderr, done.stderr[-500:]
