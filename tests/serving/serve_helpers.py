@@ -107,10 +107,12 @@ class Server:
             time.sleep(0.3)
         raise AssertionError(f"server not ready in {START_TIMEOUT}s: {self.output()}")
 
-    def output(self) -> str:
+    def output(self, whole: bool = False) -> str:
+        """The server's output so far (its last 4,000 characters unless *whole*)."""
         self.log.flush()
         self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-4000:]
+        text = self.log.read().decode(errors="replace")
+        return text if whole else text[-4000:]
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> int:
         if self.proc.poll() is None:

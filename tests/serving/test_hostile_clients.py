@@ -33,7 +33,7 @@ if importlib.util.find_spec("kserve") is None:
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc", reason="the [serve] extra's tritonclient")
 
 import mxc.runtime as rt  # noqa: E402
-from serve_helpers import Server, compiled_mlp, cpu_seconds, rss_mib  # noqa: E402
+from serve_helpers import REPO, Server, compiled_mlp, cpu_seconds, rss_mib  # noqa: E402
 
 X = np.random.default_rng(35).standard_normal((1, 784)).astype("float32")
 GOOD = {"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784],
@@ -65,7 +65,7 @@ def want(repo):
 @pytest.fixture(scope="module")
 def server(repo):
     """The default model control, four requests in flight at most, 64 descriptors."""
-    s = Server(repo, *FAST, "--max-in-flight", "4", nofile=64).wait_ready()
+    s = Server(repo, "-v", *FAST, "--max-in-flight", "4", nofile=64).wait_ready()
     yield s
     assert s.stop() == 0, s.output()
 
@@ -212,7 +212,7 @@ def test_large_bodies_leave_memory_flat(server, want):
 
 def test_idle_sockets_up_to_the_descriptor_limit_do_not_starve_valid_clients(server, want):
     cpu0 = cpu_seconds(server.proc.pid)
-    log_lines = server.output().count("\n")
+    log_lines = server.output(whole=True).count("\n")
     idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
     try:
         started = time.monotonic()
@@ -232,7 +232,7 @@ def test_idle_sockets_up_to_the_descriptor_limit_do_not_starve_valid_clients(ser
         for s in idle:
             s.close()
     assert cpu_seconds(server.proc.pid) - cpu0 < 2.0, "the server spun while descriptors ran out"
-    assert server.output().count("\n") - log_lines < 20
+    assert server.output(whole=True).count("\n") - log_lines < 20
 
 
 def test_slow_headers_are_cut_off_by_the_header_timeout(server):
@@ -265,13 +265,18 @@ def test_in_flight_cap_answers_503_with_retry_after_then_stalled_bodies_get_408(
 
 
 def test_refusals_log_one_escaped_line_each_rationed_per_client(server):
-    conn = _connection(server)
+    # from a loopback address of its own: the log rations each client address apart
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10,
+                                      source_address=("127.0.0.35", 0))
     for _ in range(30):
         status, raw, _ = _ask(conn, "GET", "/v2/models/nope%0aINFO%20forged/ready")
         assert status == 404
-    log = server.output()
+    log = server.output(whole=True)
     assert "Traceback" not in log
     assert not re.search(r"^INFO forged", log, re.M), log[-2000:]
+    lines = [ln for ln in log.splitlines() if "from 127.0.0.35" in ln]
+    assert 1 <= len(lines) <= 11, lines      # a burst of ten, then one a second at most
+    assert all("nope\\nINFO forged" in ln for ln in lines), lines[:2]
 
 
 def test_links_out_of_the_repository_and_the_openapi_routes_are_not_served(server):
@@ -314,7 +319,15 @@ def test_explicit_model_control_unloads_and_loads_versions_over_both_protocols(r
             assert _grpc_ready(client, "mlp", version)
             _valid(conn, want, f"mlp/versions/{version}")
         assert _ask(conn, "POST", "/v2/repository/models/nope/load", b"", auth)[0] == 404
+        # explicit control does not poll: a new version waits for a load request
+        (repo / "mlp" / "4").mkdir()
+        shutil.copy(repo / "mlp" / "1" / "model.mxc", repo / "mlp" / "4" / "model.mxc")
+        time.sleep(1.0)
+        assert _ask(conn, "GET", "/v2/models/mlp/versions/4/ready")[0] == 404
+        assert _ask(conn, "POST", "/v2/repository/models/mlp@4/load", b"", auth)[0] == 200
+        _valid(conn, want, "mlp/versions/4")
     finally:
+        shutil.rmtree(repo / "mlp" / "4", ignore_errors=True)
         assert s.stop() == 0, s.output()
 
 
@@ -353,3 +366,20 @@ def test_sigterm_with_two_workers_answers_every_request_sent_before_it(repo, wan
         t.join(60)
     assert s.stop() == 0, s.output()
     assert answered[0] > 16 and not failed, (answered, failed[:5])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workers", "2", "--model-control-mode", "explicit"], "reaches one worker only"),
+    (["--control-token-file", "token"], "needs --model-control-mode explicit"),
+    (["--model-control-mode", "explicit", "--control-token-file", "/no/such/file"],
+     "not a file holding a token"),
+    (["--header-timeout-s", "0"], "--header-timeout-s must be more than 0"),
+    (["--body-timeout-s", "-1"], "--body-timeout-s must be more than 0"),
+])
+def test_contradictory_serve_flags_are_usage_errors(repo, args, message):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "mxc", "serve", str(repo), *args],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 64 and message in done.stderr, done.stderr[-500:]
