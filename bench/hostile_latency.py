@@ -4,7 +4,8 @@
 (``ulimit -n 1024``), then runs 32 valid clients (threads, each on its keep-alive
 connection, binary-extension requests whose first answer is checked against
 ``Session.run`` bit for bit) for N seconds per phase: first alone, then with one
-hostile client doing each class in turn, then alone again (drift):
+hostile client doing each class in turn, each paired with a hostile-free run just
+before it (the machine's load drifts; neighbours drift least):
 
 * ``idle``       -- idle sockets up to near the server's open-file limit;
 * ``slowloris``  -- 200 connections sending their headers a byte a second;
@@ -16,7 +17,7 @@ hostile client doing each class in turn, then alone again (drift):
 Why p99 and failed counts: a hostile client costs a fair server its share of CPU at
 most, so the valid clients' tail latency may rise but must stay within 2x of the
 hostile-free p99 (the target), and none of their requests may fail.  Exit status 1
-when a phase misses the target.  The table gives the medians over ``--repeats``.
+when a phase misses the target.  The table gives the medians over ``--repeats`` pairs.
 """
 
 from __future__ import annotations
@@ -190,55 +191,60 @@ def phase(port: int, want, seconds: float, clients: int, hostile: str | None) ->
 
 
 def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeats: int = 1) -> int:
+    """Each hostile phase *paired* with a hostile-free run just before it, *repeats* times:
+    on a shared machine the load drifts, and a ratio of neighbours drifts least.  The
+    table has the medians of p50, p99 and of the paired p99 ratios, and the sum of the
+    failed valid requests."""
     from bench.machine import cpu_info, load_average
     env = build(workdir)
     cpu = cpu_info()
-    print(f"CPU: {cpu['model']}, {cpu['available_cores']} cores available; load {load_average()}")
-    s = Served(env["repo"], nofile=NOFILE, workdir=workdir)
-    if s.error:
-        print(f"no server: {s.error}")
+    print(f"CPU: {cpu['model']}, {cpu['available_cores']} cores available; load "
+          f"{load_average()}")
+    server = [Served(env["repo"], nofile=NOFILE, workdir=workdir)]
+    if server[0].error:
+        print(f"no server: {server[0].error}")
         return 1
-    order = [None] + [p for p in PHASES if not phases or p in phases] + [None]
+
+    def measure(hostile):
+        s = server[0]
+        res = phase(s.port, env["want"], seconds, clients, hostile)
+        if not _restore(s):   # unloaded for good or broken: a fresh server
+            rc = s.proc.poll()
+            res["failures"].append("server " + (f"exited {rc}" if rc is not None
+                                                else "not serving") + ", restarted")
+            s.stop()
+            server[0] = Served(env["repo"], nofile=NOFILE, workdir=workdir)
+        return res
+
     rows = []
-    phase(s.port, env["want"], min(seconds, 2), clients, None)   # warm-up, not counted
+    phase(server[0].port, env["want"], min(seconds, 2), clients, None)   # warm-up
     try:
-        for i, hostile in enumerate(order):
-            runs = []
-            for _ in range(repeats):
-                if s.proc.poll() is not None:
-                    break
-                runs.append(phase(s.port, env["want"], seconds, clients, hostile))
-                if not _restore(s):   # unloaded for good or broken: a fresh server
-                    rc = s.proc.poll()
-                    runs[-1]["failures"].append("server " + (f"exited {rc}" if rc is not None
-                                                             else "not serving") + ", restarted")
-                    s.stop()
-                    s = Served(env["repo"], nofile=NOFILE, workdir=workdir)
-            name = hostile or ("none" if i == 0 else "none (again)")
-            if not runs:
-                rows.append({"phase": name, "error": f"server exited {s.proc.returncode}"})
-                continue
-            rows.append({"phase": name, **{k: statistics.median(r[k] for r in runs)
-                                           for k in ("requests", "p50_ms", "p99_ms", "failed")},
-                         "failures": runs[-1]["failures"]})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for hostile in [p for p in PHASES if not phases or p in phases]:
+            pairs = [(measure(None), measure(hostile)) for _ in range(repeats)]
+            row = {"phase": hostile,
+                   "base_p50": statistics.median(b["p50_ms"] for b, _ in pairs),
+                   "base_p99": statistics.median(b["p99_ms"] for b, _ in pairs),
+                   "p50": statistics.median(h["p50_ms"] for _, h in pairs),
+                   "p99": statistics.median(h["p99_ms"] for _, h in pairs),
+                   "ratio": statistics.median(h["p99_ms"] / b["p99_ms"] for b, h in pairs),
+                   "requests": statistics.median(h["requests"] for _, h in pairs),
+                   "failed": sum(h["failed"] + b["failed"] for b, h in pairs),
+                   "failures": sorted({f for b, h in pairs for f in b["failures"] + h["failures"]})}
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
-        s.stop()
-    base = rows[0].get("p99_ms", float("nan"))
-    print(f"{clients} valid clients, {seconds:g} s per phase, medians of {repeats}")
-    print(f"{'hostile':14} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99 ratio':>9} "
-          f"{'failed':>6}  ok")
+        server[0].stop()
+    print(f"{clients} valid clients, {seconds:g} s per run, each hostile run paired with a "
+          f"hostile-free one; medians of {repeats}; load now {load_average()}")
+    print(f"{'hostile':11} {'base p50':>8} {'base p99':>8} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'p99 ratio':>9} {'requests':>8} {'failed':>6}  ok")
     ok_all = True
     for r in rows:
-        if "error" in r:
-            print(f"{r['phase']:14} {r['error']}")
-            ok_all = False
-            continue
-        ratio = r["p99_ms"] / base if base else float("nan")
-        ok = ratio <= 2 and r["failed"] == 0
+        ok = r["ratio"] <= 2 and r["failed"] == 0
         ok_all &= ok
-        print(f"{r['phase']:14} {r['requests']:8.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
-              f"{ratio:9.2f} {r['failed']:6.0f}  {'yes' if ok else 'NO ' + ','.join(r['failures'])}")
+        print(f"{r['phase']:11} {r['base_p50']:8.2f} {r['base_p99']:8.2f} {r['p50']:8.2f} "
+              f"{r['p99']:8.2f} {r['ratio']:9.2f} {r['requests']:8.0f} {r['failed']:6d}  "
+              f"{'yes' if ok else 'NO ' + ','.join(r['failures'])}")
     return 0 if ok_all else 1
 
 
