@@ -482,6 +482,8 @@ class ServingTarget:
             code = exc.code().name
             if seed or code not in GRPC_REFUSALS:
                 raise Unexpected(f"gRPC {code}: {(exc.details() or '')[:60]}") from None
+            if not (exc.details() or "").strip():
+                raise Unexpected(f"gRPC {code} without a message") from None
             if LEAK.search(exc.details() or ""):
                 raise Unexpected(f"gRPC {code} names an exception class: "
                                  f"{exc.details()[:200]}") from None
