@@ -541,16 +541,13 @@ class ServingTarget:
 
 
 def _excerpt(body: bytes) -> str:
-    """The start of an answer, numbers folded (offsets, sizes), so that findings of one
-    kind group under one signature."""
+    """An answer's start, numbers folded, so findings of one kind share a signature."""
     return repr(re.sub(rb"\d{2,}", b"N", body[:60]))
 
 
 def _complete(raw: bytes) -> bool:
     """Whether *raw* holds a whole HTTP response with a Content-Length."""
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    if not sep:
-        return False
+    head, _, body = raw.partition(b"\r\n\r\n")
     m = re.search(rb"(?i)content-length:\s*(\d+)", head)
     return m is not None and len(body) >= int(m.group(1))
 
@@ -560,9 +557,9 @@ def check_error_body(what: str, answer: bytes) -> None:
     try:
         doc = json.loads(answer)
     except ValueError:
-        raise Unexpected(f"{what} body is not JSON: {answer[:120]!r}") from None
+        raise Unexpected(f"{what} body is not JSON: {_excerpt(answer)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("error"), str):
-        raise Unexpected(f"{what} body is not {{'error': str}}: {answer[:120]!r}")
+        raise Unexpected(f"{what} body is not {{'error': str}}: {_excerpt(answer)}")
     if LEAK.search(doc["error"]):
         raise Unexpected(f"{what} names an exception class: {doc['error'][:160]}")
 
@@ -576,14 +573,13 @@ def main(argv=None) -> int:
     """``python -m bench.fuzz_serving FINDING.bin ...``: each recorded request sent to a
     fresh embedded server again, with the rule it breaks (or ``ok``)."""
     import argparse
-    import tempfile
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("findings", nargs="+", type=Path)
-    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "mxc-fuzz-serving")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/mxc-fuzz-serving"))
     args = ap.parse_args(argv)
     target = ServingTarget(args.workdir, random.Random(0))
     bad = 0
-    try:
+    try:  # the target's server and connections are closed however this ends
         for path in args.findings:
             try:
                 target(path.read_bytes())
