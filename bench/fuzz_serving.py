@@ -300,7 +300,9 @@ class ServingTarget:
         logging.getLogger().removeHandler(self.watch)
 
     def report(self) -> dict:
+        # warm: after 100 inputs (first inferences, connections and buffers allocated)
         return {"server_rss_start_mib": self.rss[0], "server_rss_end_mib": rss_mib(),
+                "server_rss_warm_mib": self.rss[min(2, len(self.rss) - 1)],
                 "server_rss_max_mib": max(self.rss), "server_log_records": self.watch.lines}
 
     # -- inputs ----------------------------------------------------------------------
