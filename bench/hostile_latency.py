@@ -1,7 +1,7 @@
 """Issue 35's latency target: valid clients' p99 with one hostile client, against none.
 
-``python -m bench.hostile latency --seconds 10`` starts one ``mxc serve`` subprocess
-(``ulimit -n 1024``), then runs 32 valid clients (threads, each on its keep-alive
+``python -m bench.hostile latency --seconds 10`` starts one ``mxc serve -v`` subprocess
+(``ulimit -n 1024``; ``-v`` so that a server that stops serving has said why), then runs 32 valid clients (threads, each on its keep-alive
 connection, binary-extension requests whose first answer is checked against
 ``Session.run`` bit for bit) for N seconds per phase: first alone, then with one
 hostile client doing each class in turn, each paired with a hostile-free run just
@@ -165,13 +165,17 @@ HOSTILE = {"idle": _idle, "slowloris": _slowloris, "large_json": _large_json,
 
 
 def phase(port: int, want, seconds: float, clients: int, hostile: str | None) -> dict:
-    """One measurement: *clients* valid clients for *seconds*, with *hostile* running."""
-    stop = threading.Event()
-    bad = threading.Thread(target=HOSTILE[hostile], args=(port, stop), daemon=True) \
+    """One measurement: *clients* valid clients for *seconds*, with *hostile* running in a
+    process of its own (a thread here would take the valid clients' GIL, and their
+    latency would measure this process, not the server)."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    bad = ctx.Process(target=HOSTILE[hostile], args=(port, stop), daemon=True) \
         if hostile else None
     if bad:
         bad.start()
-        time.sleep(1.0)            # let it take hold (sockets opened, uploads started)
+        time.sleep(2.0)            # let it start and take hold (sockets opened, uploads)
     lat: list[float] = []
     failed: list = []
     until = time.monotonic() + seconds
@@ -184,6 +188,9 @@ def phase(port: int, want, seconds: float, clients: int, hostile: str | None) ->
     stop.set()
     if bad:
         bad.join(30)
+        if bad.is_alive():
+            bad.terminate()
+            bad.join(10)
     lat.sort()
     pick = (lambda q: lat[min(int(q * len(lat)), len(lat) - 1)] * 1e3) if lat else (lambda q: float("nan"))
     return {"requests": len(lat), "p50_ms": pick(0.50), "p99_ms": pick(0.99),
@@ -200,7 +207,7 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
     cpu = cpu_info()
     print(f"CPU: {cpu['model']}, {cpu['available_cores']} cores available; load "
           f"{load_average()}")
-    server = [Served(env["repo"], nofile=NOFILE, workdir=workdir)]
+    server = [Served(env["repo"], "-v", nofile=NOFILE, workdir=workdir)]
     if server[0].error:
         print(f"no server: {server[0].error}")
         return 1
@@ -210,10 +217,11 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
         res = phase(s.port, env["want"], seconds, clients, hostile)
         if not _restore(s):   # unloaded for good or broken: a fresh server
             rc = s.proc.poll()
+            _diagnose(s)
             res["failures"].append("server " + (f"exited {rc}" if rc is not None
                                                 else "not serving") + ", restarted")
             s.stop()
-            server[0] = Served(env["repo"], nofile=NOFILE, workdir=workdir)
+            server[0] = Served(env["repo"], "-v", nofile=NOFILE, workdir=workdir)
         return res
 
     rows = []
@@ -246,6 +254,22 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
               f"{r['p99']:8.2f} {r['ratio']:9.2f} {r['requests']:8.0f} {r['failed']:6d}  "
               f"{'yes' if ok else 'NO ' + ','.join(r['failures'])}")
     return 0 if ok_all else 1
+
+
+def _diagnose(s: Served) -> None:
+    """What a server that stopped serving looks like: its listening socket, its open
+    descriptors, its log's end (to stderr, for the report)."""
+    import os
+    import subprocess
+    listening = subprocess.run(["ss", "-ltn", f"sport = :{s.port}"], capture_output=True,
+                               text=True).stdout.strip().splitlines()[1:]
+    try:
+        fds = len(os.listdir(f"/proc/{s.proc.pid}/fd"))
+    except OSError:
+        fds = None
+    tail = [line for line in s.text().splitlines() if "refused POST" not in line][-15:]
+    print(f"server {s.proc.pid} stopped serving: exit {s.proc.poll()}, listening {listening}, "
+          f"{fds} fds; log {s.logpath}:\n" + "\n".join(tail), file=sys.stderr, flush=True)
 
 
 def _restore(s: Served) -> bool:
