@@ -279,6 +279,18 @@ def test_refusals_log_one_escaped_line_each_rationed_per_client(server):
     assert all("nope\\nINFO forged" in ln for ln in lines), lines[:2]
 
 
+def test_what_the_http_parser_and_the_router_refuse_is_json_too(server):
+    status, raw, _ = _ask(_connection(server), "POST", "/v2/models//infer", b"{}", JSON)
+    _refused(status, raw, 404, "Not Found")
+    status, raw, _ = _ask(_connection(server), "GET", "/v2/models/mlp/infer")
+    _refused(status, raw, 405, "Method Not Allowed")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                  + str(10 ** 30).encode() + b"\r\n\r\n{}")
+        head, _, body = s.recv(1024).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and "malformed HTTP" in json.loads(body)["error"]
+
+
 def test_links_out_of_the_repository_and_the_openapi_routes_are_not_served(server):
     conn = _connection(server)
     assert _ask(conn, "GET", "/v2/models/mlp/versions/3/ready")[0] == 404
