@@ -7,6 +7,8 @@ connection, binary-extension requests whose first answer is checked against
 hostile client doing each class in turn, each paired with a hostile-free run just
 before it (the machine's load drifts; neighbours drift least):
 
+* ``burn``       -- the control: no requests, one core of CPU burnt (the share of the
+  machine a flooding client takes from server and clients on a small machine);
 * ``idle``       -- idle sockets up to near the server's open-file limit;
 * ``slowloris``  -- 200 connections sending their headers a byte a second;
 * ``large_json`` -- 60 MiB JSON bodies streamed as fast as they are taken;
@@ -36,7 +38,7 @@ import numpy as np
 from bench.hostile import X, Served, build, json_body, json_stream, request
 
 NOFILE = 1024
-PHASES = ("idle", "slowloris", "large_json", "malformed", "unload")
+PHASES = ("burn", "idle", "slowloris", "large_json", "malformed", "unload")
 _HEADER = json.dumps({"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784],
                                   "parameters": {"binary_data_size": 3136}}],
                       "outputs": [{"name": "softmax_output",
@@ -160,7 +162,15 @@ def _unload(port: int, stop: threading.Event) -> None:
     conn.close()
 
 
-HOSTILE = {"idle": _idle, "slowloris": _slowloris, "large_json": _large_json,
+def _burn(port: int, stop) -> None:
+    """The control: no request at all, one core of CPU burnt, as a flooding client's own
+    loop burns it.  On a machine with few cores the hostile client competes with the
+    server and the valid clients for CPU; this phase's ratio is that share alone."""
+    while not stop.is_set():
+        sum(range(100_000))
+
+
+HOSTILE = {"burn": _burn, "idle": _idle, "slowloris": _slowloris, "large_json": _large_json,
            "malformed": _malformed, "unload": _unload}
 
 
