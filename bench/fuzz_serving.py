@@ -535,7 +535,9 @@ class ServingTarget:
             return
         status = int(got.split(b" ", 2)[1])
         head, _, body = got.partition(b"\r\n\r\n")
-        if not truncated and status != 413:
+        # a length past 2**63 is no size at all: malformed (400) as well as too large
+        impossible = re.search(rb"(?i)content-length: *\d{20,}", data) is not None
+        if not truncated and status != 413 and not (impossible and status == 400):
             raise Unexpected(f"a body over the limit answered HTTP {status}: {_excerpt(body)}")
         if status not in ALLOWED_4XX:
             raise Unexpected(f"raw HTTP {status}: {_excerpt(body)}")
@@ -567,8 +569,7 @@ def check_error_body(what: str, answer: bytes) -> None:
 
 
 def make_target(name: str, workdir: Path, rng: random.Random) -> ServingTarget:
-    assert name == "serving", name
-    return ServingTarget(workdir, rng)
+    return ServingTarget(workdir, rng)  # the one target here: "serving"
 
 
 def main(argv=None) -> int:
@@ -587,11 +588,10 @@ def main(argv=None) -> int:
                 target(path.read_bytes())
                 print(f"{path.name}: ok")
             except Unexpected as exc:
-                bad += 1
-                print(f"{path.name}: {exc}")
+                bad, _ = bad + 1, print(f"{path.name}: {exc}")
     finally:
         target.close()
-    return 1 if bad else 0
+    return int(bad > 0)
 
 
 if __name__ == "__main__":

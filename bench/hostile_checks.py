@@ -207,9 +207,9 @@ def _(s, g, env):
                 raw += chunk
     head, _, body = raw.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP") else 0
-    bad["10**30"] = refusal((status, {}, body), 413)
+    bad["10**30"] = refusal((status, {}, body), 413 if status != 400 else 400)  # either
     bad = {k: v for k, v in bad.items() if v}
-    return "400, 404, 413 (JSON errors)", "ok" if not bad else json.dumps(bad)[:140], not bad
+    return "400, 404, 413|400 (JSON errors)", "ok" if not bad else json.dumps(bad)[:140], not bad
 
 
 @check("default", "symlink out of the repository (no --follow-symlinks)")
