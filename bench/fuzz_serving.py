@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.hostile import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_REQUEST_BYTES = 256 << 10
 ALLOWED_4XX = {400, 403, 404, 408, 413}
@@ -74,12 +76,6 @@ def rss_mib() -> float:
         pass
     import resource
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def compiled_repo(workdir: Path) -> Path:
@@ -588,7 +584,8 @@ def main(argv=None) -> int:
                 target(path.read_bytes())
                 print(f"{path.name}: ok")
             except Unexpected as exc:
-                bad, _ = bad + 1, print(f"{path.name}: {exc}")
+                bad += 1
+                print(f"{path.name}: {exc}")
     finally:
         target.close()
     return int(bad > 0)
