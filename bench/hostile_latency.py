@@ -1,11 +1,12 @@
 """Issue 35's latency target: valid clients' p99 with one hostile client, against none.
 
 ``python -m bench.hostile latency --seconds 10`` starts one ``mxc serve -v`` subprocess
-(``ulimit -n 1024``; ``-v`` so that a server that stops serving has said why), then runs 32 valid clients (threads, each on its keep-alive
-connection, binary-extension requests whose first answer is checked against
-``Session.run`` bit for bit) for N seconds per phase: first alone, then with one
-hostile client doing each class in turn, each paired with a hostile-free run just
-before it (the machine's load drifts; neighbours drift least):
+(``ulimit -n 1024``; ``-v`` so that a server that stops serving has said why), then
+runs 32 valid clients (threads, each on its keep-alive connection, binary-extension
+requests whose first answer is checked against ``Session.run`` bit for bit) for N
+seconds per run, with one hostile client (a process of its own) doing each class in
+turn, each run paired with a hostile-free run just before it (the machine's load
+drifts; neighbours drift least):
 
 * ``burn``       -- the control: no requests, one core of CPU burnt (the share of the
   machine a flooding client takes from server and clients on a small machine);
@@ -19,7 +20,8 @@ before it (the machine's load drifts; neighbours drift least):
 Why p99 and failed counts: a hostile client costs a fair server its share of CPU at
 most, so the valid clients' tail latency may rise but must stay within 2x of the
 hostile-free p99 (the target), and none of their requests may fail.  Exit status 1
-when a phase misses the target.  The table gives the medians over ``--repeats`` pairs.
+when a phase misses the target; read it against ``burn``'s ratio, which is what the
+machine alone allows.  The table gives the medians over ``--repeats`` pairs.
 """
 
 from __future__ import annotations
