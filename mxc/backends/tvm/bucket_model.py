@@ -78,9 +78,11 @@ class BucketedModel:
         if self._session is None:
             from ...runtime.artifact import check_target_runnable
             from ...runtime.buckets import BucketSession
+            from ...runtime.session import session_from_parts
             check_target_runnable(self.manifest["target"], "compiled model")
             parts = {b: (m.plan, m.params, m.library_bytes()) for b, m in self.buckets.items()}
-            self._session = BucketSession(self.manifest, parts, source="<compiled model>")
+            self._session = BucketSession(self.manifest, parts, source="<compiled model>",
+                                          make_session=session_from_parts)
         return self._session
 
     def run(self, feeds: Mapping[str, Any], **kwargs) -> list[np.ndarray]:
