@@ -31,7 +31,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_char_p, c_int, c_int64, c_size_t, c_ui
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 from .guard import guarded
 
 __all__ = ["SUPPORTED_VERSIONS", "MXNET_VERSION", "Abi", "Signature", "SIGNATURES",

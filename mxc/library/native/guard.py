@@ -38,7 +38,7 @@ from ctypes import c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 
 __all__ = ["available", "guarded", "NativeException"]
 
