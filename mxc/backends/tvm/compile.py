@@ -114,7 +114,7 @@ class CompiledModel:
         if self.executable is None:
             return None
         if self._library is None:
-            from ...utils import clean_stale  # what a killed export left behind
+            from ...atomic_files import clean_stale  # what a killed export left behind
             clean_stale(tempfile.gettempdir(), "mxc-export-*")
             tmp = tempfile.mkdtemp(prefix=f"mxc-export-{os.getpid()}-")
             try:
