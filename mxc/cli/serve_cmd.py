@@ -110,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("header_timeout_s", "idle_timeout_s", "body_timeout_s"):
         if not getattr(args, flag) > 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be more than 0")
+    if args.model_control_mode == "explicit" and args.workers > 1:
+        raise UsageError("--model-control-mode explicit and --workers: a load or unload request "
+                         "reaches one worker only, so the workers would serve different models; "
+                         "use one worker (or --ray) with explicit model control")
     if args.control_token_file:
         if args.model_control_mode != "explicit":
             raise UsageError("--control-token-file guards load/unload requests: it needs "

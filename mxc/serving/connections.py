@@ -18,7 +18,8 @@ accept path:
 * :func:`bounded_protocol` makes uvicorn's HTTP protocol close a connection
   whose request headers are not complete within ``header_timeout_s`` of its
   opening (or of its previous response), so sockets that never send a byte, or
-  send headers a byte at a time, are reclaimed.
+  send headers a byte at a time, are reclaimed; and answer what its HTTP parser
+  refuses with a JSON error like every other refusal.
 
 The cap itself is derived from the descriptor limit by :func:`connection_cap`,
 so it binds before ``EMFILE`` does.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import resource
 import socket
@@ -104,6 +106,15 @@ def bounded_protocol(base: type, header_timeout_s: float) -> type:
         def on_response_complete(self) -> None:
             super().on_response_complete()
             self._arm()
+
+        def send_400_response(self, msg: str) -> None:
+            """A request the HTTP parser refuses (a Content-Length of 10**30, a bad request
+            line) gets a JSON error like every other refusal, not uvicorn's plain text."""
+            body = json.dumps({"error": f"malformed HTTP request: {msg}"}).encode()
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                                 % (len(body), body))
+            self.transport.close()
 
         def connection_lost(self, exc) -> None:
             if self._mxc_timer is not None:

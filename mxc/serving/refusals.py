@@ -35,9 +35,18 @@ def printable(text: Any, limit: int = 300) -> str:
 
 def classify(exc: BaseException) -> tuple[int, str]:
     """(HTTP status, message) of an exception raised while answering a request."""
+    from fastapi.exceptions import RequestValidationError
     from kserve import errors as kerr
+    from starlette.exceptions import HTTPException
     if isinstance(exc, RequestError):
         return exc.status, str(exc)
+    if isinstance(exc, HTTPException):  # FastAPI's routing: 404 no such route, 405 method
+        return exc.status_code, str(exc.detail)
+    if isinstance(exc, RequestValidationError):  # a route's parameters (not infer: requests.py)
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        return 422, f"{where}: {first.get('msg', 'invalid')}"
     if isinstance(exc, kerr.InvalidInput):
         return 400, str(exc.reason)
     if isinstance(exc, kerr.ModelNotFound):
@@ -122,7 +131,9 @@ async def rest_handler(request: Any, exc: Exception):
 def install_rest_handlers(app: Any) -> None:
     """Replace KServe's exception handlers on its FastAPI *app* with :func:`rest_handler`."""
     from kserve import errors as kerr
-    for cls in (RequestError, kerr.InvalidInput, kerr.InferenceError, kerr.ModelNotFound,
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+    for cls in (RequestError, HTTPException, RequestValidationError, kerr.InvalidInput, kerr.InferenceError, kerr.ModelNotFound,
                 kerr.ModelNotReady, kerr.ServerNotReady, kerr.ServerNotLive,
                 kerr.UnsupportedProtocol, NotImplementedError, Exception):
         app.add_exception_handler(cls, rest_handler)

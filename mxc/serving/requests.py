@@ -105,8 +105,10 @@ def json_values(where: str, data: Any, datatype: str, shape: list[int]) -> np.nd
     if kind not in "biuf" or (dtype.kind == "b" and kind != "b") \
             or (dtype.kind in _INT_KINDS and kind not in "biu"):
         wanted = {"b": "true/false", "i": "integers", "u": "integers"}.get(dtype.kind, "numbers")
-        raise RequestError(f"{where}: {datatype} data must be {wanted}; got {values.dtype.kind!r} "
-                           f"values such as {_short(values.reshape(-1)[0].item())}")
+        first = values.reshape(-1)[0] if values.size else None
+        first = first.item() if isinstance(first, np.generic) else first
+        raise RequestError(f"{where}: {datatype} data must be {wanted}; got values such as "
+                           f"{_short(first)}")
     if dtype.kind in _INT_KINDS and kind in _INT_KINDS and values.size:
         info = np.iinfo(dtype)
         low, high = int(values.min()), int(values.max())

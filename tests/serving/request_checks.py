@@ -72,6 +72,8 @@ JSON_CASES = {
     "too-few-values": (_json(data=[1, 2, 3]), "inputs[0].data", 400),
     "ragged": (_json(data=[[1, 2, 3], [4, 5]]), "inputs[0].data", 400),
     "strings": (_json(data=["1"] * 6), "inputs[0].data", 400),
+    "nulls": (_json(data=[None] * 6), "inputs[0].data", 400),
+    "one-null": (_json(data=[1, 2, None, 4, 5, 6]), "inputs[0].data", 400),
     "floats-for-int": (_json(datatype="INT32", data=[1.5] * 6), "inputs[0].data", 400),
     "int-overflow": (_json(datatype="INT8", data=[300] * 6), "inputs[0].data", 400),
     "fp32-overflow": (_json(data=[1e300] * 6), "inputs[0].data", 400),

@@ -33,7 +33,7 @@ if importlib.util.find_spec("kserve") is None:
 tritonclient_grpc = pytest.importorskip("tritonclient.grpc", reason="the [serve] extra's tritonclient")
 
 import mxc.runtime as rt  # noqa: E402
-from serve_helpers import Server, compiled_mlp, cpu_seconds, rss_mib  # noqa: E402
+from serve_helpers import REPO, Server, compiled_mlp, cpu_seconds, rss_mib  # noqa: E402
 
 X = np.random.default_rng(35).standard_normal((1, 784)).astype("float32")
 GOOD = {"inputs": [{"name": "data", "datatype": "FP32", "shape": [1, 784],
@@ -279,6 +279,18 @@ def test_refusals_log_one_escaped_line_each_rationed_per_client(server):
     assert all("nope\\nINFO forged" in ln for ln in lines), lines[:2]
 
 
+def test_what_the_http_parser_and_the_router_refuse_is_json_too(server):
+    status, raw, _ = _ask(_connection(server), "POST", "/v2/models//infer", b"{}", JSON)
+    _refused(status, raw, 404, "Not Found")
+    status, raw, _ = _ask(_connection(server), "GET", "/v2/models/mlp/infer")
+    _refused(status, raw, 405, "Method Not Allowed")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                  + str(10 ** 30).encode() + b"\r\n\r\n{}")
+        head, _, body = s.recv(1024).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and "malformed HTTP" in json.loads(body)["error"]
+
+
 def test_links_out_of_the_repository_and_the_openapi_routes_are_not_served(server):
     conn = _connection(server)
     assert _ask(conn, "GET", "/v2/models/mlp/versions/3/ready")[0] == 404
@@ -319,7 +331,15 @@ def test_explicit_model_control_unloads_and_loads_versions_over_both_protocols(r
             assert _grpc_ready(client, "mlp", version)
             _valid(conn, want, f"mlp/versions/{version}")
         assert _ask(conn, "POST", "/v2/repository/models/nope/load", b"", auth)[0] == 404
+        # explicit control does not poll: a new version waits for a load request
+        (repo / "mlp" / "4").mkdir()
+        shutil.copy(repo / "mlp" / "1" / "model.mxc", repo / "mlp" / "4" / "model.mxc")
+        time.sleep(1.0)
+        assert _ask(conn, "GET", "/v2/models/mlp/versions/4/ready")[0] == 404
+        assert _ask(conn, "POST", "/v2/repository/models/mlp@4/load", b"", auth)[0] == 200
+        _valid(conn, want, "mlp/versions/4")
     finally:
+        shutil.rmtree(repo / "mlp" / "4", ignore_errors=True)
         assert s.stop() == 0, s.output()
 
 
@@ -358,3 +378,20 @@ def test_sigterm_with_two_workers_answers_every_request_sent_before_it(repo, wan
         t.join(60)
     assert s.stop() == 0, s.output()
     assert answered[0] > 16 and not failed, (answered, failed[:5])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workers", "2", "--model-control-mode", "explicit"], "reaches one worker only"),
+    (["--control-token-file", "token"], "needs --model-control-mode explicit"),
+    (["--model-control-mode", "explicit", "--control-token-file", "/no/such/file"],
+     "not a file holding a token"),
+    (["--header-timeout-s", "0"], "--header-timeout-s must be more than 0"),
+    (["--body-timeout-s", "-1"], "--body-timeout-s must be more than 0"),
+])
+def test_contradictory_serve_flags_are_usage_errors(repo, args, message):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "mxc", "serve", str(repo), *args],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 64 and message in done.stderr, done.stderr[-500:]
