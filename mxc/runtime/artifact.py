@@ -16,7 +16,7 @@ Layout (every member is listed with its size and sha256 in the manifest)::
 
 ``manifest.json`` is always the first member, so a file is recognised by its
 first bytes (:func:`is_artifact`).  Writing goes through
-:func:`mxc.utils.atomic_open`: readers never see a partial file, even after
+:func:`mxc.atomic_files.atomic_open`: readers never see a partial file, even after
 Ctrl-C.  Reading checks, in order, that the file is a regular file and a complete
 zip, the signature (when a verify key is given), the format, version and
 fields of the manifest, every member's declared size (before decompressing)
@@ -43,7 +43,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ArtifactError, MxcError
-from ..utils import allocatable_bytes, atomic_open, checked_nbytes, clean_stale
+from ..atomic_files import atomic_open, clean_stale
+from ..memory_limits import allocatable_bytes, checked_nbytes
 from .bfloat16 import npz_arrays, npz_bytes
 from .cpu_features import host_cpu, machine_arch  # noqa: F401 - machine_arch: API
 from .signing import SIGNATURE
