@@ -10,7 +10,7 @@ is next to nothing and what is measured is the cost of a call through mxc:
   artifact's host node and the reference executor call per run (attributes
   cached, outputs allocated, arguments marshalled, the call, results
   collected);
-* ``invoke``: ``mxc.library_native.invoke`` -- one imperative call
+* ``invoke``: ``mxc.library.native.invoke`` -- one imperative call
   (``mx.nd.my_gemm``): parseAttrs, inferShape and inferType through the
   library first, then the forward.
 
@@ -51,10 +51,10 @@ def probe(lib: Path, n: int, k: int, m: int, calls: int, blocks: int) -> dict:
 
     import mxc
     from mxc.compiler.ops.registry import ForwardContext, get_op
-    from mxc.library_native import invoke, op_entry
-    from mxc.library_native.marshal import CallScope, tensor_block
-    from mxc.library_native.marshal import NO_GPU_CALLBACK, SPARSE_CALLBACK, XPU_CALLBACK
-    from mxc.library_native.calls import random_states
+    from mxc.library.native import invoke, op_entry
+    from mxc.library.native.marshal import CallScope, tensor_block
+    from mxc.library.native.marshal import NO_GPU_CALLBACK, SPARSE_CALLBACK, XPU_CALLBACK
+    from mxc.library.native.calls import random_states
     from ctypes import c_void_p
 
     from bench.timing import measure, summarize

@@ -119,7 +119,7 @@ class NativeLibraryTarget:
         return self.mutate()
 
     def __call__(self, data: bytes) -> None:
-        from mxc.library_native.elf import check_elf_extent
+        from mxc.library.native.elf import check_elf_extent
         if data[:1] == b"E":
             self.scratch.write_bytes(data[1:])
             try:
@@ -138,7 +138,7 @@ class NativeLibraryTarget:
     def _exercise_quietly(self) -> None:
         import mxc
         from mxc.compiler.symbol import builder
-        from mxc.library_native import calls, op_entry
+        from mxc.library.native import calls, op_entry
         record = None
         try:
             record = mxc.library.load(self.lib_path, verbose=False)

@@ -184,7 +184,7 @@ class Symbol:
 
     def save(self, path: str | Path) -> None:
         from .frontend.symbol_json import dump_json
-        from .utils import atomic_write_text
+        from .atomic_files import atomic_write_text
         atomic_write_text(path, dump_json(self.graph))
 
     # -- inference ----------------------------------------------------------------
@@ -268,7 +268,7 @@ class Symbol:
                        if s is None or None in s]
             raise ShapeError(f"simple_bind: cannot infer the shape of {', '.join(unknown)}")
         arg_types, _, aux_types = self.infer_type_partial(**(type_dict or {}))
-        from .utils import checked_nbytes
+        from .memory_limits import checked_nbytes
         for name, shape, t in zip(self.list_arguments() + self.list_auxiliary_states(),
                                   arg_shapes + aux_shapes, arg_types + aux_types):
             checked_nbytes(shape, np.dtype(t or np.float32).itemsize, f"simple_bind: {name!r}")

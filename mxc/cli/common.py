@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FrontendError, MxcError
-from ..utils import atomic_write_bytes
+from ..atomic_files import atomic_write_bytes
 
 
 def _dim(text: str, d: str) -> int | tuple[int, int]:

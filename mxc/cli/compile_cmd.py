@@ -171,7 +171,7 @@ def compile_from_args(args, shapes: dict | None = None, dtypes: dict | None = No
 
 def run(args: argparse.Namespace) -> int:
     import sys
-    from ..utils import check_output_path, is_stdout
+    from ..output_paths import check_output_path, is_stdout
     out = Path(args.output) if args.output else default_output(args.model)
     check_output_path(args.output or out)  # before minutes of compiling, not after
     key = None

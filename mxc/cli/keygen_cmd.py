@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import OutputError
     from ..runtime.signing import generate_key
-    from ..utils import check_output_path
+    from ..output_paths import check_output_path
     check_output_path(args.output, "key")
     if Path(args.output).exists() and not args.force:
         raise OutputError(f"key {args.output}: already exists; give --force to replace it "

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None:
         from .usage import UsageError
         raise UsageError("missing MODEL (a file, or '-' for standard input)")
-    from ..utils import check_output_path, is_stdout
+    from ..output_paths import check_output_path, is_stdout
     check_output_path(args.output)  # fail fast: before loading and running anything
     if args.params_out:
         check_output_path(args.params_out, "--params-out")
@@ -163,7 +163,8 @@ def _printers(args) -> list:
 def _write(result, args) -> None:
     """Serialize both outputs, then write them as one set (renamed together)."""
     from ..frontend.params import dumps_params
-    from ..utils import OutputSet, is_stdout
+    from ..atomic_files import OutputSet
+    from ..output_paths import is_stdout
     outputs = OutputSet()
     if args.params_out:
         arrays = {f"arg:{k}": v for k, v in result.args.items()}

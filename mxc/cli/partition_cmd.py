@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..utils import atomic_write_text
+from ..atomic_files import atomic_write_text
 from . import register_command
 from .common import add_model_arguments, load_model, parse_key_value, shapes_of
 
@@ -36,7 +36,7 @@ def summarize(graph) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..utils import check_output_path, is_stdout
+    from ..output_paths import check_output_path, is_stdout
     check_output_path(args.output)  # a missing directory is reported before any work
     report = sys.stderr if is_stdout(args.output) else sys.stdout  # '-o -': JSON on stdout
     sym, arg, aux = load_model(args)

@@ -94,7 +94,7 @@ def _is_artifact(path: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "output", None):
-        from ..utils import check_output_path
+        from ..output_paths import check_output_path
         check_output_path(args.output)  # a missing directory is reported before any work
     if args.verify_key and not _is_artifact(args.model):
         raise MxcError("--verify-key applies to .mxc artifacts only")

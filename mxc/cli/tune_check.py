@@ -1,6 +1,6 @@
 """``mxc tune --check-model``: the tuned model against the untuned one, end to end.
 
-Each kernel's tuned schedule is verified on its own (:mod:`mxc.backends.tvm.tune_verify`),
+Each kernel's tuned schedule is verified on its own (:mod:`mxc.backends.tvm.tune.verify`),
 but kernels interact in a model (caches, the layouts between them), so the
 check compiles the whole model twice -- without the database and with it --
 runs both on the same random inputs, alternately, for a bounded time, and
@@ -59,7 +59,7 @@ def check_model(args, loaded, report, budget_s: float):
     """Compile untuned and tuned, compare outputs, time them interleaved for about
     *budget_s* seconds; revert the model's tuned kernels unless the tuned build is faster.
     Sets ``report.model_check`` and returns it."""
-    from ..backends.tvm.tune_verify import compare_models, revert_to_default
+    from ..backends.tvm.tune.verify import compare_models, revert_to_default
     untuned = _compile(args, loaded, None)
     tuned = _compile(args, loaded, args.db)
     feeds = _feeds(args)

@@ -106,7 +106,7 @@ class LibraryRecords:
     library loader and the compiler's error reporting.  Every change goes
     through these methods under :attr:`lock` (reentrant, so a library that
     loads another one while it loads does not deadlock); the loaders change it
-    only through :class:`mxc.library_transaction.ExtensionTransaction`.
+    only through :class:`mxc.library.transaction.ExtensionTransaction`.
     """
 
     def __init__(self) -> None:

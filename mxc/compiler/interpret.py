@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import ExecutionError, MxcError
-from ..utils import checked_nbytes
+from ..memory_limits import checked_nbytes
 from .infer import inference_memo
 from .ir import Graph, Node
 from .ops.registry import ForwardContext

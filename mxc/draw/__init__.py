@@ -66,6 +66,6 @@ def draw(path: str | os.PathLike, output: str | os.PathLike,
     else:
         from .page import to_html
         text = to_html(drawing)
-    from ..utils import atomic_write_text
+    from ..atomic_files import atomic_write_text
     atomic_write_text(output, text)
     return drawing

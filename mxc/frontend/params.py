@@ -55,7 +55,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import ParamsFormatError
-from ..utils import atomic_open
+from ..atomic_files import atomic_open
 
 __all__ = ["load_params", "save_params", "dumps_params", "split_arg_aux"]
 

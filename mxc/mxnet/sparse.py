@@ -1,7 +1,7 @@
 """``mx.nd.sparse``: CSR and row-sparse NDArrays.
 
 A :class:`CSRNDArray` / :class:`RowSparseNDArray` wraps the loader's sparse
-containers (:mod:`mxc.library_native.sparse`), which are what library
+containers (:mod:`mxc.library.native.sparse`), which are what library
 operators receive and return through lib_api's sparse structures.  The dense
 value (``asnumpy()``) is materialised once, on creation, so an NDArray's
 generic methods (shape, dtype, printing) work on sparse arrays too; operators
@@ -23,7 +23,7 @@ __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",
 
 
 def _containers():
-    from ..library_native import sparse as containers
+    from ..library.native import sparse as containers
     return containers
 
 

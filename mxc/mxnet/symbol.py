@@ -92,7 +92,7 @@ class Symbol(_base.Symbol):
 
     def save(self, fname, remove_amp_cast: bool = True) -> None:
         from ..frontend.symbol_json import dump_json
-        from ..utils import atomic_write_text
+        from ..atomic_files import atomic_write_text
         atomic_write_text(fname, dump_json(self._versioned_graph()))
 
     # -- inference (MXNet's errors) ------------------------------------------------------

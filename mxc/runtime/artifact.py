@@ -16,7 +16,7 @@ Layout (every member is listed with its size and sha256 in the manifest)::
 
 ``manifest.json`` is always the first member, so a file is recognised by its
 first bytes (:func:`is_artifact`).  Writing goes through
-:func:`mxc.utils.atomic_open`: readers never see a partial file, even after
+:func:`mxc.atomic_files.atomic_open`: readers never see a partial file, even after
 Ctrl-C.  Reading checks, in order, that the file is a regular file and a complete
 zip, the signature (when a verify key is given), the format, version and
 fields of the manifest, every member's declared size (before decompressing)
@@ -43,12 +43,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ArtifactError, MxcError
-from ..utils import allocatable_bytes, atomic_open, checked_nbytes, clean_stale
+from ..atomic_files import atomic_open, clean_stale
+from ..memory_limits import allocatable_bytes, checked_nbytes
 from .bfloat16 import npz_arrays, npz_bytes
 from .cpu_features import host_cpu, machine_arch  # noqa: F401 - machine_arch: API
 from .signing import SIGNATURE
 from .plan import Plan
-from .validate import validate_manifest
+from .validate import validate_dynamic, validate_manifest
 
 FORMAT = "mxc-artifact"
 FORMAT_VERSION = 1
@@ -207,7 +208,7 @@ def read_artifact(path: str | os.PathLike, *, check_target: bool = True,
     graph = _json(data[GRAPH], GRAPH, path)
     plan = Plan.from_json(graph, path, check_bytes=lambda shape, dtype, what: _check_alloc(
         shape, dtype, what, path))
-    params = _read_npz(data[PARAMS], path) if PARAMS in data else {}
+    params = read_npz(data[PARAMS], path) if PARAMS in data else {}
     rest = {k: v for k, v in data.items() if k not in (GRAPH, PARAMS, LIBRARY)}
     return Artifact(man, graph, params, data.get(LIBRARY), str(path), plan, rest)
 
@@ -287,7 +288,6 @@ def _parse_manifest(data: bytes, path) -> dict:
         if version != BUCKETS_FORMAT_VERSION:
             raise ArtifactError(f"{path}: manifest.json: a dynamic_batch section in a format "
                                 f"version {version} artifact; the file was modified")
-        from .buckets import validate_dynamic
         validate_dynamic(man, path)
     return man
 
@@ -329,7 +329,7 @@ def _check_alloc(shape: tuple, dtype: str, what: str, path) -> None:
         raise ArtifactError(f"{path}: {exc}") from None
 
 
-def _read_npz(data: bytes, path) -> dict[str, np.ndarray]:
+def read_npz(data: bytes, path) -> dict[str, np.ndarray]:
     """``params.npz``: stored (uncompressed) arrays only, so nothing inflates beyond the file."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as inner:

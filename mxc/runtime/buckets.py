@@ -21,13 +21,14 @@ checksum (and signature, when verified) checked at load.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..errors import ArtifactError, ExecutionError
+from .artifact import GRAPH, LIBRARY, PARAMS, read_npz
 from .info import TensorInfo
-from .session import Session
+from .plan import Plan
 
 #: the name of the ranged dimension in ``TensorInfo.shape`` (ONNX Runtime shows a
 #: symbolic dimension as its name)
@@ -37,7 +38,6 @@ BATCH_SYMBOL = "batch"
 def bucket_members(batch: int, top: bool, library: bool, params: bool, shared: bool
                    ) -> dict[str, str]:
     """Where bucket *batch*'s members live in the artifact (keys: the top bucket's names)."""
-    from .artifact import GRAPH, LIBRARY, PARAMS
     prefix = "" if top else f"buckets/{batch}/"
     out = {GRAPH: prefix + GRAPH}
     if library:
@@ -52,41 +52,6 @@ def params_equal(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> bo
         a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in a)
 
 
-def validate_dynamic(man: Mapping[str, Any], path: Any) -> None:
-    """Check the ``dynamic_batch`` section of a version-2 manifest."""
-    def fail(what: str) -> ArtifactError:
-        return ArtifactError(f"{path}: manifest.json: dynamic_batch: {what}; the artifact is "
-                             f"corrupt or was modified")
-    dyn = man.get("dynamic_batch")
-    if not isinstance(dyn, dict):
-        raise fail("missing (a format version 2 artifact has a batch range)")
-    rng, buckets = dyn.get("range"), dyn.get("buckets")
-    if not (isinstance(rng, list) and len(rng) == 2 and all(type(x) is int for x in rng)
-            and 1 <= rng[0] < rng[1]):
-        raise fail(f"range: expected [LO, HI] with 1 <= LO < HI, got {rng!r}")
-    if not (isinstance(buckets, list) and buckets and all(type(b) is int for b in buckets)
-            and buckets == sorted(set(buckets)) and rng[0] <= buckets[0]
-            and buckets[-1] == rng[1]):
-        raise fail(f"buckets: expected increasing sizes in {rng[0]}..{rng[1]} ending at "
-                   f"{rng[1]}, got {buckets!r}")
-    for key, entries, every in (("axes", "inputs", False), ("output_axes", "outputs", True)):
-        axes = dyn.get(key)
-        ranks = {t.get("name"): len(t.get("shape") or ()) for t in man.get(entries) or []
-                 if isinstance(t, dict)}
-        if not (isinstance(axes, dict) and axes and all(
-                isinstance(k, str) and type(v) is int and 0 <= v < ranks.get(k, 0)
-                for k, v in axes.items())) or (every and set(axes) != set(ranks)):
-            raise fail(f"{key}: expected {{name: axis}} for {'every one' if every else 'some'} "
-                       f"of the manifest's {entries}, got {axes!r}")
-    members, listed = dyn.get("members"), man.get("members") or {}
-    if not isinstance(members, dict) or sorted(members) != sorted(map(str, buckets)):
-        raise fail("members: expected the members of every bucket")
-    for b, names in members.items():
-        if not isinstance(names, dict) or any(n not in listed for n in names.values()) \
-                or "graph.json" not in names:
-            raise fail(f"members[{b!r}]: names a member the artifact does not list")
-
-
 class BucketSession:
     """A session over the buckets of a dynamic-batch artifact (see the module docs).
 
@@ -94,10 +59,20 @@ class BucketSession:
     :class:`~mxc.runtime.Session` API; ``inputs``/``get_inputs()`` show the
     ranged dimension as ``'batch'`` (ONNX Runtime's symbolic dimension) and
     :attr:`batch_range` gives the range.
+
+    What this module needs of :mod:`mxc.runtime.session` comes in as arguments,
+    so that the session module (whose :func:`~mxc.runtime.load` creates bucket
+    sessions) is never imported from here: *make_session* builds one bucket's
+    :class:`~mxc.runtime.Session` (``session_from_parts(plan, manifest, params,
+    library, source=, threads=)``); *origin* and *reload*, given by
+    :func:`~mxc.runtime.load`, are the artifact's path and load options and the
+    function that loads it again -- what pickling stores (without them the
+    session cannot be pickled).
     """
 
     def __init__(self, manifest: Mapping, parts: Mapping[int, tuple], *, source: str,
-                 threads: int | None = None):
+                 make_session: Callable[..., Any], threads: int | None = None,
+                 origin: tuple | None = None, reload: Callable[..., Any] | None = None):
         self.manifest = dict(manifest)
         self.source = source
         dyn = self.manifest["dynamic_batch"]
@@ -109,7 +84,9 @@ class BucketSession:
         self._threads = threads
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
-        self._origin = None
+        self._make_session = make_session
+        self._origin = origin if reload is not None else None
+        self._reload = reload
 
     # -- metadata ------------------------------------------------------------------
     def _info(self, t: Mapping, axes: Mapping[str, int]) -> TensorInfo:
@@ -129,20 +106,26 @@ class BucketSession:
         return [self._info(t, self._out_axes) for t in self.manifest.get("outputs") or []]
 
     # ONNX Runtime's spellings and the target string, as a single-batch session has them
-    get_inputs = Session.get_inputs
-    get_outputs = Session.get_outputs
-    target = Session.target
+    def get_inputs(self) -> list[TensorInfo]:
+        return self.inputs
+
+    def get_outputs(self) -> list[TensorInfo]:
+        return self.outputs
+
+    @property
+    def target(self) -> str:
+        return str((self.manifest.get("target") or {}).get("string", "?"))
 
     def range_text(self) -> str:
         return f"{self.batch_range[0]}..{self.batch_range[1]}"
 
     def __getattr__(self, name: str) -> Any:   # device, threads, regions, host_nodes, ...
-        if name.startswith("__") or name in ("_parts", "_sessions", "buckets"):
+        if name.startswith("__") or name in ("_parts", "_sessions", "buckets", "_make_session",
+                                             "_origin", "_reload"):
             raise AttributeError(name)
         return getattr(self.bucket_session(self.buckets[-1]), name)
 
     def __reduce__(self):
-        from .session import _reload
         if self._origin is None:
             raise ArtifactError(f"{self.source}: a session not loaded from an artifact file "
                                 f"cannot be pickled; save the model and pickle "
@@ -151,7 +134,7 @@ class BucketSession:
         if key is not None:
             from .signing import public_key_bytes
             key = public_key_bytes(key)
-        return _reload, (path, libraries, key, threads)
+        return self._reload, (path, libraries, key, threads)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self.inputs)
@@ -163,12 +146,11 @@ class BucketSession:
         """The :class:`~mxc.runtime.Session` of *bucket*, its library loaded on first use."""
         sess = self._sessions.get(bucket)
         if sess is None:
-            from .session import session_from_parts
             with self._lock:
                 sess = self._sessions.get(bucket)
                 if sess is None:
                     plan, params, library = self._parts[bucket]
-                    sess = session_from_parts(plan, self.manifest, params, library,
+                    sess = self._make_session(plan, self.manifest, params, library,
                                               source=f"{self.source} (bucket {bucket})",
                                               threads=self._threads)
                     self._sessions[bucket] = sess
@@ -209,14 +191,14 @@ class BucketSession:
     def submit(self, feeds: Mapping[str, Any]):
         """:meth:`mxc.runtime.Session.submit`: :meth:`run` started on an executor (the
         padding and slicing too), its outputs a future."""
-        return self.bucket_session(self.buckets[-1])._submit(self.run, feeds)
+        return self.bucket_session(self.buckets[-1]).submit_call(self.run, feeds)
 
     def run(self, feeds: Any, input_feed: Mapping[str, Any] | None = None, run_options=None,
             *, profile: bool = False):
         """:meth:`mxc.runtime.Session.run` on the smallest bucket that holds the batch."""
         if input_feed is not None or feeds is None:
             top = self.bucket_session(self.buckets[-1])
-            wanted = top._output_indices(feeds)
+            wanted = top.output_indices(feeds)
             result = self.run(input_feed if input_feed is not None else {}, profile=profile)
             outs, prof = result if profile else (result, None)
             picked = [outs[i] for i in wanted]
@@ -239,10 +221,11 @@ class BucketSession:
         return (sliced, prof) if profile else sliced
 
 
-def load_buckets(art: Any, source: str, threads: int | None) -> BucketSession:
-    """A :class:`BucketSession` over the decoded artifact *art* (members checked)."""
-    from .artifact import GRAPH, LIBRARY, PARAMS, _read_npz
-    from .plan import Plan
+def load_buckets(art: Any, source: str, threads: int | None, *, make_session: Callable[..., Any],
+                 origin: tuple | None = None, reload: Callable[..., Any] | None = None
+                 ) -> BucketSession:
+    """A :class:`BucketSession` over the decoded artifact *art* (members checked);
+    *make_session*, *origin*, *reload*: see :class:`BucketSession`."""
     dyn = art.manifest["dynamic_batch"]
     parts = {}
     for b in dyn["buckets"]:
@@ -258,7 +241,8 @@ def load_buckets(art: Any, source: str, threads: int | None) -> BucketSession:
         plan = Plan.from_json(graph, source)
         pname = names.get(PARAMS)
         params = (art.params if pname == PARAMS else
-                  _read_npz(art.members[pname], source) if pname else {})
+                  read_npz(art.members[pname], source) if pname else {})
         lib = art.members.get(names[LIBRARY]) if LIBRARY in names else None
         parts[b] = (plan, params, lib)
-    return BucketSession(art.manifest, parts, source=source, threads=threads)
+    return BucketSession(art.manifest, parts, source=source, threads=threads,
+                         make_session=make_session, origin=origin, reload=reload)

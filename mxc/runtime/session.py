@@ -320,7 +320,7 @@ class Session:
         is accepted and ignored.
         """
         if input_feed is not None or feeds is None:
-            wanted = self._output_indices(feeds)
+            wanted = self.output_indices(feeds)
             result = self.run(input_feed if input_feed is not None else {}, profile=profile)
             outs, prof = result if profile else (result, None)
             picked = [outs[i] for i in wanted]
@@ -335,15 +335,25 @@ class Session:
         call goes straight to an executor, which completes the future, instead of
         parking a thread of the event loop's pool on :meth:`run`.
         """
-        return self._submit(self.run, feeds)
+        return self.submit_call(self.run, feeds)
 
-    def _submit(self, fn, *args) -> Future:
+    def submit_call(self, fn, *args) -> Future:
+        """Start ``fn(*args)`` where this session's compiled code runs (its executor on
+        the CPU, see :mod:`mxc.runtime.executors`); a Future of the result.
+
+        For wrappers whose ``run`` calls this session (a dynamic-batch session pads the
+        batch, runs a bucket and slices the outputs): their work runs on the executor
+        in one piece, as :meth:`submit` does for :meth:`run`.
+        """
         if self._on_executor:
             return EXECUTORS.submit(self._threads, fn, *args)
         return submit_elsewhere(fn, *args)
 
-    def _output_indices(self, names) -> list[int]:
-        """Positions of the outputs *names* asks for (None: all); ``outN`` is output N."""
+    def output_indices(self, names) -> list[int]:
+        """Positions of the outputs *names* asks for (None: all; a name or a list of
+        names, each an output's name or its position ``outN``), as ONNX Runtime's
+        ``run(names, feeds)`` picks them; an :class:`~mxc.errors.ExecutionError`
+        naming the outputs for an unknown name."""
         if names is None:
             return list(range(len(self._outputs)))
         if isinstance(names, str):
@@ -520,14 +530,15 @@ def load(path: str | os.PathLike, libraries: Sequence[str | os.PathLike] | None 
     if art.manifest.get("libraries") or libraries:  # imported only when there is one
         from .libraries import attach_libraries
         attach_libraries(art.manifest, libraries, str(path))
+    origin = (os.path.abspath(path), [os.path.abspath(p) for p in libraries or ()],
+              verify_key, threads)
     if "dynamic_batch" in art.manifest:   # one compiled bucket per batch size
-        from .buckets import load_buckets
-        sess = load_buckets(art, str(path), threads)
-    else:
-        sess = session_from_parts(art.plan or art.graph, art.manifest, art.params,
-                                  art.library, source=str(path), threads=threads)
-    sess._origin = (os.path.abspath(path), [os.path.abspath(p) for p in libraries or ()],
-                    verify_key, threads)
+        from .buckets import load_buckets   # builds on this module: given what it needs
+        return load_buckets(art, str(path), threads, make_session=session_from_parts,
+                            origin=origin, reload=_reload)
+    sess = session_from_parts(art.plan or art.graph, art.manifest, art.params,
+                              art.library, source=str(path), threads=threads)
+    sess._origin = origin
     return sess
 
 

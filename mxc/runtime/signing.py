@@ -248,7 +248,7 @@ def verify_manifest(manifest_bytes: bytes, signature: bytes | None, key: KeyLike
 def generate_key(path: str | os.PathLike) -> tuple[Path, Path]:
     """Write a new Ed25519 private key to *path* (0600) and its public key to *path*.pub."""
     serialization, ed25519, _ = _crypto()
-    from ..utils import atomic_write_bytes
+    from ..atomic_files import atomic_write_bytes
     priv = ed25519.Ed25519PrivateKey.generate()
     private_pem = priv.private_bytes(serialization.Encoding.PEM,
                                      serialization.PrivateFormat.PKCS8,

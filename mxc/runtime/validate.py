@@ -12,12 +12,18 @@ Sizes are bounded by what the artifact itself declares: ``num_slots`` cannot
 exceed the number of slots the steps, inputs and parameters name; every slot
 a step reads must have been produced before; shapes are non-negative and
 their byte sizes are checked against what this process may allocate.
+
+The ``dynamic_batch`` section of a version-2 manifest (batch buckets, run by
+:mod:`mxc.runtime.buckets`) is checked here too, by :func:`validate_dynamic`:
+the artifact reader needs it before any session exists, and keeping it beside
+the other manifest checks means the reader never imports the bucket runner
+(which builds on the reader; no import cycle).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..errors import ArtifactError
 
@@ -291,3 +297,38 @@ def _host_step_fields(f: Fields, step: dict, where: str) -> None:
         f.items(v, "inputs", w, lambda x, wx: f.get({"input": x}, "input", wx, (int,)))
 
     f.items(step, "bodies", where, body, required=False)
+
+
+def validate_dynamic(man: Mapping[str, Any], path: Any) -> None:
+    """Check the ``dynamic_batch`` section of a version-2 manifest (see the module docs)."""
+    def fail(what: str) -> ArtifactError:
+        return ArtifactError(f"{path}: manifest.json: dynamic_batch: {what}; the artifact is "
+                             f"corrupt or was modified")
+    dyn = man.get("dynamic_batch")
+    if not isinstance(dyn, dict):
+        raise fail("missing (a format version 2 artifact has a batch range)")
+    rng, buckets = dyn.get("range"), dyn.get("buckets")
+    if not (isinstance(rng, list) and len(rng) == 2 and all(type(x) is int for x in rng)
+            and 1 <= rng[0] < rng[1]):
+        raise fail(f"range: expected [LO, HI] with 1 <= LO < HI, got {rng!r}")
+    if not (isinstance(buckets, list) and buckets and all(type(b) is int for b in buckets)
+            and buckets == sorted(set(buckets)) and rng[0] <= buckets[0]
+            and buckets[-1] == rng[1]):
+        raise fail(f"buckets: expected increasing sizes in {rng[0]}..{rng[1]} ending at "
+                   f"{rng[1]}, got {buckets!r}")
+    for key, entries, every in (("axes", "inputs", False), ("output_axes", "outputs", True)):
+        axes = dyn.get(key)
+        ranks = {t.get("name"): len(t.get("shape") or ()) for t in man.get(entries) or []
+                 if isinstance(t, dict)}
+        if not (isinstance(axes, dict) and axes and all(
+                isinstance(k, str) and type(v) is int and 0 <= v < ranks.get(k, 0)
+                for k, v in axes.items())) or (every and set(axes) != set(ranks)):
+            raise fail(f"{key}: expected {{name: axis}} for {'every one' if every else 'some'} "
+                       f"of the manifest's {entries}, got {axes!r}")
+    members, listed = dyn.get("members"), man.get("members") or {}
+    if not isinstance(members, dict) or sorted(members) != sorted(map(str, buckets)):
+        raise fail("members: expected the members of every bucket")
+    for b, names in members.items():
+        if not isinstance(names, dict) or any(n not in listed for n in names.values()) \
+                or "graph.json" not in names:
+            raise fail(f"members[{b!r}]: names a member the artifact does not list")

@@ -58,7 +58,7 @@ def _database(db_dir: str, winograd: str, precision: str) -> None:
     from mxc.backends.tvm.options import TuneOptions
     from mxc.backends.tvm.schedules.cpu import default_schedule
     from mxc.backends.tvm.tune import _tuning_target, extract_tasks
-    from mxc.backends.tvm.tune_db import open_database
+    from mxc.backends.tvm.tune.database import open_database
     y, params = _model()
     mod = lower_graph(y.graph, shapes=SHAPES, params=params)
     tgt = _tuning_target(resolve_target("llvm"))

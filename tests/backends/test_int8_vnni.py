@@ -274,7 +274,7 @@ def test_tuning_builder_workers_can_replay_the_int8_schedules():
     with mxc's intrinsics: a fresh builder worker must have them registered."""
     import subprocess
     import sys
-    code = ("from mxc.backends.tvm.tune_workers import builder_init; builder_init()\n"
+    code = ("from mxc.backends.tvm.tune.workers import builder_init; builder_init()\n"
             "from tvm import s_tir\n"
             "from mxc.backends.tvm.schedules.int8 import DOT_STEPS, dot_intrinsic_name\n"
             "print(all(s_tir.TensorIntrin.get(dot_intrinsic_name(f), allow_missing=True)\n"

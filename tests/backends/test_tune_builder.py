@@ -1,4 +1,4 @@
-"""A tuning run's build workers start once, not once per batch (tune_builder.py).
+"""A tuning run's build workers start once, not once per batch (tune/builder.py).
 
 TVM's LocalBuilder started a pool of worker processes for its constructor's
 check and again for every batch, each worker importing TVM and registering
@@ -31,7 +31,7 @@ def build_worker_starts(monkeypatch):
     mxc's builder initializer; the runner's are not counted)."""
     from tvm.support.popen_pool import PopenWorker
 
-    from mxc.backends.tvm.tune_workers import builder_init
+    from mxc.backends.tvm.tune.workers import builder_init
     starts: list[int] = []
     real = PopenWorker._start
 
@@ -87,8 +87,8 @@ def test_a_worker_is_replaced_after_its_share_of_builds(build_worker_starts, mon
     first worker, builds two and three a second; every build yields its artifact."""
     from tvm.s_tir import meta_schedule as ms
 
-    from mxc.backends.tvm import tune_builder
-    from mxc.backends.tvm.tune_workers import BUILD_FUNC, builder_init
+    from mxc.backends.tvm.tune import builder as tune_builder
+    from mxc.backends.tvm.tune.workers import BUILD_FUNC, builder_init
     monkeypatch.setattr(tune_builder, "MAX_BUILDS_PER_WORKER", 2)
     mod, target = _kernel()
     before = _popen_workers()
@@ -112,8 +112,8 @@ def test_a_build_that_fails_is_reported_and_the_next_one_builds(monkeypatch):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from mxc.backends.tvm import tune_builder
-    from mxc.backends.tvm.tune_workers import BUILD_FUNC, builder_init
+    from mxc.backends.tvm.tune import builder as tune_builder
+    from mxc.backends.tvm.tune.workers import BUILD_FUNC, builder_init
     mod, target = _kernel()
     builder = tune_builder.pooled_builder(max_workers=1, timeout_sec=60, f_build=BUILD_FUNC,
                                           initializer=builder_init)

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("tvm")
 
 from mxc.backends.tvm import build_module
-from mxc.backends.tvm.tune_db import RECORD_FILE, WORKLOAD_FILE, check_lines
+from mxc.backends.tvm.tune.database import RECORD_FILE, WORKLOAD_FILE, check_lines
 from mxc.errors import BackendError
 
 

@@ -28,7 +28,7 @@ pytest.importorskip("tvm")
 from mxc import sym as S
 from mxc.backends.reference import run_graph
 from mxc.backends.tvm import build_module, lower_graph, run_module
-from mxc.backends.tvm.tune_verify import (KEEP_MARGIN, VERDICT_FILE, VERIFY_ROUNDS,
+from mxc.backends.tvm.tune.verify import (KEEP_MARGIN, VERDICT_FILE, VERIFY_ROUNDS,
                                           compare_models, interleaved_order, read_verdicts,
                                           verify_task)
 
@@ -74,7 +74,7 @@ def _database(db_dir, task, target, sch, secs: float):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from mxc.backends.tvm.tune_db import open_database
+    from mxc.backends.tvm.tune.database import open_database
     database = open_database(db_dir)
     task_mod = task.dispatched[0]
     database.commit_tuning_record(ms.database.TuningRecord(
@@ -104,9 +104,9 @@ def _mxc_default(task, target):
 def measure(kernel):
     """Real measurement: MetaSchedule's local builder and runner, as ``mxc tune`` uses."""
     from mxc.backends.tvm.tune import _runner
-    from mxc.backends.tvm.tune_builder import pooled_builder
-    from mxc.backends.tvm.tune_verify import runner_measure
-    from mxc.backends.tvm.tune_workers import BUILD_FUNC, builder_init
+    from mxc.backends.tvm.tune.builder import pooled_builder
+    from mxc.backends.tvm.tune.verify import runner_measure
+    from mxc.backends.tvm.tune.workers import BUILD_FUNC, builder_init
     builder = pooled_builder(max_workers=1, timeout_sec=60, f_build=BUILD_FUNC,
                              initializer=builder_init)
     runner = _runner(None, 1, 60)
@@ -195,7 +195,7 @@ def test_runner_measure_gives_each_module_its_own_times(kernel):
     of its own): the modules run interleaved, and each gets the times of its runs."""
     from types import SimpleNamespace
 
-    from mxc.backends.tvm.tune_verify import runner_measure
+    from mxc.backends.tvm.tune.verify import runner_measure
     _, _, _, target, task = kernel
     secs = {"/nonexistent/tuned.so": 2e-3, "/nonexistent/default.so": 5e-3}
     ran: list[str] = []
@@ -219,7 +219,7 @@ def test_runner_measure_gives_each_module_its_own_times(kernel):
 def test_a_verdict_is_the_decision_on_what_was_measured(kernel, measure, tmp_path):
     """Verified with the real runner, the lying record gets a verdict drawn from the
     times measured (whichever way they fall on this machine), and the build follows it."""
-    from mxc.backends.tvm.tune_verify import _decide
+    from mxc.backends.tvm.tune.verify import _decide
     mod, graph, params, target, task = kernel
     db = tmp_path / "db"
     database = _database(db, task, target, _naive(task), 1e-9)
@@ -299,7 +299,7 @@ def test_a_new_best_record_is_judged_again(kernel, tmp_path):
     # a (different) record claiming to be faster still: not judged yet, so it is applied
     from tvm.s_tir import meta_schedule as ms
 
-    from mxc.backends.tvm.tune_db import open_database
+    from mxc.backends.tvm.tune.database import open_database
     sch = _naive(task)
     sch.parallel(sch.get_loops(sch.get_child_blocks(sch.get_sblock("root"))[-1])[0])
     database = open_database(db)
@@ -341,5 +341,5 @@ def test_compare_models_reports_interleaved_medians():
     (5.0, 5.0, False),       # a tie is not a win
 ])
 def test_the_model_check_keeps_a_tuned_build_only_when_it_is_faster(untuned_ms, tuned_ms, kept):
-    from mxc.backends.tvm.tune_verify import ModelCheck
+    from mxc.backends.tvm.tune.verify import ModelCheck
     assert ModelCheck(untuned_ms, tuned_ms, 100).keeps_tuned is kept

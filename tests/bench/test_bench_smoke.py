@@ -285,7 +285,7 @@ def test_harness_with_db_measures_untuned_and_tuned(tmp_path):
     assert tuned["variant"] == "tuned" and tuned["tuning_db"] == str(db)
     # the conv's record is applied unless re-measuring it against the default schedule
     # rejected it (mxc tune's verdicts)
-    from mxc.backends.tvm.tune_verify import read_verdicts
+    from mxc.backends.tvm.tune.verify import read_verdicts
     rejected = sum(v["kept"] == "default" for v in read_verdicts(db).values())
     assert tuned["kernels_tuned"] == 1 - rejected
     for res in (untuned, tuned):

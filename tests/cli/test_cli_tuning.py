@@ -175,7 +175,7 @@ def test_tune_verifies_kernels_and_checks_the_model(tuned, tmp_path, capsys):
     import shutil
 
     from mxc.backends.tvm.tune import read_tune_log
-    from mxc.backends.tvm.tune_verify import read_verdicts
+    from mxc.backends.tvm.tune.verify import read_verdicts
     root, symbol, params_file, inputs, db = tuned
     copy = shutil.copytree(db, tmp_path / "db")
     capsys.readouterr()

@@ -12,7 +12,7 @@ import io
 import time
 
 from mxc import progress
-from mxc.backends.tvm.tune_progress import TuneProgress
+from mxc.backends.tvm.tune.progress import TuneProgress
 
 
 class FakeTerminal(io.StringIO):

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from mxc.backends.tvm.tune_rpc import check_tracker, tracker_keys  # noqa: E402
+from mxc.backends.tvm.tune.rpc import check_tracker, tracker_keys  # noqa: E402
 from mxc.errors import BackendError  # noqa: E402
 
 from test_cli_tuning import write_tiny_model  # noqa: E402

@@ -18,8 +18,8 @@ from mxc.compiler.extension_guard import RECORDS, current_library
 from mxc.compiler.ops.registry import has_op
 from mxc.compiler.partition import has_subgraph_backend, register_subgraph_property
 from mxc.compiler.passes.registry import has_pass, register_pass
-from mxc.library_registrations import ExtensionLibrary
-from mxc.library_transaction import ExtensionTransaction
+from mxc.library.registrations import ExtensionLibrary
+from mxc.library.transaction import ExtensionTransaction
 from mxc.registry import all_registries
 
 

@@ -201,13 +201,13 @@ except ExecutionError as exc:
 
 
 def test_allocation_limits_come_from_the_process_not_the_machine(monkeypatch):
-    from mxc import utils
-    monkeypatch.setattr(utils.resource, "getrlimit", lambda which: (1 << 31, 1 << 31))
-    monkeypatch.setattr(utils, "_vm_size", lambda: 1 << 30)
-    limits = utils.allocation_limits()
+    from mxc import memory_limits
+    monkeypatch.setattr(memory_limits.resource, "getrlimit", lambda which: (1 << 31, 1 << 31))
+    monkeypatch.setattr(memory_limits, "_vm_size", lambda: 1 << 30)
+    limits = memory_limits.allocation_limits()
     assert limits["address space"] == 1 << 30
     with pytest.raises(ExecutionError, match="address space"):
-        utils.checked_nbytes((1 << 29,), 4, "x")
+        memory_limits.checked_nbytes((1 << 29,), 4, "x")
 
 
 def test_params_dims_0_and_2_63_minus_1_are_a_params_format_error():

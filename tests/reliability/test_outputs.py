@@ -16,7 +16,7 @@ import pytest
 
 from conftest import skip_where_simulated  # noqa: E402
 
-from mxc import utils
+from mxc import atomic_files, output_paths
 from mxc.cli import main
 from mxc.errors import OutputError
 from reliability_helpers import REPO, run_cli
@@ -58,8 +58,8 @@ def test_output_set_renames_only_after_every_file_is_written_with_signals_held(
         blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
         seen.append((Path(dst).name, staged, blocked))
         real_replace(src, dst)
-    monkeypatch.setattr(utils.os, "replace", replace)
-    out = utils.OutputSet()
+    monkeypatch.setattr(atomic_files.os, "replace", replace)
+    out = atomic_files.OutputSet()
     out.add(b, b"new b")
     out.add(a, "new a")
     out.commit()
@@ -84,8 +84,8 @@ def test_output_set_failing_midway_leaves_every_old_file_and_no_temporary(tmp_pa
             os.close(fd)
             raise KeyboardInterrupt  # Ctrl-C while the second file is being written
         return real_fdopen(fd, *args, **kw)
-    monkeypatch.setattr(utils.os, "fdopen", failing_fdopen)
-    out = utils.OutputSet()
+    monkeypatch.setattr(atomic_files.os, "fdopen", failing_fdopen)
+    out = atomic_files.OutputSet()
     out.add(b, b"new b")
     out.add(a, "new a")
     with pytest.raises(KeyboardInterrupt):
@@ -105,7 +105,7 @@ def test_stale_temporaries_of_a_killed_run_are_removed_by_the_next(tmp_path):
     live = tmp_path / f".model.json.{os.getpid()}.deadbeef.tmp"  # a writer still running
     live.write_text("in progress")
     age(live)
-    utils.atomic_write_text(out, "new")
+    atomic_files.atomic_write_text(out, "new")
     assert out.read_text() == "new" and not stale.exists() and live.exists()
     assert fresh.exists()
 
@@ -125,7 +125,7 @@ def test_library_left_by_a_crash_inside_dlopen_is_removed_by_the_next_load(tmp_p
     d, lib = extract_library(b"library bytes")
     assert not crashed.exists()
     assert Path(d).name.startswith(f"mxc-lib-{os.getpid()}-") and Path(lib).is_file()
-    utils.clean_stale(tmp_path, "mxc-export-*")
+    atomic_files.clean_stale(tmp_path, "mxc-export-*")
     assert not export.exists() and Path(d).exists()  # our own is kept
 
 
@@ -190,7 +190,7 @@ def test_missing_output_directory_is_reported_before_work_naming_it(tmp_path, ve
 
 def test_output_errors_are_typed():
     with pytest.raises(OutputError, match="is a directory"):
-        utils.check_output_path(tempfile.gettempdir())
+        output_paths.check_output_path(tempfile.gettempdir())
 
 
 def test_compile_dash_o_writes_the_artifact_to_stdout(tmp_path, simulated_host):

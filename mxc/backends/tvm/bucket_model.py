@@ -1,5 +1,9 @@
 """The result of compiling a batch range: one :class:`~.compile.CompiledModel` per batch
-bucket, saved as one artifact (:mod:`mxc.runtime.buckets` runs it)."""
+bucket, saved as one artifact (:mod:`mxc.runtime.buckets` runs it).
+
+The compile driver (:mod:`.compile`, through :mod:`.buckets`) builds this model, so
+this module never imports it: the bucket models come in as arguments, and the few
+properties read like a single model's are spelled out here (no import cycle)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...runtime.buckets import bucket_members, params_equal
-from .compile import CompiledModel
 
 
 class BucketedModel:
@@ -41,9 +44,14 @@ class BucketedModel:
             "dynamic_batch": {"range": span, "axes": dict(rng.axes), "buckets": list(buckets),
                               "output_axes": dict(output_axes), "members": members}}
 
-    # the manifest's entries, the batch dimension spelled [LO, HI]
-    inputs = CompiledModel.inputs
-    outputs = CompiledModel.outputs
+    # the manifest's entries, the batch dimension spelled [LO, HI] (as CompiledModel's)
+    @property
+    def inputs(self) -> list[dict]:
+        return [i for i in self.manifest["inputs"] if not i.get("optional")]
+
+    @property
+    def outputs(self) -> list[dict]:
+        return list(self.manifest["outputs"])
 
     def __getattr__(self, name: str) -> Any:   # graph, plan, params, regions, host_nodes ...
         if name in ("top", "buckets"):
@@ -78,9 +86,11 @@ class BucketedModel:
         if self._session is None:
             from ...runtime.artifact import check_target_runnable
             from ...runtime.buckets import BucketSession
+            from ...runtime.session import session_from_parts
             check_target_runnable(self.manifest["target"], "compiled model")
             parts = {b: (m.plan, m.params, m.library_bytes()) for b, m in self.buckets.items()}
-            self._session = BucketSession(self.manifest, parts, source="<compiled model>")
+            self._session = BucketSession(self.manifest, parts, source="<compiled model>",
+                                          make_session=session_from_parts)
         return self._session
 
     def run(self, feeds: Mapping[str, Any], **kwargs) -> list[np.ndarray]:

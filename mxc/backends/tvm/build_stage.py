@@ -36,7 +36,7 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
         from .options import current_database
         db = options.db if options.db is not None else current_database()
         if db is not None:
-            from .tune_db import foreign_records_message
+            from .tune.database import foreign_records_message
             tuning = TunedKernels(db)
             tuning.foreign = foreign_records_message(db, tgt)
             if tuning.foreign:

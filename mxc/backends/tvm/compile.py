@@ -114,7 +114,7 @@ class CompiledModel:
         if self.executable is None:
             return None
         if self._library is None:
-            from ...utils import clean_stale  # what a killed export left behind
+            from ...atomic_files import clean_stale  # what a killed export left behind
             clean_stale(tempfile.gettempdir(), "mxc-export-*")
             tmp = tempfile.mkdtemp(prefix=f"mxc-export-{os.getpid()}-")
             try:
@@ -299,7 +299,7 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
                            "(--shape data=1..64,...)")
     options = options if options is not None else CompileOptions()
     if options.db is not None:  # a wrong path fails now, not after the passes and lowering
-        from .tune_db import check_database
+        from .tune.database import check_database
         options = options.with_(db=check_database(options.db))
     if sign is not None:  # so does an unreadable key
         from ...runtime.signing import load_private_key

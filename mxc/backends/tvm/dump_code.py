@@ -95,7 +95,7 @@ def write_code(formats: list[str], out: Path, directory: Path | None, *,
     """Write *formats* as tvmc does, beside the artifact *out* (``OUT.tir``, ``OUT.ll``,
     ``OUT.asm``), or into *directory*: one ``KERNEL.tir`` per kernel, ``STEM.ll`` and
     ``STEM.asm`` (*out*'s stem).  Returns the files written."""
-    from ...utils import atomic_write_bytes
+    from ...atomic_files import atomic_write_bytes
     texts: dict[Path, str] = {}
     for fmt in formats:
         if fmt == "tir" and directory is not None:

@@ -18,8 +18,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence, TextIO
 
 from ...errors import BackendError
-from .tune_verify import KEEP_MARGIN  # light (no TVM): TuneOptions' default margin
 
+#: a tuned kernel is kept only when re-measured at least this much faster than the default
+#: (:mod:`.tune.verify`); defined here, as :class:`TuneOptions`' default, so that the
+#: options layer imports nothing of the tuner (importing :mod:`.tune.verify` would run
+#: the ``tune`` package, which imports this module)
+KEEP_MARGIN = 0.03
 #: a tuning database directory used when no ``db`` is given (``mxc tune --db DIR``)
 ENV_TUNING_DB = "MXC_TUNING_DB"
 #: the Winograd mode used when no ``winograd`` is given (``0``/``off``, ``on``, else auto)
@@ -230,7 +234,7 @@ class TuneOptions:
         after tuning a kernel (or finding it tuned already), re-measure its best
         record against mxc's default schedule, interleaved, and let ``compile
         --db`` use the tuned schedule only when it is faster by *keep_margin* (a
-        fraction; see :mod:`.tune_verify`): measurement noise then cannot make a
+        fraction; see :mod:`.tune.verify`): measurement noise then cannot make a
         tuned build slower than the untuned one.
     keep_margin:
         how much faster a tuned schedule must re-measure to be kept.

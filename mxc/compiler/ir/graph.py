@@ -10,6 +10,13 @@ which is the order MXNet uses for ``list_arguments`` and when it writes JSON.
 
 All traversals are iterative so 100k-node graphs do not hit Python's
 recursion limit.
+
+This module is the floor of the IR: the text form, the verifier and inference
+(which needs the operator registry) are built on it, so it never imports them.
+The convenience methods that reach them -- ``str(graph)``, :meth:`Graph.verify`,
+:meth:`Graph.types` -- call what :func:`connect_layers` was given; the
+``mxc.compiler`` package connects them when it is imported, which Python does
+before any module under it, hence before any graph exists.
 """
 
 from __future__ import annotations
@@ -21,6 +28,28 @@ from ...errors import GraphError
 from .node import Entry, Node
 from .nodelist import NodeList
 from .types import GraphTypes, Key, TypeCache
+
+
+#: the functions of the layers built on this module (see the module docs), by name
+_LAYERS: dict[str, Callable[..., Any]] = {}
+
+
+def connect_layers(*, print_graph: Callable[..., str], verify_graph: Callable[..., None],
+                   question: Callable[..., tuple], infer: Callable[..., dict]) -> None:
+    """Give :class:`Graph`'s convenience methods the layers built on this module:
+    the text printer (``str(graph)``), the verifier (:meth:`Graph.verify`), and
+    inference's question normaliser and whole-graph inference (:meth:`Graph.types`).
+    Called by ``mxc/compiler/__init__.py``."""
+    _LAYERS.update(print_graph=print_graph, verify_graph=verify_graph, question=question,
+                   infer=infer)
+
+
+def _layer(name: str) -> Callable[..., Any]:
+    fn = _LAYERS.get(name)
+    if fn is None:  # only while mxc.compiler itself is still being imported
+        raise GraphError(f"Graph needs {name}, which mxc.compiler connects once it is "
+                         f"imported (see mxc.compiler.ir.graph)")
+    return fn
 
 
 class Graph:
@@ -63,8 +92,7 @@ class Graph:
         return f"<Graph {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
 
     def __str__(self) -> str:
-        from .text import print_graph
-        return print_graph(self)
+        return _layer("print_graph")(self)
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
@@ -130,14 +158,12 @@ class Graph:
     def inferred_shapes(self, given: Mapping[str, Sequence[int | None]] | None = None
                         ) -> Mapping[Key, tuple | None]:
         """Shapes only (see :meth:`types`): ``{Entry.key: shape or None}``, read-only."""
-        from ..infer import question
-        return self._types.answer(self, question("shape", given))
+        return self._types.answer(self, _layer("question")("shape", given), _layer("infer"))
 
     def inferred_dtypes(self, given: Mapping[str, Any] | None = None
                         ) -> Mapping[Key, str | None]:
         """Dtypes only (see :meth:`types`): ``{Entry.key: numpy name or None}``, read-only."""
-        from ..infer import question
-        return self._types.answer(self, question("dtype", given))
+        return self._types.answer(self, _layer("question")("dtype", given), _layer("infer"))
 
     # -- traversal ----------------------------------------------------------------
     def topo_order(self, heads: Iterable[Entry] | None = None) -> list[Node]:
@@ -325,8 +351,7 @@ class Graph:
         and current (:meth:`types`) and compare: an edit the cache missed
         shows up here.
         """
-        from .verify import verify_graph
-        verify_graph(self, types=types)
+        _layer("verify_graph")(self, types=types)
 
 
 def as_entry(value: Entry | Node) -> Entry:

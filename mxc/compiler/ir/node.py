@@ -15,12 +15,13 @@ torch.fx).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .watched import WatchedDict, WatchedList, watched_attribute
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .graph import Graph
+# "Graph" in annotations is .graph.Graph, named as a string and never imported: the
+# graph module builds on this one (importing it back, even for type checkers, would
+# be an import cycle)
 
 
 #: ``Node.meta`` key: the node's position in the file it was read from (symbol JSON or

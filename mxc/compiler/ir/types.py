@@ -31,12 +31,13 @@ import itertools
 import threading
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .node import Entry, Node
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .graph import Graph
+# "Graph" in annotations is .graph.Graph, named as a string and never imported: the
+# graph module builds on this one.  Inference (mxc.compiler.infer, above the IR: it
+# needs the operator registry) comes in as an argument of TypeCache.answer.
 
 __all__ = ["GraphTypes", "TypeCache", "Key", "ops_generation"]
 
@@ -131,14 +132,15 @@ class TypeCache:
         return len(self._answers)
 
     # -- asking ---------------------------------------------------------------------------
-    def answer(self, graph: "Graph", question: Question) -> Mapping[Key, Any]:
-        """The values for *question* on *graph*: cached when still current, else inferred."""
+    def answer(self, graph: "Graph", question: Question,
+               infer: Callable[["Graph", str, dict], dict]) -> Mapping[Key, Any]:
+        """The values for *question* on *graph*: cached when still current, else inferred
+        by *infer* (:func:`mxc.compiler.infer.infer_fresh`)."""
         found = self._answers.get(question)
         if found is not None and self._current(graph, found):
             return found.values
-        from ..infer import infer_fresh
         kind, given = question
-        values = infer_fresh(graph, kind, dict(given))
+        values = infer(graph, kind, dict(given))
         self._store(graph, question, MappingProxyType(values))
         return self._answers[question].values
 
@@ -202,7 +204,7 @@ class TypeCache:
 
 def _nested_graphs(order: list[Node]) -> list["Graph"]:
     """Every graph nested in the nodes of *order*, at any depth."""
-    found: list[Graph] = []
+    found: list["Graph"] = []
     stack = [sub for n in order for sub in n.subgraphs]
     while stack:
         sub = stack.pop()

@@ -99,7 +99,7 @@ from ..ir import Graph, Node
 from ._graphutil import gc_paused, post_order_fast
 from .cycles import _CycleChecks, _Peeler, _PrefixMax
 from .property import PartitionContext, SubgraphProperty
-from .replacement import _names, _Replacement
+from .replacement import _names, _Region, _Replacement
 from .selector import SubgraphSelector
 
 __all__ = ["build_subgraph"]
@@ -117,15 +117,6 @@ def build_subgraph(graph: Graph, prop: SubgraphProperty, ctx: PartitionContext, 
     with gc_paused():
         _Builder(graph, prop, ctx, dfs_ordered).run()
     return graph
-
-
-class _Region:
-    __slots__ = ("nids", "selector", "label")
-
-    def __init__(self, nids: list[int], selector: SubgraphSelector, label: int):
-        self.nids = nids
-        self.selector = selector
-        self.label = label
 
 
 class _Builder(_CycleChecks, _Replacement):

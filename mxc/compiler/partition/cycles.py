@@ -9,13 +9,8 @@ for ``node_determined`` selectors (see the cost notes in :mod:`.algorithm`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import heapq
 from collections import deque
-
-if TYPE_CHECKING:  # annotations only: the driver imports this module
-    from .algorithm import _Builder
 
 __all__: list[str] = []
 
@@ -225,7 +220,9 @@ class _Peeler:
     it but not feeding it (a "source").
     """
 
-    def __init__(self, b: "_Builder", seed: int, ok: list[bool], tag: int):
+    def __init__(self, b: _CycleChecks, seed: int, ok: list[bool], tag: int):
+        # *b* is the driver's ``_Builder`` (a :class:`_CycleChecks`); typed by the
+        # mixin so that this module never imports the driver (no import cycle)
         self.b = b
         self.seed = seed
         self.ok = ok

@@ -7,16 +7,30 @@ consumers; the small helpers at the end are shared with the driver.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from ...errors import PartitionError
 from ..ir import Entry, Graph, Node
 from ._graphutil import post_order_fast
-
-if TYPE_CHECKING:  # annotations only: the driver imports this module
-    from .algorithm import _Region
+from .selector import SubgraphSelector
 
 __all__: list[str] = []
+
+
+class _Region:
+    """One grown region: its node numbers, the selector that grew it and its tag.
+
+    It lives here rather than in :mod:`.algorithm` (the driver that creates
+    regions) because :meth:`_Replacement._create` consumes one: the driver
+    imports this module, never the other way round.
+    """
+
+    __slots__ = ("nids", "selector", "label")
+
+    def __init__(self, nids: list[int], selector: SubgraphSelector, label: int):
+        self.nids = nids
+        self.selector = selector
+        self.label = label
 
 
 class _Replacement:

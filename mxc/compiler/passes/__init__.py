@@ -18,7 +18,8 @@ from .context import ParamStore, PassContext, TypeInfo
 from .instruments import (PassInstrument, PassTiming, PrintIRAfterAll, PrintIRAfterChange,
                           PrintIRAfterFailure, PrintIRBefore)
 from .manager import PassManager, PipelineResult, run, run_graph
-from .pattern import Match, Pattern, is_op, is_param, is_var, parse_pattern, wildcard
+from .pattern import Match, Pattern, is_op, is_param, is_var, wildcard
+from .pattern_text import parse_pattern
 from .pipeline import PassSpec, Pipeline, PipelineError, parse_pipeline
 from .registry import (REQUIRED, Option, OptionError, Pass, PassInfo, describe_passes, get_pass,
                        has_pass, list_passes, register_pass, unregister_pass)

@@ -41,7 +41,9 @@ from typing import Any, Callable, Iterable, Iterator
 from ...errors import MxcError
 from ..ir import Entry, Graph, Node
 
-__all__ = ["Pattern", "Match", "wildcard", "is_var", "is_param", "is_op", "parse_pattern"]
+# parse_pattern (the textual form) lives in .pattern_text, which builds on this module;
+# it is re-exported by mxc.compiler.passes, so this module never imports its parser
+__all__ = ["Pattern", "Match", "wildcard", "is_var", "is_param", "is_op"]
 
 
 class Pattern:
@@ -512,8 +514,3 @@ class Match:
         """Values matched by wildcards and variable patterns."""
         return list(self._state.values.values())
 
-
-def parse_pattern(text: str) -> Pattern:
-    """A pattern from its compact textual form; see :func:`.pattern_text.parse_pattern`."""
-    from .pattern_text import parse_pattern as parse
-    return parse(text)

@@ -47,7 +47,7 @@ def test_manifest_names_the_library_with_its_sha256(artifact):
     path, lib, model = artifact
     entry = model.manifest["libraries"][0]
     assert entry["name"] == "libgemm_lib.so" and entry["lib_api_version"] == 11
-    assert entry["sha256"] == mxc.library_native.sha256_of(lib)
+    assert entry["sha256"] == mxc.library.native.sha256_of(lib)
     assert sorted(entry["operators"]) == ["my_gemm", "state_gemm"]
     assert set(model.host_nodes) == {"my_gemm0", "state_gemm0"}
     a, b = inputs()
@@ -131,7 +131,7 @@ def test_cli_compile_with_load(tmp_path, simulated_host):
                        timeout=600)
     assert r.returncode == 0, r.stderr
     manifest = mxc.runtime.read_manifest(out)
-    assert manifest["libraries"][0]["sha256"] == mxc.library_native.sha256_of(lib)
+    assert manifest["libraries"][0]["sha256"] == mxc.library.native.sha256_of(lib)
     a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
     np.testing.assert_array_equal(mxc.runtime.load(out, libraries=[lib]).run({"a": a, "b": b})[0],
                                   a @ b)

@@ -85,7 +85,7 @@ def test_initialize_refusing_keeps_nothing(capfd):
 def test_a_failure_while_registering_undoes_the_registrations(monkeypatch):
     libs = build_extensions("v10")
     before = registries()
-    from mxc.library_native import loader
+    from mxc.library.native import loader
 
     def broken(found):
         raise ExtensionError("registry full")
@@ -102,7 +102,7 @@ def test_failing_forward_is_an_error_not_a_crash():
     libs = build_extensions("v11")
     mxc.library.load(libs / "libtransposecsr_lib.so", verbose=False)
     import numpy as np
-    from mxc.library_native import CSRArray, calls, op_entry
+    from mxc.library.native import CSRArray, calls, op_entry
     entry = op_entry("my_transposecsr")
     x = CSRArray.from_dense(np.eye(3, dtype=np.float32))
     with pytest.raises(ExtensionError, match="forward failed") as info:
@@ -112,7 +112,7 @@ def test_failing_forward_is_an_error_not_a_crash():
 
 def test_a_cpp_exception_inside_the_library_is_an_error_not_an_abort():
     """state_gemm's createOpState runs std::stoi on test_kw: "abc" throws std::invalid_argument."""
-    from mxc.library_native import guard
+    from mxc.library.native import guard
     libs = build_extensions("v11")
     mxc.library.load(libs / "libgemm_lib.so", verbose=False)
     if not guard.available():
@@ -137,7 +137,7 @@ def _in_fresh_process(code: str) -> subprocess.CompletedProcess:
 
 def test_a_throwing_opversion_is_an_error_not_an_abort(tmp_path):
     """_opVersion is the first call into a library; it too goes through the guard."""
-    from mxc.library_native import guard
+    from mxc.library.native import guard
     if shutil.which("g++") is None or not guard.available():
         pytest.skip("no C++ compiler for the exception guard")
     src = tmp_path / "throws.cc"
@@ -167,5 +167,5 @@ def test_a_truncated_library_is_refused_before_dlopen(tmp_path, fraction):
         "except ExtensionError as e:\n    print('TYPED', e)\n")
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert "TYPED" in r.stdout and str(cut) in r.stdout and "truncated" in r.stdout
-    from mxc.library_native.elf import check_elf_extent
+    from mxc.library.native.elf import check_elf_extent
     check_elf_extent(libs / "libgemm_lib.so")      # the whole library passes

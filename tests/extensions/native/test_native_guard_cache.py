@@ -17,7 +17,7 @@ import pytest
 from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
     build_extensions, _unload_native_libraries)
 
-_LOAD = ("import mxc\nfrom mxc.errors import ExtensionError\nfrom mxc.library_native import guard\n"
+_LOAD = ("import mxc\nfrom mxc.errors import ExtensionError\nfrom mxc.library.native import guard\n"
          "try:\n    mxc.library.load({lib!r}, verbose=False)\n"
          "    print('LOADED guard=%s' % guard.available())\n"
          "except ExtensionError as e:\n    print('TYPED', e)\n")

@@ -14,8 +14,8 @@ import pytest
 
 import mxc
 from mxc.errors import ExtensionError
-from mxc.library_native import calls, op_entry
-from mxc.library_native.abi import SIGNATURES
+from mxc.library.native import calls, op_entry
+from mxc.library.native.abi import SIGNATURES
 from tests.extensions.native.native_libs import _unload_native_libraries  # noqa: F401
 
 _HOOKS = """

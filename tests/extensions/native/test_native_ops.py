@@ -15,7 +15,7 @@ import pytest
 import mxc
 from mxc.compiler.custom_op import run_backward
 from mxc.errors import ExtensionError
-from mxc.library_native import invoke, invoke_backward, op_entry
+from mxc.library.native import invoke, invoke_backward, op_entry
 from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
     flow, golden, v11_libs, v7_libs, value, _unload_native_libraries)
 
@@ -102,7 +102,7 @@ def test_head_gradients_through_the_library_backward(gemm11):
         e = op_entry(op)
         state = None
         if op == "state_gemm":
-            from mxc.library_native import NativeState
+            from mxc.library.native import NativeState
             state = NativeState(e, {})
         out = invoke(e, [a, b], state=state)
         np.testing.assert_array_equal(out[0], value(exp["forward"]))
@@ -184,8 +184,8 @@ def test_v7_library_prints_its_errors_and_computes_the_same(v7_libs, capfd):
 def test_cpu_random_states_are_seeded_mt19937_states(gemm11):
     """MXNet hands library ops an array of std::mt19937; libstdc++'s layout is 624 words and
     the position.  numpy's legacy RandomState(seed) runs the same init_genrand."""
-    from mxc.library_native.calls import random_states
-    from mxc.library_native.calls import OpEntry
+    from mxc.library.native.calls import random_states
+    from mxc.library.native.calls import OpEntry
     entry = OpEntry(op_entry("my_gemm").lib, "probe", False)
     random_states(entry, seed=7)
     words = entry._rng
@@ -197,7 +197,7 @@ def test_cpu_random_states_are_seeded_mt19937_states(gemm11):
 
 
 def test_contiguous_arrays_cross_without_copies(gemm11):
-    from mxc.library_native import calls
+    from mxc.library.native import calls
     e = op_entry("my_gemm")
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.arange(6, dtype=np.float32).reshape(3, 2)

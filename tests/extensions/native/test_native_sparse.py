@@ -15,7 +15,7 @@ import pytest
 
 import mxc
 from mxc.errors import ExtensionError
-from mxc.library_native import CSRArray, RowSparseArray, invoke, op_entry
+from mxc.library.native import CSRArray, RowSparseArray, invoke, op_entry
 from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
     build_extensions, flow, golden, value, _unload_native_libraries)
 

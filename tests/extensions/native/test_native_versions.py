@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import mxc
-from mxc.library_native import CSRArray, invoke, invoke_backward, op_entry
+from mxc.library.native import CSRArray, invoke, invoke_backward, op_entry
 from tests.extensions.native.native_libs import (  # noqa: F401 - fixtures
     build_extensions, example_graphs, flow, golden, value, _unload_native_libraries)
 

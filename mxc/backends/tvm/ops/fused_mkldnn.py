@@ -29,28 +29,14 @@ from ....compiler.ops.fused_mkldnn_kernels import conv_weights
 from ....compiler.ops.quantization import K_INT8_RANGE, code_levels
 from ..converter import Lowering, register_converter, register_host_only
 from ._common import R, const, exact_product
+from ._quant_helpers import INT32_RANGE, max_abs_f32, saturate, vec, weight_product_range
 
 F = "float32"
-INT32_RANGE = float(np.float32(2147483647))
-
-
-def _vec(ctx: Lowering, value: float):
-    return ctx.const(np.full((1,), value, dtype=np.float32))
-
-
-def _max_abs(ctx: Lowering, lo, hi):
-    return ctx.emit(R.maximum(R.abs(ctx.astype(lo, F)), R.abs(ctx.astype(hi, F))))
 
 
 def _scale(ctx: Lowering, levels: float, lo, hi):
     """``levels / max(|lo|, |hi|)`` as a (1,) float32 tensor."""
-    return ctx.emit(R.divide(const(levels, F), _max_abs(ctx, lo, hi)))
-
-
-def _saturate(ctx: Lowering, y, dtype: str):
-    info = np.iinfo(dtype)
-    y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
-    return ctx.astype(y, dtype)
+    return ctx.emit(R.divide(const(levels, F), max_abs_f32(ctx, lo, hi)))
 
 
 def _saturate_as(ctx: Lowering, y, stored: str, dtype: str):
@@ -61,7 +47,7 @@ def _saturate_as(ctx: Lowering, y, stored: str, dtype: str):
     above 127 read as int8 is ``code - 256``.
     """
     if stored == dtype:
-        return _saturate(ctx, y, dtype)
+        return saturate(ctx, y, dtype)
     info = np.iinfo(stored)
     y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
     zero = const(0, ctx.dtype_of(y))
@@ -73,14 +59,6 @@ def _saturate_as(ctx: Lowering, y, stored: str, dtype: str):
                                 const(256, ctx.dtype_of(y)), zero))
         y = ctx.emit(R.subtract(y, wrap))
     return ctx.astype(y, dtype)
-
-
-def _product_range(ctx: Lowering, w_range: float, d_lo, d_hi, d_levels: float):
-    """MXNet's S8S8/S8U8 range: ``(R_w / 127) * (R_d / levels) * 2**31``, symmetric."""
-    la = np.float32(np.float32(w_range) / np.float32(127))
-    lb = ctx.emit(R.divide(_max_abs(ctx, d_lo, d_hi), const(d_levels, F)))
-    hi = ctx.emit(R.multiply(R.multiply(lb, const(la, F)), const(INT32_RANGE, F)))
-    return ctx.emit(R.negative(hi)), hi
 
 
 def _quantized_only(node, shapes, dtypes):
@@ -156,12 +134,12 @@ def quantized_conv(ctx: Lowering):
         idx = op.sum_index(p)
         stored = op.stored_dtype(p, None if idx is None else ctx.in_dtypes[idx])
         out = _saturate_as(ctx, y, stored, out_dt)
-        return [out, _vec(ctx, float(np.float32(p.min_calib_range))),
-                _vec(ctx, float(np.float32(p.max_calib_range)))]
-    out = _saturate(ctx, y, out_dt)
+        return [out, vec(ctx, float(np.float32(p.min_calib_range))),
+                vec(ctx, float(np.float32(p.max_calib_range)))]
+    out = saturate(ctx, y, out_dt)
     w_range = max(abs(float(weight.min())), abs(float(weight.max())))
-    lo, hi = _product_range(ctx, w_range, d_lo, d_hi,
-                            127.0 if ctx.in_dtypes[data_pos] == "int8" else 255.0)
+    lo, hi = weight_product_range(ctx, w_range, d_lo, d_hi,
+                                  127.0 if ctx.in_dtypes[data_pos] == "int8" else 255.0)
     return [out, lo, hi]
 
 
@@ -182,7 +160,7 @@ def quantized_fully_connected(ctx: Lowering):
     weight_scale = _scale(ctx, float(K_INT8_RANGE), w_lo, w_hi)
     ds_ws = ctx.emit(R.multiply(data_scale, weight_scale))
     if op.has_bias(p):
-        b_range = _max_abs(ctx, ctx.inputs[nb + 4], ctx.inputs[nb + 5])
+        b_range = max_abs_f32(ctx, ctx.inputs[nb + 4], ctx.inputs[nb + 5])
         rescale = ctx.emit(R.divide(R.multiply(ds_ws, b_range), const(float(K_INT8_RANGE), F)))
         b = ctx.emit(R.multiply(ctx.astype(ctx.inputs[2], F), rescale))
         b = ctx.emit(R.multiply(R.sign(b), R.floor(R.add(R.abs(b), const(0.5, F)))))
@@ -198,15 +176,15 @@ def quantized_fully_connected(ctx: Lowering):
             max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
         scale = ctx.emit(R.divide(const(levels, F), ds_ws))
         y = _post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), scale)))
-        return [_saturate(ctx, y, out_dt), _vec(ctx, float(np.float32(p.min_calib_range))),
-                _vec(ctx, float(np.float32(p.max_calib_range)))]
+        return [saturate(ctx, y, out_dt), vec(ctx, float(np.float32(p.min_calib_range))),
+                vec(ctx, float(np.float32(p.max_calib_range)))]
     y = _post_ops(ctx, kinds, ctx.astype(acc, "float64"))
     # MXNet passes (data, weight) to its S8S8/S8U8 helper: data per 127, weight per 127/255
-    la = ctx.emit(R.divide(_max_abs(ctx, d_lo, d_hi), const(127.0, F)))
-    lb = ctx.emit(R.divide(_max_abs(ctx, w_lo, w_hi),
+    la = ctx.emit(R.divide(max_abs_f32(ctx, d_lo, d_hi), const(127.0, F)))
+    lb = ctx.emit(R.divide(max_abs_f32(ctx, w_lo, w_hi),
                            const(127.0 if d_dt == "int8" else 255.0, F)))
     hi = ctx.emit(R.multiply(R.multiply(la, lb), const(INT32_RANGE, F)))
-    return [_saturate(ctx, y, "int32"), ctx.emit(R.negative(hi)), hi]
+    return [saturate(ctx, y, "int32"), ctx.emit(R.negative(hi)), hi]
 
 
 register_host_only(

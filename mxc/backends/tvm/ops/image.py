@@ -16,13 +16,15 @@ import numpy as np
 from ....compiler.ops.image import bilinear_taps, fixed_weights, nearest_taps
 from ..converter import Lowering, register_converter
 from ._common import R, const
+from ._quant_helpers import saturate
 
 
 def _saturate(ctx: Lowering, y, dtype: str):
-    """float32 *y* back to *dtype*: rounded half to even and clipped for integers."""
+    """float32 *y* back to *dtype*: rounded half to even and clipped for integers
+    (:func:`._quant_helpers.saturate`), only cast for float types (the image ops keep
+    float16/float64 data as it is, which the int8 lowerings never produce)."""
     if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        y = ctx.emit(R.clip(R.round(y), float(info.min), float(info.max)))
+        return saturate(ctx, y, dtype)
     return ctx.astype(y, dtype)
 
 

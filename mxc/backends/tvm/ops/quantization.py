@@ -16,18 +16,9 @@ import numpy as np
 from ....compiler.ops.quantization import K_INT8_RANGE, code_levels
 from ..converter import Lowering, register_converter
 from ._common import R, const
+from ._quant_helpers import INT32_RANGE, max_abs, product_range, saturate, vec
 
-INT32_RANGE = float(np.float32(2147483647))
 F = "float32"
-
-
-def _vec(value: float):
-    from tvm import relax
-    return relax.const(np.full((1,), value, dtype=F), F)
-
-
-def _max_abs(ctx: Lowering, lo, hi):
-    return ctx.emit(R.maximum(R.abs(lo), R.abs(hi)))
 
 
 def _reduce_all(ctx: Lowering, x, fn):
@@ -43,12 +34,6 @@ def _reduce_all(ctx: Lowering, x, fn):
     return ctx.emit(fn(rows, axis=[0], keepdims=True))
 
 
-def _saturate_round(ctx: Lowering, xf, dtype: str):
-    info = np.iinfo(dtype)
-    y = ctx.emit(R.clip(R.round(xf), float(info.min), float(info.max)))   # half to even
-    return ctx.astype(y, dtype)
-
-
 @register_converter("_contrib_quantize_v2")
 def quantize_v2(ctx: Lowering):
     p = ctx.p
@@ -60,17 +45,17 @@ def quantize_v2(ctx: Lowering):
             lo, hi = p.min_calib_range, p.max_calib_range
         else:
             lo, hi = (0.0, 255.0) if in_dt == "uint8" else (-127.0, 127.0)
-        return [ctx.astype(x, out_type), _vec(float(np.float32(lo))),
-                _vec(float(np.float32(hi)))]
+        return [ctx.astype(x, out_type), vec(ctx, float(np.float32(lo))),
+                vec(ctx, float(np.float32(hi)))]
     xf = ctx.astype(x, F)
     if ctx.node.opdef.calibrated(p):
-        lo, hi = _vec(float(np.float32(p.min_calib_range))), \
-            _vec(float(np.float32(p.max_calib_range)))
+        lo, hi = vec(ctx, float(np.float32(p.min_calib_range))), \
+            vec(ctx, float(np.float32(p.max_calib_range)))
     else:
         lo, hi = (_reduce_all(ctx, xf, fn) for fn in (R.min, R.max))
-    real = _max_abs(ctx, lo, hi)
+    real = max_abs(ctx, lo, hi)
     scale = ctx.emit(R.divide(const(code_levels(out_type), F), real))
-    q = _saturate_round(ctx, ctx.emit(R.multiply(xf, scale)), out_type)
+    q = saturate(ctx, ctx.emit(R.multiply(xf, scale)), out_type)
     if out_type == "uint8":
         return [q, lo, hi]
     return [q, ctx.emit(R.negative(real)), real]
@@ -79,7 +64,7 @@ def quantize_v2(ctx: Lowering):
 @register_converter("_contrib_dequantize")
 def dequantize(ctx: Lowering):
     q, lo, hi = ctx.inputs
-    scale = ctx.emit(R.divide(_max_abs(ctx, ctx.astype(lo, F), ctx.astype(hi, F)),
+    scale = ctx.emit(R.divide(max_abs(ctx, ctx.astype(lo, F), ctx.astype(hi, F)),
                               const(code_levels(ctx.in_dtypes[0]), F)))
     return ctx.emit(R.multiply(ctx.astype(q, F), scale))
 
@@ -89,10 +74,10 @@ def requantize(ctx: Lowering):
     p = ctx.p
     x, lo, hi = ctx.inputs
     out_type = ctx.node.opdef.out_type(p)
-    in_range = _max_abs(ctx, ctx.astype(lo, F), ctx.astype(hi, F))
+    in_range = max_abs(ctx, ctx.astype(lo, F), ctx.astype(hi, F))
     if ctx.node.opdef.calibrated(p):
-        real = _vec(float(max(abs(np.float32(p.min_calib_range)),
-                              abs(np.float32(p.max_calib_range)))))
+        real = vec(ctx, float(max(abs(np.float32(p.min_calib_range)),
+                                  abs(np.float32(p.max_calib_range)))))
     else:
         # max |x| (int64: |INT32_MIN| is exact) over x as it is, not over a flattened
         # copy: a reshape pins the channels-last layout pass back to NCHW, and that int64
@@ -108,18 +93,10 @@ def requantize(ctx: Lowering):
     first = ctx.emit(R.divide(in_range, const(INT32_RANGE, F)))
     levels = 255.0 if out_type == "uint8" else 127.0
     scale = ctx.emit(R.multiply(first, R.divide(const(levels, F), real)))
-    q = _saturate_round(ctx, ctx.emit(R.multiply(ctx.astype(x, F), scale)), out_type)
+    q = saturate(ctx, ctx.emit(R.multiply(ctx.astype(x, F), scale)), out_type)
     if out_type == "uint8":
-        return [q, _vec(0.0), real]
+        return [q, vec(ctx, 0.0), real]
     return [q, ctx.emit(R.negative(real)), real]
-
-
-def _product_range(ctx: Lowering, a_lo, a_hi, b_lo, b_hi, b_levels: float):
-    """MXNet's S8S8/S8U8 range: ``(R_a / 127) * (R_b / b_levels) * 2**31``, symmetric."""
-    la = ctx.emit(R.divide(_max_abs(ctx, a_lo, a_hi), const(127.0, F)))
-    lb = ctx.emit(R.divide(_max_abs(ctx, b_lo, b_hi), const(b_levels, F)))
-    hi = ctx.emit(R.multiply(R.multiply(la, lb), const(INT32_RANGE, F)))
-    return ctx.emit(R.negative(hi)), hi
 
 
 @register_converter("_contrib_quantized_conv")
@@ -132,7 +109,7 @@ def quantized_conv(ctx: Lowering):
                                padding=p.pad or (0, 0), out_dtype="int32"))
     if not p.no_bias:
         acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(ctx.inputs[2], "int32"), (1, -1, 1, 1))))
-    lo, hi = _product_range(ctx, d_lo, d_hi, w_lo, w_hi, 127.0)
+    lo, hi = product_range(ctx, d_lo, d_hi, w_lo, w_hi, 127.0)
     return [acc, lo, hi]
 
 
@@ -149,12 +126,12 @@ def quantized_fully_connected(ctx: Lowering):
     uint8 = ctx.in_dtypes[0] == "uint8"
     if not p.no_bias:
         d_scale = ctx.emit(R.divide(const(code_levels(ctx.in_dtypes[0]), F),
-                                    _max_abs(ctx, d_lo, d_hi)))
-        w_scale = ctx.emit(R.divide(const(K_INT8_RANGE, F), _max_abs(ctx, w_lo, w_hi)))
-        b_range = _max_abs(ctx, *ctx.inputs[nw + 4:nw + 6])
+                                    max_abs(ctx, d_lo, d_hi)))
+        w_scale = ctx.emit(R.divide(const(K_INT8_RANGE, F), max_abs(ctx, w_lo, w_hi)))
+        b_range = max_abs(ctx, *ctx.inputs[nw + 4:nw + 6])
         rescale = ctx.emit(R.divide(R.multiply(R.multiply(d_scale, w_scale), b_range),
                                     const(K_INT8_RANGE, F)))
         bias = ctx.emit(R.trunc(R.multiply(ctx.astype(ctx.inputs[2], F), rescale)))
         acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(bias, "int32"), (1, -1))))
-    lo, hi = _product_range(ctx, d_lo, d_hi, w_lo, w_hi, 255.0 if uint8 else 127.0)
+    lo, hi = product_range(ctx, d_lo, d_hi, w_lo, w_hi, 255.0 if uint8 else 127.0)
     return [ctx.reshape(acc, ctx.out_shapes[0]), lo, hi]

@@ -19,24 +19,11 @@ from ....compiler.ir import Node
 from ....compiler.ops.quantization import K_INT8_RANGE, K_UINT8_RANGE, code_levels
 from ..converter import Lowering, NodeIO, register_converter, register_host_only
 from ._common import R, const, exact_product
+from ._quant_helpers import INT32_RANGE, max_abs, saturate, vec
 from .nn_pool import pooling
 
 F = "float32"
 K_INT8 = float(K_INT8_RANGE)
-INT32_RANGE = float(np.float32(2147483647))
-
-
-def _max_abs(ctx: Lowering, lo, hi):
-    return ctx.emit(R.maximum(R.abs(lo), R.abs(hi)))
-
-
-def _saturate(ctx: Lowering, y, dtype: str):
-    info = np.iinfo(dtype)
-    return ctx.astype(ctx.emit(R.clip(R.round(y), float(info.min), float(info.max))), dtype)
-
-
-def _vec(ctx: Lowering, value: float):
-    return ctx.const(np.full((1,), value, dtype=np.float32))
 
 
 @register_converter("_contrib_quantized_flatten")
@@ -61,7 +48,7 @@ def quantized_pooling(ctx: Lowering):
     inner = Lowering(ctx.bb, twin, [ctx.astype(ctx.inputs[0], F)], io)
     y = pooling(inner)
     y = y[0] if isinstance(y, (list, tuple)) else y
-    return [_saturate(ctx, y, ctx.out_dtype), ctx.inputs[1], ctx.inputs[2]]
+    return [saturate(ctx, y, ctx.out_dtype), ctx.inputs[1], ctx.inputs[2]]
 
 
 @register_converter("_contrib_quantized_concat")
@@ -74,13 +61,13 @@ def quantized_concat(ctx: Lowering):
         lo = ctx.emit(R.minimum(lo, a))
         hi = ctx.emit(R.maximum(hi, b))
     out_dt = ctx.out_dtype
-    out_scale = ctx.emit(R.divide(const(code_levels(out_dt), F), _max_abs(ctx, lo, hi)))
+    out_scale = ctx.emit(R.divide(const(code_levels(out_dt), F), max_abs(ctx, lo, hi)))
     parts = []
     for k in range(n):
         in_scale = ctx.emit(R.divide(const(code_levels(ctx.in_dtypes[k]), F),
-                                     _max_abs(ctx, lows[k], highs[k])))
+                                     max_abs(ctx, lows[k], highs[k])))
         scale = ctx.emit(R.divide(out_scale, in_scale))
-        parts.append(_saturate(ctx, ctx.emit(R.multiply(ctx.astype(ctx.inputs[k], F), scale)),
+        parts.append(saturate(ctx, ctx.emit(R.multiply(ctx.astype(ctx.inputs[k], F), scale)),
                                out_dt))
     axis = ctx.p.dim % len(ctx.in_shapes[0])
     return [ctx.emit(R.concat(parts, axis=axis)), lo, hi]
@@ -90,7 +77,7 @@ def quantized_concat(ctx: Lowering):
 def quantized_elemwise_add(ctx: Lowering):
     op, p = ctx.node.opdef, ctx.p
     a, b, a_lo, a_hi, b_lo, b_hi = ctx.inputs
-    ra, rb = _max_abs(ctx, a_lo, a_hi), _max_abs(ctx, b_lo, b_hi)
+    ra, rb = max_abs(ctx, a_lo, a_hi), max_abs(ctx, b_lo, b_hi)
     la, lb = code_levels(ctx.in_dtypes[0]), code_levels(ctx.in_dtypes[1])
     out_dt = op.out_type(p)
     if op.calibrated(p):
@@ -98,7 +85,7 @@ def quantized_elemwise_add(ctx: Lowering):
         out_scale = np.float32(code_levels(out_dt)) / max(abs(c_lo), abs(c_hi))
         sa = ctx.emit(R.divide(const(out_scale, F), R.divide(const(la, F), ra)))
         sb = ctx.emit(R.divide(const(out_scale, F), R.divide(const(lb, F), rb)))
-        lo, hi = _vec(ctx, float(c_lo)), _vec(ctx, float(c_hi))
+        lo, hi = vec(ctx, float(c_lo)), vec(ctx, float(c_hi))
     else:
         total = ctx.emit(R.add(ra, rb))
         sa = ctx.emit(R.divide(R.multiply(ra, const(INT32_RANGE, F)),
@@ -107,7 +94,7 @@ def quantized_elemwise_add(ctx: Lowering):
                                R.multiply(total, const(lb, F))))
         lo, hi = ctx.emit(R.negative(total)), total
     y = ctx.emit(R.add(exact_product(ctx, a, sa), exact_product(ctx, b, sb)))
-    return [_saturate(ctx, y, out_dt), lo, hi]
+    return [saturate(ctx, y, out_dt), lo, hi]
 
 
 
@@ -115,8 +102,8 @@ def quantized_elemwise_add(ctx: Lowering):
 def quantized_elemwise_mul(ctx: Lowering):
     op, p = ctx.node.opdef, ctx.p
     a, b, a_lo, a_hi, b_lo, b_hi = ctx.inputs
-    sa = ctx.emit(R.divide(const(K_INT8, F), _max_abs(ctx, a_lo, a_hi)))
-    sb = ctx.emit(R.divide(const(K_INT8, F), _max_abs(ctx, b_lo, b_hi)))
+    sa = ctx.emit(R.divide(const(K_INT8, F), max_abs(ctx, a_lo, a_hi)))
+    sb = ctx.emit(R.divide(const(K_INT8, F), max_abs(ctx, b_lo, b_hi)))
     prod = ctx.astype(ctx.emit(R.multiply(ctx.astype(a, "int32"), ctx.astype(b, "int32"))), F)
     if p.enable_float_output:
         inv = ctx.emit(R.divide(R.divide(const(1.0, F), sa), sb))
@@ -126,9 +113,9 @@ def quantized_elemwise_mul(ctx: Lowering):
         out_scale = np.float32(K_INT8) / max(abs(c_lo), abs(c_hi))
         scale = ctx.emit(R.divide(R.divide(const(out_scale, F), sa), sb))
         y = ctx.emit(R.trunc(R.multiply(prod, scale)))
-        return [ctx.astype(y, "int8"), _vec(ctx, float(c_lo)), _vec(ctx, float(c_hi))]
-    la = ctx.emit(R.divide(_max_abs(ctx, a_lo, a_hi), const(127.0, F)))
-    lb = ctx.emit(R.divide(_max_abs(ctx, b_lo, b_hi), const(127.0, F)))
+        return [ctx.astype(y, "int8"), vec(ctx, float(c_lo)), vec(ctx, float(c_hi))]
+    la = ctx.emit(R.divide(max_abs(ctx, a_lo, a_hi), const(127.0, F)))
+    lb = ctx.emit(R.divide(max_abs(ctx, b_lo, b_hi), const(127.0, F)))
     hi = ctx.emit(R.multiply(R.multiply(la, lb), const(INT32_RANGE, F)))
     return [ctx.astype(prod, "int32"), ctx.emit(R.negative(hi)), hi]
 
@@ -137,10 +124,10 @@ def quantized_elemwise_mul(ctx: Lowering):
 def quantize(ctx: Lowering):
     x, lo, hi = (ctx.astype(v, F) for v in ctx.inputs)
     if ctx.p.out_type == "uint8":
-        q = _saturate(ctx, ctx.emit(R.multiply(x, R.divide(const(255.0, F), hi))), "uint8")
+        q = saturate(ctx, ctx.emit(R.multiply(x, R.divide(const(255.0, F), hi))), "uint8")
         return [q, lo, hi]
-    real = _max_abs(ctx, lo, hi)
-    q = _saturate(ctx, ctx.emit(R.multiply(x, R.divide(const(127.0, F), real))), "int8")
+    real = max_abs(ctx, lo, hi)
+    q = saturate(ctx, ctx.emit(R.multiply(x, R.divide(const(127.0, F), real))), "int8")
     return [q, ctx.emit(R.negative(real)), real]
 
 
@@ -164,7 +151,7 @@ def quantized_batch_norm(ctx: Lowering):
     var64 = ctx.astype(var, "float64")  # MXNet: float var + double eps, sqrt in double
     invstd = ctx.astype(ctx.emit(R.divide(const(1.0, "float64"),
                                           R.sqrt(R.add(var64, const(p.eps, "float64"))))), F)
-    w = ctx.emit(R.divide(R.multiply(R.multiply(g, invstd), _max_abs(ctx, lo, hi)),
+    w = ctx.emit(R.divide(R.multiply(R.multiply(g, invstd), max_abs(ctx, lo, hi)),
                           const(r_out, F)))
     b = ctx.emit(R.divide(R.multiply(R.subtract(beta, R.multiply(R.multiply(mean, g), invstd)),
                                      const(K_INT8, F)), const(r_out, F)))
@@ -173,7 +160,7 @@ def quantized_batch_norm(ctx: Lowering):
         xs = ctx.emit(R.round(R.multiply(xs, const(K_INT8_RANGE / K_UINT8_RANGE, F))))
     y = ctx.emit(R.divide(xs, const(np.sqrt(np.float32(1) + np.float32(p.eps)), F)))
     y = ctx.emit(R.add(exact_product(ctx, y, R.reshape(w, shape)), R.reshape(b, shape)))
-    return [_saturate(ctx, y, "int8"), _vec(ctx, float(c_lo)), _vec(ctx, float(c_hi))]
+    return [saturate(ctx, y, "int8"), vec(ctx, float(c_lo)), vec(ctx, float(c_hi))]
 
 
 register_host_only("_contrib_calibrate_entropy",

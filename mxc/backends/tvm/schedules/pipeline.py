@@ -56,7 +56,7 @@ def cpu_pipeline(target: tvm.target.Target, *, db: str | None = None, layout: bo
         with target:
             mod = tvm.transform.Sequential(graph_passes(ctx, layout))(mod)
             if db is not None:
-                from ..tune_verify import applied_database
+                from ..tune.verify import applied_database
                 # each kernel's best record, except those re-measurement found no faster
                 # than the default schedule (those kernels keep it: tuning never loses)
                 database = applied_database(db)

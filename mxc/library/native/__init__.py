@@ -3,7 +3,9 @@
 ``mxc.library.load("libgemm_lib.so")`` lands here (:func:`.loader.load_native`).
 The package is split by what crosses the C boundary:
 
-* :mod:`.abi` -- the per-version signature tables of the flat C entry points;
+* :mod:`.signatures` -- the per-version signature tables of the flat C entry points;
+* :mod:`.abi` -- a library's entry points bound with those tables (through :mod:`.guard`,
+  which catches C++ exceptions);
 * :mod:`.handle` -- an opened library and its error reporting;
 * :mod:`.marshal`, :mod:`.sparse` -- arrays (dense and sparse) and allocator callbacks;
 * :mod:`.calls` -- the ``_opCall*`` trampolines with Python values;

@@ -3,7 +3,7 @@
 TVM's ``LocalBuilder`` starts a fresh pool of worker processes for every batch
 of candidates, and one more in its constructor only to check that the build
 function exists.  Each worker imports TVM and runs mxc's initializer (the build
-functions and the CPU tensor intrinsics, :func:`.tune_workers.builder_init`):
+functions and the CPU tensor intrinsics, :func:`.workers.builder_init`):
 about 2 s of start-up per worker, per batch, where building one small kernel
 takes a fraction of a second.  A tune builds a model's default schedules, one
 batch or more per kernel and the verification candidates, so start-up was most
@@ -11,7 +11,7 @@ of a short tune's time (a one-kernel, two-trial tune: 13 s, of which about 7 s
 were three pool start-ups).
 
 :func:`pooled_builder` keeps one pool for the builder's life (one
-:func:`.tune._tune_groups` call): the constructor's check runs on it and every
+:func:`mxc.backends.tvm.tune._tune_groups` call): the constructor's check runs on it and every
 batch reuses its warm workers.  TVM restarts its pools because workers were seen
 to leak memory over long use; here each worker process is replaced after
 :data:`MAX_BUILDS_PER_WORKER` builds, which bounds that, and a worker that dies

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 from .abi import Abi, read_messages
 
 __all__ = ["NativeLibrary", "sha256_of", "library_text"]

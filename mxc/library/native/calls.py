@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 from .abi import DTYPE_BY_FLAG, FLAG_BY_STYPE, STYPE_BY_FLAG, strings
 from .guard import NativeException
 from .handle import NativeLibrary

@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from ...errors import BackendError
+from ....errors import BackendError
 
 #: seconds to connect to the tracker and for its answer
 TRACKER_TIMEOUT_S = 5.0

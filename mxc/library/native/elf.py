@@ -16,7 +16,7 @@ import os
 import struct
 from pathlib import Path
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 
 __all__ = ["check_elf_extent"]
 

@@ -1,4 +1,15 @@
-"""Small helpers shared across mxc (no dependencies beyond the stdlib)."""
+"""Files written so that readers never see half of one: ``atomic_open`` and friends.
+
+An artifact, a ``.params`` file or a drawing that a crash, a full disk or Ctrl-C
+cut short must not be left behind looking valid, so every file mxc writes goes
+to a temporary file beside its target and is renamed over it once complete
+(:func:`atomic_open`, :func:`atomic_write_bytes`); files that must change
+together (``opt -o J --params-out P``) are renamed together (:class:`OutputSet`).
+Temporaries of a killed run are removed by the next one (:func:`clean_stale`).
+The runtime, the frontend, the Symbol API, the backends and the CLI all write
+files, so this module sits at the top of the package with no dependencies
+beyond the stdlib (and :mod:`mxc.output_paths`: what ``-`` and a writable path mean).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +17,6 @@ import contextlib
 import glob
 import os
 import re
-import resource
 import shutil
 import signal
 import stat
@@ -16,41 +26,12 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from .output_paths import check_output_path, is_stdout
 
-#: what ``-o -`` means: standard output (as mlir-opt and most Unix tools)
-STDOUT = "-"
+__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "OutputSet",
+           "clean_stale"]
+
 _TMP_SUFFIX = ".tmp"
-
-
-def is_stdout(path: str | os.PathLike | None) -> bool:
-    """``-`` (and ``/dev/stdout``, written through this process's own descriptor 1)."""
-    return path is not None and os.fspath(path) in (STDOUT, "/dev/stdout")
-
-
-def check_output_path(path: str | os.PathLike, what: str = "output") -> None:
-    """Refuse, before any work starts, an output path that cannot be written.
-
-    ``-`` (standard output) and existing non-regular files (``/dev/stdout``, a
-    FIFO) are fine; otherwise the directory must exist and be writable, and
-    the path must not be a directory.  The error names the directory the user
-    gave, never a temporary file.
-    """
-    if is_stdout(path):
-        return
-    target = Path(path)
-    if target.exists() and not target.is_dir() and not target.is_file():
-        return  # a device or FIFO: written in place
-    from .errors import OutputError
-    parent = target.parent
-    if target.is_dir():
-        raise OutputError(f"{what} {path}: is a directory; give a file name")
-    if not parent.exists():
-        raise OutputError(f"{what} {path}: directory {str(parent)!r} does not exist; create it "
-                          f"first")
-    if not parent.is_dir():
-        raise OutputError(f"{what} {path}: {str(parent)!r} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{what} {path}: directory {str(parent)!r} is not writable")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -209,100 +190,6 @@ def _signals_held() -> Iterator[None]:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def physical_memory_bytes() -> int:
-    """Total RAM of this machine (a generous fallback where it cannot be read)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 40
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        text = Path(path).read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _meminfo(field: str) -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _vm_size() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def allocation_limits() -> dict[str, int]:
-    """What this process may still allocate, by source (bytes; sources that apply only).
-
-    * ``address space``: ``RLIMIT_AS`` (``ulimit -v``) minus the current virtual size;
-    * ``cgroup``: the container's memory limit (cgroup v2 ``memory.max`` or v1
-      ``memory.limit_in_bytes``) minus its current usage;
-    * ``available memory``: the kernel's ``MemAvailable`` estimate.
-
-    Physical RAM is only the fallback when none of these can be read.
-    """
-    limits: dict[str, int] = {}
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        limits["address space"] = max(soft - _vm_size(), 0)
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        limit = _read_int(limit_file)
-        if limit is not None and limit < 1 << 60:
-            limits["cgroup"] = max(limit - (_read_int(usage_file) or 0), 0)
-            break
-    available = _meminfo("MemAvailable")
-    if available is not None:
-        limits["available memory"] = available
-    if not limits:
-        limits["physical memory"] = physical_memory_bytes()
-    return limits
-
-
-def allocatable_bytes() -> tuple[int, str]:
-    """The smallest of :func:`allocation_limits` and its source."""
-    limits = allocation_limits()
-    source = min(limits, key=limits.__getitem__)
-    return limits[source], source
-
-
-def checked_nbytes(shape, itemsize: int, what: str) -> int:
-    """Bytes an array of *shape* needs; refuses more than this process may allocate.
-
-    Declared sizes come from files a user may not trust (``__shape__``,
-    ``_zeros(shape=...)``): check before allocating rather than after, against
-    the address-space limit, the cgroup limit and available memory (not the
-    machine's RAM, which a container or ``ulimit -v`` may never let us use).
-    """
-    n = itemsize
-    for d in shape:
-        n *= int(d)
-    from .errors import ExecutionError
-    if any(int(d) < 0 for d in shape):
-        raise ExecutionError(f"{what}: shape {tuple(shape)} has a negative dimension")
-    if n > (64 << 20):  # small allocations are not worth reading /proc for
-        limit, source = allocatable_bytes()
-        if n > limit:
-            raise ExecutionError(f"{what}: shape {tuple(shape)} needs {n:,} bytes, more than "
-                                 f"this process may allocate ({limit:,} bytes: {source})")
-    return n
-
-
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, mode: int | None = None
                        ) -> None:
     """Write *data* to *path* atomically (see :func:`atomic_open`)."""
@@ -311,4 +198,5 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, mode: int | None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write *text* (UTF-8) to *path* atomically (see :func:`atomic_open`)."""
     atomic_write_bytes(path, text.encode("utf-8"))

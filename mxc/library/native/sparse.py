@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 
 __all__ = ["CSRArray", "RowSparseArray", "SparseArray", "stype_of"]
 

@@ -182,7 +182,7 @@ def read_partitioners(lib: NativeLibrary) -> list[tuple[str, list[tuple[str, str
 
 def register_partitioners(found) -> None:
     """Register what :func:`read_partitioners` found (replacing same-named ones)."""
-    from ..compiler.partition import Partitioner, register_partitioner
+    from ...compiler.partition import Partitioner, register_partitioner
     for pname, strategies in found:
         part = Partitioner(pname)
         for sname, op, cb in strategies:

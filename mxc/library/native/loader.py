@@ -30,7 +30,7 @@ import sys
 from ctypes import byref, c_char_p, c_int, c_void_p
 from pathlib import Path
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 from .abi import MXNET_VERSION, SUPPORTED_VERSIONS, Abi, read_messages
 from .calls import OpEntry
 from .elf import check_elf_extent
@@ -56,7 +56,7 @@ def is_native_path(path) -> bool:
 
 def op_entry(name: str) -> OpEntry | None:
     """The library entry of operator *name* if a compiled library registered it."""
-    from ..compiler.ops.registry import get_op, has_op
+    from ...compiler.ops.registry import get_op, has_op
     if not has_op(name):
         return None
     return getattr(getattr(get_op(name), "impl", None), "native", None)
@@ -167,7 +167,7 @@ def _report(ops, partitioners, passes) -> str:
 
 
 def _register_ops(entries: list[OpEntry], record) -> None:
-    from ..compiler.custom_op import register_custom_op
+    from ...compiler.custom_op import register_custom_op
     for entry in entries:
         if not (entry.forward or entry.create_op or entry.is_subgraph_op):
             log.warning("operator %r of %s has no CPU forward (contexts: %s); it is registered "
@@ -191,9 +191,9 @@ def load_native(path, verbose: bool = True, *, mxnet_version: int = MXNET_VERSIO
     1.9.1 = 10901); *lib_api_versions* restricts the accepted ABI versions
     (``mxc.mxnet`` passes ``(11,)`` to refuse what MXNet 1.9.1 refuses).
     """
-    from .. import library_registrations as registrations
-    from ..compiler.extension_guard import RECORDS
-    from ..library_transaction import ExtensionTransaction
+    from .. import registrations
+    from ...compiler.extension_guard import RECORDS
+    from ..transaction import ExtensionTransaction
 
     lib = open_library(path, lib_api_versions)
     key = f"native:{lib.path}"

@@ -38,7 +38,8 @@ from ctypes import c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
+from .signatures import SIGNATURES
 
 __all__ = ["available", "guarded", "NativeException"]
 
@@ -81,7 +82,6 @@ def _wrapper(name: str, restype: Any, argtypes: tuple) -> str:
 
 
 def _source() -> str:
-    from .abi import SIGNATURES
     seen, parts = set(), ["#include <cstdio>\n#include <exception>\n#include <typeinfo>\n"
                           "#include <cstddef>\n"]
     for table in SIGNATURES.values():

@@ -37,10 +37,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..options import KEEP_MARGIN  # defined with TuneOptions, whose default it is
+
 log = logging.getLogger(__name__)
 
-#: a tuned kernel is kept only when re-measured at least this much faster than the default
-KEEP_MARGIN = 0.03
 #: interleaved measurement rounds per candidate when verifying a kernel
 VERIFY_ROUNDS = 5
 #: the verdicts of a database directory: JSON ``{kernel hash: verdict}``
@@ -224,8 +224,8 @@ def default_module(func, target, ctx=None):
     for *target*; unscheduled when no rule fits: what an untuned build compiles)."""
     from tvm import s_tir
 
-    from .build_context import build_context
-    from .schedules.cpu import default_schedule
+    from ..build_context import build_context
+    from ..schedules.cpu import default_schedule
     if target.kind.name == "llvm":
         _, sch = default_schedule(func, ctx or build_context(target, record=False))
         if sch is not None:

@@ -98,7 +98,7 @@ class _LibraryPass:
 def _annotate(graph, ctx) -> None:
     """MXNet annotates ``__ext_shape__``/``__ext_dtype__`` before a pass when every
     input has an array; so do we (the attributes stay in the output graph)."""
-    from ..compiler.partition.custom import annotate_ext_attrs
+    from ...compiler.partition.custom import annotate_ext_attrs
     inputs = [n for n in graph.topo_order() if n.op is None]
     arrays = {n.name: ctx.params.get(n.name) for n in inputs}
     if not inputs or any(v is None for v in arrays.values()):
@@ -121,6 +121,6 @@ def read_passes(lib: NativeLibrary) -> list[tuple[str, _LibraryPass]]:
 
 
 def register_passes(found) -> None:
-    from ..compiler.passes.registry import register_pass
+    from ...compiler.passes.registry import register_pass
     for name, fn in found:
         register_pass(name, fn, summary=fn.__doc__, override=True)

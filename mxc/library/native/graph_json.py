@@ -22,7 +22,7 @@ SUBGRAPH_SYM_JSON = "subgraph_sym_json"
 def graph_to_json(graph) -> str:
     """Compact MXNet JSON of an mxc :class:`~mxc.compiler.ir.Graph`, as MXNet hands a
     graph to a library: without the top-level ``attrs`` (``mxnet_version``)."""
-    from ..frontend.symbol_json import dump_json
+    from ...frontend.symbol_json import dump_json
     doc = json.loads(dump_json(graph))
     doc.pop("attrs", None)
     return json.dumps(doc, separators=(",", ":"))
@@ -30,7 +30,7 @@ def graph_to_json(graph) -> str:
 
 def graph_from_json(text: str, source: str):
     """An mxc graph from MXNet JSON a library produced."""
-    from ..frontend.symbol_json import load_json
+    from ...frontend.symbol_json import load_json
     return load_json(text, source=source)
 
 

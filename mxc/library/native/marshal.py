@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 from .abi import DTYPE_BY_FLAG, FLAG_BY_DTYPE, FLAG_BY_STYPE, SPARSE_MALLOC, XPU_MALLOC
 from .sparse import CSRArray, RowSparseArray
 

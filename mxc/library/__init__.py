@@ -63,7 +63,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ExtensionError
+from ..errors import ExtensionError
 
 __all__ = ["load", "loaded", "unload", "load_entry_points", "ensure_entry_points_loaded",
            "guard", "extension_error", "extension_of", "current_library", "version",
@@ -83,7 +83,7 @@ def version() -> int:
     extension compares it with the oldest mxc it supports
     (``return version >= 100``).
     """
-    from . import __version__
+    from .. import __version__
     m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", __version__)
     if m is None:  # pragma: no cover - our own version string is well formed
         raise ExtensionError(f"cannot encode mxc version {__version__!r} as an integer")
@@ -94,14 +94,14 @@ def version() -> int:
 # ---------------------------------------------------------------------------
 # errors raised inside extension code, and the loaded-library records: in
 # mxc.compiler.extension_guard (the compiler uses them); the library record and
-# the registry tracking: in mxc.library_registrations; all re-exported here
+# the registry tracking: in mxc.library.registrations; all re-exported here
 # ---------------------------------------------------------------------------
-from .compiler.extension_guard import (  # noqa: E402,F401
+from ..compiler.extension_guard import (  # noqa: E402,F401
     RECORDS, current_library, extension_error, extension_of, guard, loaded)
-from .library_registrations import (  # noqa: E402,F401
+from .registrations import (  # noqa: E402,F401
     MISSING, ExtensionLibrary, track_registry)
-from . import library_registrations as _registrations  # noqa: E402
-from .library_transaction import ExtensionTransaction, forget_modules  # noqa: E402
+from . import registrations as _registrations  # noqa: E402
+from .transaction import ExtensionTransaction, forget_modules  # noqa: E402
 
 
 # ---------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def load(path: str | os.PathLike, verbose: bool = True, *, mxnet_version: int | 
     path:
         A ``.py`` file or a package directory (with ``__init__.py``), or a
         compiled MXNet extension library (``.so``/``.dll``/``.dylib`` built
-        against ``lib_api.h``, see :mod:`mxc.library_native`); relative paths
+        against ``lib_api.h``, see :mod:`mxc.library.native`); relative paths
         are taken from the current directory.
     verbose:
         True (the default, as in MXNet) prints what was found: ``Found 2
@@ -176,9 +176,9 @@ def load(path: str | os.PathLike, verbose: bool = True, *, mxnet_version: int | 
         library is refused and nothing it registered is kept).
     """
     if isinstance(path, (str, os.PathLike)):
-        from .library_native.loader import is_native_path, load_native
+        from .native.loader import is_native_path, load_native
         if is_native_path(path):
-            from .library_native.abi import MXNET_VERSION
+            from .native.abi import MXNET_VERSION
             return load_native(path, verbose, mxnet_version=mxnet_version or MXNET_VERSION,
                                lib_api_versions=lib_api_versions)
     p = _check_path(path)
@@ -252,7 +252,7 @@ def _initialize(init: Callable, record: ExtensionLibrary, where: str) -> None:
                              f"initialize: initialize({v}) raised {type(exc).__name__}: "
                              f"{exc}") from exc
     if ok is False or (type(ok) is int and ok == 0):
-        from . import __version__
+        from .. import __version__
         raise ExtensionError(f"extension library {record.name!r} ({where}) refused to load: "
                              f"initialize({v}) returned {ok!r} (mxc {__version__} is version "
                              f"{v}); nothing it registered was kept")

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ExtensionError
+from ...errors import ExtensionError
 from . import calls
 from .calls import OpEntry
 from .graph_json import SUBGRAPH_SYM_JSON, subgraph_attr_json
@@ -143,7 +143,7 @@ class NativeState:
 
 def make_custom_op(entry: OpEntry):
     """A :class:`~mxc.CustomOp` instance whose hooks call *entry*'s library functions."""
-    from ..compiler.custom_op import CustomOp
+    from ...compiler.custom_op import CustomOp
 
     body: dict[str, Any] = {
         "__doc__": f"Operator {entry.name!r} of compiled extension library {entry.lib.name}.",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from ... import progress as _progress
+from .... import progress as _progress
 
 class TuneProgress:
     """Writes ``[mxc tune] ...`` lines after each measured batch."""
@@ -91,7 +91,7 @@ def progress_callback(progress: TuneProgress, names: list[str]):
     from tvm.s_tir import meta_schedule as ms
     from tvm.ir.utils import derived_object
 
-    from ...interrupts import interrupted
+    from ....interrupts import interrupted
 
     @derived_object
     class _Callback(ms.measure_callback.PyMeasureCallback):

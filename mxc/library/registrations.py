@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .registry import Change, Registry, Snapshot, all_registries, same_token
+from ..registry import Change, Registry, Snapshot, all_registries, same_token
 
 __all__ = ["ExtensionLibrary", "track_registry", "MISSING", "snapshot", "changes_since",
            "undo", "registrations", "report", "tag_operators"]
@@ -68,7 +68,7 @@ class ExtensionLibrary:
     source: str = "path"
     distribution: str | None = None
     registrations: dict[str, list[str]] = field(default_factory=dict)
-    #: the opened compiled library (:class:`mxc.library_native.NativeLibrary`) of a
+    #: the opened compiled library (:class:`mxc.library.native.NativeLibrary`) of a
     #: ``.so``/``.dll``/``.dylib``; None for a Python extension
     native: Any = None
     _changes: list = field(default_factory=list, repr=False)
@@ -230,7 +230,7 @@ def registrations(changes: list[LibraryChange]) -> dict[str, list[str]]:
 
 def tag_operators(record: ExtensionLibrary) -> None:
     """Make custom operators registered by the library name it in their errors."""
-    from .compiler.ops.registry import OPS
+    from ..compiler.ops.registry import OPS
     for name in record.operators:
         op = OPS.get(name)
         if op is not None and hasattr(op, "extension"):

@@ -39,19 +39,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from ...errors import BackendError
-from ...interrupts import check as check_interrupt
-from ...interrupts import watch_interrupts
-from .tune_db import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # noqa: F401
+from ....errors import BackendError
+from ....interrupts import check as check_interrupt
+from ....interrupts import watch_interrupts
+from .database import (RECORD_FILE, TUNE_LOG, WORKLOAD_FILE, append_tune_log,  # noqa: F401
                       best_latency_ms, check_database, foreign_records_message, open_database,
                       read_tune_log, record_cpus, trials_done)
-from .options import TuneOptions
-from .tune_logs import metaschedule_logs, task_logger, tune_context
-from .tune_progress import TuneProgress, progress_callback
-from .tune_rpc import check_tracker
-from .targets import host_cpu_name, missing_on_host
-from .tune_verify import KEEP_MARGIN, ModelCheck, Verdict  # noqa: F401 - re-exported
-from .tune_workers import tensor_intrinsics_for, workers_deaf_to_ctrl_c
+from ..options import TuneOptions
+from .logs import metaschedule_logs, task_logger, tune_context
+from .progress import TuneProgress, progress_callback
+from .rpc import check_tracker
+from ..targets import host_cpu_name, missing_on_host
+from .verify import KEEP_MARGIN, ModelCheck, Verdict  # noqa: F401 - re-exported
+from .workers import tensor_intrinsics_for, workers_deaf_to_ctrl_c
 
 # ---------------------------------------------------------------------------
 # results
@@ -68,7 +68,7 @@ class TaskReport:
     default_ms: float | None = None  # mxc's default schedule, measured by this run
     skipped: bool = False          # already tuned enough
     #: the re-measurement of the best record against the default schedule
-    #: (:mod:`.tune_verify`); None: the best record is the default, or not verified
+    #: (:mod:`.verify`); None: the best record is the default, or not verified
     verdict: Verdict | None = None
 
     @property
@@ -116,7 +116,7 @@ def _to_module(mod_or_graph, shapes, params, dtypes):
     import tvm
     if isinstance(mod_or_graph, tvm.IRModule):
         return mod_or_graph
-    from .converter import lower_graph
+    from ..converter import lower_graph
     graph = getattr(mod_or_graph, "graph", mod_or_graph)   # a Symbol or a Graph
     if callable(graph):
         graph = graph()
@@ -128,8 +128,8 @@ def fused_module(mod, target, ctx=None):
     in the build context *ctx* (default: a module built on its own for *target*)."""
     import tvm
 
-    from .build_context import build_context
-    from .schedules.pipeline import graph_passes
+    from ..build_context import build_context
+    from ..schedules.pipeline import graph_passes
     if ctx is None:
         ctx = build_context(target, record=False)
     with target:
@@ -193,8 +193,8 @@ def tune(mod_or_graph: Any, target: Any = "llvm", trials: int = 64,
 
 def tune_model(mod: Any, options: TuneOptions) -> TuneReport:
     """Tune every kernel of the Relax module *mod* as *options* say (``mxc tune``)."""
-    from .build_context import options_context
-    from .targets import resolve_target
+    from ..build_context import options_context
+    from ..targets import resolve_target
 
     stream = sys.stderr if options.progress is True else (options.progress or None)
     start = time.time()
@@ -295,7 +295,7 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
 
     With *verify* (a list, possibly empty, of tasks tuned before this run), each
     task tuned now and each of those gets its best record re-measured against the
-    default schedule (:func:`.tune_verify.verify_task`).
+    default schedule (:func:`.verify.verify_task`).
 
     One ``tune_tasks`` call per task (sharing one builder and runner): MetaSchedule
     commits a task's records when it joins its measurements, and its gradient
@@ -304,9 +304,9 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from .tune_builder import RunWorkers, pooled_builder
-    from .tune_verify import runner_measure
-    from .tune_workers import BUILD_FUNC, PROXY_BUILD_FUNC, builder_init
+    from .builder import RunWorkers, pooled_builder
+    from .verify import runner_measure
+    from .workers import BUILD_FUNC, PROXY_BUILD_FUNC, builder_init
     db_dir, search, timeout_s = os.fspath(options.db_dir), options.search, options.timeout_s
     keep_margin = options.keep_margin
     # one pool of build workers for the whole run (TVM's LocalBuilder starts one per batch)
@@ -364,7 +364,7 @@ def _tune_groups(pending, tgt, database, prog, options: TuneOptions, workers: in
 
 def _verify(rep, task, target, database, db_dir, measure, stream, keep_margin, ctx) -> None:
     """Re-measure *task*'s best record against its default schedule (into *rep*)."""
-    from .tune_verify import verify_task
+    from .verify import verify_task
     rep.verdict = verify_task(rep.name, task.dispatched[0], target, database, db_dir, measure,
                               margin=keep_margin, ctx=ctx)
     if rep.verdict is not None and stream is not None:
@@ -376,7 +376,7 @@ def _measure_default(task, target, database, builder, runner, ctx) -> float | No
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from .schedules.cpu import default_schedule
+    from ..schedules.cpu import default_schedule
     task_mod = task.dispatched[0]
     func = task_mod["main"]
     try:

@@ -1,7 +1,7 @@
 """One extension load as a transaction: snapshot every registry, commit or restore.
 
 Both loaders (:func:`mxc.library.load` for Python extensions and
-:func:`mxc.library_native.loader.load_native` for compiled ones) run the
+:func:`mxc.library.native.loader.load_native` for compiled ones) run the
 library's code inside one :class:`ExtensionTransaction`::
 
     with ExtensionTransaction(record) as tx:
@@ -10,7 +10,7 @@ library's code inside one :class:`ExtensionTransaction`::
     # here the record is loaded, its changes kept for unload
 
 Entering takes the library records' lock, snapshots every registry
-(:func:`mxc.library_registrations.snapshot`) and marks *record* as loading
+(:func:`mxc.library.registrations.snapshot`) and marks *record* as loading
 (so what it registers is attributed to it).  Leaving normally commits: the
 record gets the registry changes made meanwhile (minus those of libraries it
 loaded itself, which belong to them) and joins the loaded libraries.  Leaving
@@ -25,8 +25,8 @@ import sys
 from types import TracebackType
 from typing import Any
 
-from .compiler.extension_guard import RECORDS
-from . import library_registrations as registrations
+from ..compiler.extension_guard import RECORDS
+from . import registrations
 
 __all__ = ["ExtensionTransaction", "forget_modules"]
 

@@ -22,7 +22,7 @@ def _build(mod, target, _params):
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    from .schedules.tir_pipeline import tir_pipeline
+    from ..schedules.tir_pipeline import tir_pipeline
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.tirx.build(mod, target=target, pipeline=tir_pipeline())
 
@@ -36,7 +36,7 @@ PROXY_BUILD_FUNC = "mxc.tune.build_on_host"
 def _build_on_host(mod, _target, params):
     """Build a candidate for this CPU instead of the tuning target (proxy measurement:
     the target's code would not run here; see :func:`measurement_target`)."""
-    from .targets import resolve_target
+    from ..targets import resolve_target
     return _build(mod, resolve_target("llvm"), params)
 
 
@@ -45,7 +45,7 @@ def builder_init() -> None:
     and the CPU tensor intrinsics MetaSchedule's builder would import with all the others."""
     import tvm
 
-    from .schedules.int8 import register_dot_intrinsics
+    from ..schedules.int8 import register_dot_intrinsics
     register_cpu_tensor_intrinsics()
     register_dot_intrinsics()      # mxc's int8 kernels' vpdpbusd (their default schedules)
     tvm.register_global_func(BUILD_FUNC, _build, override=True)

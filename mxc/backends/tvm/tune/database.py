@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...errors import BackendError
+from ....errors import BackendError
 
 #: file names of MetaSchedule's JSONDatabase inside a database directory
 WORKLOAD_FILE = "database_workload.json"
