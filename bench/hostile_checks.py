@@ -159,8 +159,13 @@ def _status_within(sock: socket.socket, seconds: float) -> str:
 @check("default", "model name with %0a (log forging)")
 def _(s, g, env):
     before = s.lines()
+    # from a loopback address of its own: the refusal log rations lines per client address,
+    # and the checks before this one used 127.0.0.1's burst
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30,
+                                      source_address=("127.0.0.77", 0))
     got = request(s.port, "POST", "/v2/models/mlp%0aFORGED-LINE%20INFO/infer", json_body(),
-                  {"Content-Type": "application/json"})
+                  {"Content-Type": "application/json"}, conn=conn)
+    conn.close()
     time.sleep(0.3)
     new = s.text().splitlines()[before:]
     forged = [line for line in new if line.lstrip().startswith("FORGED-LINE")]
