@@ -283,13 +283,17 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=32, help="latency: valid clients")
     ap.add_argument("--phases", help="latency: comma list of hostile phases (default all)")
     ap.add_argument("--repeats", type=int, default=1, help="latency: runs per phase (medians)")
+    ap.add_argument("--hostile-nice", type=int, default=0,
+                    help="latency: the hostile client's niceness (19: as if it ran on another "
+                         "machine, taking no CPU the server or valid clients want)")
     args = ap.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="mxc-hostile-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.mode == "latency":
         from bench.hostile_latency import run_latency
         return run_latency(workdir, args.seconds, args.clients,
-                           args.phases.split(",") if args.phases else None, args.repeats)
+                           args.phases.split(",") if args.phases else None, args.repeats,
+                           args.hostile_nice)
     rows = replay(workdir, args.k.lower().split(",") if args.k else None)
     print_table(rows)
     return 0 if all(r[3] for r in rows) else 1

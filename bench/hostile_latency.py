@@ -176,14 +176,24 @@ HOSTILE = {"burn": _burn, "idle": _idle, "slowloris": _slowloris, "large_json": 
            "malformed": _malformed, "unload": _unload}
 
 
-def phase(port: int, want, seconds: float, clients: int, hostile: str | None) -> dict:
+def _run_hostile(name: str, niceness: int, port: int, stop) -> None:
+    import os
+    if niceness:
+        os.nice(niceness)
+    HOSTILE[name](port, stop)
+
+
+def phase(port: int, want, seconds: float, clients: int, hostile: str | None,
+          niceness: int = 0) -> dict:
     """One measurement: *clients* valid clients for *seconds*, with *hostile* running in a
     process of its own (a thread here would take the valid clients' GIL, and their
-    latency would measure this process, not the server)."""
+    latency would measure this process, not the server).  *niceness* lowers the hostile
+    process's CPU priority: a client on another machine takes no CPU from the server,
+    and on a small shared machine ``--hostile-nice 19`` comes closest to that."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
-    bad = ctx.Process(target=HOSTILE[hostile], args=(port, stop), daemon=True) \
+    bad = ctx.Process(target=_run_hostile, args=(hostile, niceness, port, stop), daemon=True) \
         if hostile else None
     if bad:
         bad.start()
@@ -209,7 +219,8 @@ def phase(port: int, want, seconds: float, clients: int, hostile: str | None) ->
             "failed": len(failed), "failures": sorted({str(f) for f in failed})[:4]}
 
 
-def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeats: int = 1) -> int:
+def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeats: int = 1,
+                niceness: int = 0) -> int:
     """Each hostile phase *paired* with a hostile-free run just before it, *repeats* times:
     on a shared machine the load drifts, and a ratio of neighbours drifts least.  The
     table has the medians of p50, p99 and of the paired p99 ratios, and the sum of the
@@ -218,7 +229,7 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
     env = build(workdir)
     cpu = cpu_info()
     print(f"CPU: {cpu['model']}, {cpu['available_cores']} cores available; load "
-          f"{load_average()}")
+          f"{load_average()}; hostile client at nice {niceness}")
     server = [Served(env["repo"], "-v", nofile=NOFILE, workdir=workdir)]
     if server[0].error:
         print(f"no server: {server[0].error}")
@@ -226,7 +237,7 @@ def run_latency(workdir: Path, seconds: float, clients: int, phases=None, repeat
 
     def measure(hostile):
         s = server[0]
-        res = phase(s.port, env["want"], seconds, clients, hostile)
+        res = phase(s.port, env["want"], seconds, clients, hostile, niceness)
         if not _restore(s):   # unloaded for good or broken: a fresh server
             rc = s.proc.poll()
             _diagnose(s)
