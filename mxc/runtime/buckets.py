@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ExecutionError
 from .artifact import GRAPH, LIBRARY, PARAMS, read_npz
-from .info import TensorInfo
+from .info import SessionSpellings, TensorInfo
 from .plan import Plan
 
 #: the name of the ranged dimension in ``TensorInfo.shape`` (ONNX Runtime shows a
@@ -52,7 +52,7 @@ def params_equal(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> bo
         a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in a)
 
 
-class BucketSession:
+class BucketSession(SessionSpellings):
     """A session over the buckets of a dynamic-batch artifact (see the module docs).
 
     *parts*: ``{bucket: (plan, params, library bytes or None)}``.  Has the
@@ -104,17 +104,6 @@ class BucketSession:
     @property
     def outputs(self) -> list[TensorInfo]:
         return [self._info(t, self._out_axes) for t in self.manifest.get("outputs") or []]
-
-    # ONNX Runtime's spellings and the target string, as a single-batch session has them
-    def get_inputs(self) -> list[TensorInfo]:
-        return self.inputs
-
-    def get_outputs(self) -> list[TensorInfo]:
-        return self.outputs
-
-    @property
-    def target(self) -> str:
-        return str((self.manifest.get("target") or {}).get("string", "?"))
 
     def range_text(self) -> str:
         return f"{self.batch_range[0]}..{self.batch_range[1]}"

@@ -74,3 +74,22 @@ class Profile:
         if self.threads is not None:
             lines.append(f"threads: {self.threads}")
         return "\n".join(lines)
+
+
+class SessionSpellings:
+    """ONNX Runtime's spellings and the target string, shared by :class:`~mxc.runtime.Session`
+    and the bucketed session (each defines ``inputs``, ``outputs`` and ``manifest``)."""
+
+    inputs: list
+    outputs: list
+    manifest: dict
+
+    def get_inputs(self) -> list[TensorInfo]:  # ONNX Runtime spelling
+        return self.inputs
+
+    def get_outputs(self) -> list[TensorInfo]:
+        return self.outputs
+
+    @property
+    def target(self) -> str:
+        return str((self.manifest.get("target") or {}).get("string", "?"))

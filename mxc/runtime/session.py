@@ -34,7 +34,8 @@ from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
 from .executors import EXECUTORS, submit_elsewhere
-from .info import ORT_ELEMENT_TYPES, Profile, StepTime, TensorInfo  # noqa: F401 - re-exported
+from .info import (ORT_ELEMENT_TYPES, Profile, SessionSpellings, StepTime,  # noqa: F401
+                   TensorInfo)
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def _positions(n: int) -> str:
     return ", ".join(f"out{i}" for i in range(n)) if n <= 2 else f"out0..out{n - 1}"
 
 
-class Session:
+class Session(SessionSpellings):
     """A loaded model, ready to run (normally from :func:`mxc.runtime.load`).
 
     Parameters
@@ -125,16 +126,6 @@ class Session:
     def outputs(self) -> list[TensorInfo]:
         """The outputs :meth:`run` returns, in order."""
         return list(self._outputs)
-
-    def get_inputs(self) -> list[TensorInfo]:  # ONNX Runtime spelling
-        return self.inputs
-
-    def get_outputs(self) -> list[TensorInfo]:
-        return self.outputs
-
-    @property
-    def target(self) -> str:
-        return str((self.manifest.get("target") or {}).get("string", "?"))
 
     @property
     def device(self) -> str:

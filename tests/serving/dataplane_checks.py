@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import json
 import sys
-import traceback
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mxc.serving.server import import_kserve  # noqa: E402
+from serve_helpers import run_checks  # noqa: E402
 
 import_kserve()
 import orjson  # noqa: E402
@@ -253,16 +254,5 @@ CHECKS = {
 }
 
 
-def main() -> None:
-    results = {}
-    for name, (fn, args) in CHECKS.items():
-        try:
-            fn(*args)
-            results[name] = "ok"
-        except Exception:  # noqa: BLE001 - reported to the test
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
-
-
 if __name__ == "__main__":
-    main()
+    run_checks(CHECKS)

@@ -15,15 +15,16 @@ import json
 import logging
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mxc.serving.server import import_kserve  # noqa: E402
+from serve_helpers import FakeRegistry, run_checks  # noqa: E402
 
 import_kserve()
 from mxc.serving import asgi_guards, connections, requests  # noqa: E402
@@ -214,24 +215,11 @@ def model_control_follows_its_mode() -> None:
     from mxc.serving.control import ModelControl
     from mxc.serving.repository import RepositoryWatcher
 
-    class Registry:
-        def __init__(self):
-            self.models = {}
-
-        def get_models(self):
-            return self.models
-
-        def get_model(self, name):
-            return self.models.get(name)
-
-        def update(self, model, name):
-            self.models[name] = model
-
     root = Path(tempfile.mkdtemp())
     for v in ("1", "2"):
         (root / "m" / v).mkdir(parents=True)
         (root / "m" / v / "model.mxc").write_bytes(b"x")
-    registry = Registry()
+    registry = FakeRegistry()
     watcher = RepositoryWatcher(root, registry, lambda name, path: SimpleNamespace(name=name))
     watcher.sync()
     assert sorted(registry.models) == ["m", "m@1", "m@2"]
@@ -355,16 +343,5 @@ CHECKS = {
 }
 
 
-def main() -> None:
-    results = {}
-    for name, (fn, args) in CHECKS.items():
-        try:
-            fn(*args)
-            results[name] = "ok"
-        except Exception:  # noqa: BLE001 - reported to the test
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
-
-
 if __name__ == "__main__":
-    main()
+    run_checks(CHECKS)

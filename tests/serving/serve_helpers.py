@@ -149,3 +149,34 @@ def run_isolated(module: str, function: str, timeout: float = 120) -> str:
                           timeout=timeout, env=env, cwd=REPO)
     assert done.returncode == 0, f"{module}.{function} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     return done.stdout
+
+
+class FakeRegistry:
+    """The part of KServe's ``ModelRepository`` the repository watcher uses (kserve itself
+    is not imported in a test process that imports tritonclient: their protos clash)."""
+
+    def __init__(self):
+        self.models = {}
+
+    def get_models(self):
+        return self.models
+
+    def get_model(self, name):
+        return self.models.get(name)
+
+    def update(self, model, name):
+        self.models[name] = model
+
+
+def run_checks(checks: dict) -> None:
+    """Run ``{name: (function, args)}`` and print one JSON line ``{name: "ok" | traceback}``
+    (for the check scripts that run in a process of their own)."""
+    import traceback
+    results = {}
+    for name, (fn, args) in checks.items():
+        try:
+            fn(*args)
+            results[name] = "ok"
+        except Exception:  # noqa: BLE001 - reported to the test
+            results[name] = traceback.format_exc()
+    print(json.dumps(results))

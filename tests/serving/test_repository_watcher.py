@@ -4,23 +4,8 @@ one replaced (a Ray deployment is upgraded in place under the same application).
 from __future__ import annotations
 
 from mxc.serving.repository import RepositoryWatcher
+from serve_helpers import FakeRegistry
 
-
-class Registry:
-    """The part of KServe's ``ModelRepository`` the watcher uses (kserve itself is not
-    imported in the test process: its gRPC protos clash with tritonclient's)."""
-
-    def __init__(self):
-        self.models = {}
-
-    def get_models(self):
-        return self.models
-
-    def get_model(self, name):
-        return self.models.get(name)
-
-    def update(self, model, name):
-        self.models[name] = model
 
 
 class Made:
@@ -32,7 +17,7 @@ def test_unload_is_called_for_removed_models_only(tmp_path):
     for version in ("1", "2"):
         (tmp_path / "mlp" / version).mkdir(parents=True)
         (tmp_path / "mlp" / version / "model.mxc").write_bytes(b"v" + version.encode())
-    registry, unloaded = Registry(), []
+    registry, unloaded = FakeRegistry(), []
     watcher = RepositoryWatcher(tmp_path, registry, Made, unload=unloaded.append)
     assert sorted(watcher.sync()["loaded"]) == ["mlp@1", "mlp@2"]
     first = registry.get_model("mlp@1")

@@ -14,9 +14,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...runtime.buckets import bucket_members, params_equal
+from .manifest import ManifestTensors
 
 
-class BucketedModel:
+class BucketedModel(ManifestTensors):
     """A model compiled for a batch range: ``buckets[b]`` is the
     :class:`~.compile.CompiledModel` of batch ``b``.  Everything a single model
     has (``regions``, ``host_nodes``, ``target``, ...) is the top bucket's; the
@@ -43,15 +44,6 @@ class BucketedModel:
             "outputs": _ranged(self.top.manifest.get("outputs"), output_axes, span),
             "dynamic_batch": {"range": span, "axes": dict(rng.axes), "buckets": list(buckets),
                               "output_axes": dict(output_axes), "members": members}}
-
-    # the manifest's entries, the batch dimension spelled [LO, HI] (as CompiledModel's)
-    @property
-    def inputs(self) -> list[dict]:
-        return [i for i in self.manifest["inputs"] if not i.get("optional")]
-
-    @property
-    def outputs(self) -> list[dict]:
-        return list(self.manifest["outputs"])
 
     def __getattr__(self, name: str) -> Any:   # graph, plan, params, regions, host_nodes ...
         if name in ("top", "buckets"):

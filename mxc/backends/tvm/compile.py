@@ -42,6 +42,7 @@ from ...progress import StageProgress as Progress  # noqa: F401
 from ...runtime.plan import Plan
 from .compile_progress import CompileProgress, ProgressArg, as_progress
 from .lower import DEFAULT_PASSES, default_pipeline, lower_model, params_hint  # noqa: F401
+from .manifest import ManifestTensors
 from .options import CompileOptions
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ __all__ = ["compile", "CompiledModel", "CompileOptions", "DEFAULT_PASSES", "defa
 # the result
 # ---------------------------------------------------------------------------
 @dataclass
-class CompiledModel:
+class CompiledModel(ManifestTensors):
     """A compiled model: save it as an artifact or run it in memory.
 
     Attributes
@@ -92,14 +93,6 @@ class CompiledModel:
     def runtime_graph(self) -> dict:
         """The plan as the artifact's ``graph.json`` object."""
         return self.plan.to_json()
-
-    @property
-    def inputs(self) -> list[dict]:
-        return [i for i in self.manifest["inputs"] if not i.get("optional")]
-
-    @property
-    def outputs(self) -> list[dict]:
-        return list(self.manifest["outputs"])
 
     @property
     def regions(self) -> list[dict]:

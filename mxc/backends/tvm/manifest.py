@@ -18,6 +18,21 @@ from .lower import LoweredModel
 from .options import CompileOptions
 
 
+class ManifestTensors:
+    """A compiled model's inputs and outputs as its manifest lists them (optional inputs
+    left out), shared by ``CompiledModel`` and the bucketed model (each has ``manifest``)."""
+
+    manifest: dict
+
+    @property
+    def inputs(self) -> list[dict]:
+        return [i for i in self.manifest["inputs"] if not i.get("optional")]
+
+    @property
+    def outputs(self) -> list[dict]:
+        return list(self.manifest["outputs"])
+
+
 @dataclass
 class BuildRecord:
     """What the build stage produced besides the executable.
