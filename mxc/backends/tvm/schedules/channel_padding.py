@@ -26,8 +26,8 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .microarch import CpuInfo
-from .reduction import MAX_TILE_VECTORS, lane_rate, tile_shape, vector_piece
+from .base.microarch import CpuInfo
+from .base.register_tile import MAX_TILE_VECTORS, lane_rate, tile_shape, vector_piece
 
 #: vector pieces narrower than this many floats (a 128-bit register) are what makes a
 #: channel count slow on every x86 row of the table: with 4-lane pieces 36 channels cost

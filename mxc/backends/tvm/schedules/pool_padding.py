@@ -26,7 +26,7 @@ import math
 import tvm
 from tvm import relax, te, tirx
 
-from .module_utils import (bindings_of, dataflow_bindings, replace_bindings,
+from .base.module_utils import (bindings_of, dataflow_bindings, replace_bindings,
                            rewrite_graph_functions, static_shape, var_uses)
 
 _POOLS = {"relax.nn.max_pool2d": "max", "relax.nn.avg_pool2d": "avg"}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 
-from ..options import emulate_amx
+from ...options import emulate_amx
 
 #: rows of a tile, and bytes of one tile row
 ROWS, ROW_BYTES = 16, 64
