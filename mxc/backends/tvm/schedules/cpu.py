@@ -31,11 +31,13 @@ one it schedules: the next rule is tried, the last resort being the
 unscheduled function (slow but correct).  An exception inside a rule is a bug,
 not "not applicable": with the build context's ``strict`` (the test suite's
 ``$MXC_STRICT_SCHEDULES``) it fails the build naming the rule; otherwise it is
-logged as a warning naming the rule, and the next rule is tried.  The rules live in
-:mod:`.reduction` (with the register-tile model :func:`tile_shape`),
-:mod:`.elementwise` and :mod:`.winograd`; they decide on facts read from the
-TIR's structure (:mod:`.tir_queries`).  This module orders them and applies
-them to a module.
+logged as a warning naming the rule, and the next rule is tried.  The kernel
+families' rules live in ``families/`` (:mod:`.families.reduction`,
+:mod:`.families.winograd`, the int8, bf16 and AMX ones), on the shared machinery of
+``base/`` (the register-tile model :func:`.base.register_tile.tile_shape`); the
+generic ``elementwise`` and ``fallback`` rules live here.  They decide on facts read
+from the TIR's structure (:mod:`.base.tir_queries`).  This module orders them and
+applies them to a module.
 """
 
 from __future__ import annotations

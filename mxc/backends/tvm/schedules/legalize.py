@@ -12,7 +12,7 @@ time and the kernel is a TE compute reading the packed array:
 * ``relax.nn.conv2d`` NHWC/HWIO (or NCHW data: a thin network input, see
   :mod:`.layout`), ``groups == 1``, constant weight -> ``conv2d_nhwc_packed`` (zero
   padding as its own ``pad_temp`` stage, as TOPI);
-* the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.winograd`): input
+* the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.families.winograd`): input
   transform, batched product with pre-transformed packed weights, output transform;
 * ``relax.matmul`` ``[M, K] x [K, N]`` with a constant ``[K, N]`` ->
   ``dense_packed`` over ``[N/nc, K, nc]``;

@@ -13,7 +13,7 @@ This pass, run on channels-last Relax (after :mod:`.layout`), replaces a
 ``max_pool2d``/``avg_pool2d`` without padding whose input is a constant
 spatial ``nn.pad`` used by nothing else with one TE kernel: the same window
 reduction over ``pad ? value : x``, which the reduction rule of
-:mod:`.reduction` schedules with the padding read in place (bounds-checked
+:mod:`.families.reduction` schedules with the padding read in place (bounds-checked
 vector loads, as depthwise convolutions do).  The values are those of the two
 ops it replaces: the pad value where the pad put it, the same reduction, and
 for average pooling the same division by the window size.

@@ -25,7 +25,7 @@ def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrins
     ``[n, y, x, k, ry, rx, rc, ri]`` dot-product kernel whose innermost ``lanes x ri``
     step is the tensor intrinsic ``intrinsic(v)`` names for a register tile of ``v``
     channel vectors (also the bfloat16 kernels of
-    :mod:`.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
+    :mod:`..families.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
     no such block."""
     opened = open_dot_kernel(func, block)
     if opened is None:

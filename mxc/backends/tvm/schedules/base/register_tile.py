@@ -99,7 +99,7 @@ def tile_shape(cext: int, rext: int, info: CpuInfo, nc: int | None = None,
     10 FMAs (on 16 registers, AVX2: 8 x 10 ran at 54 GFLOP/s, 40 x 2 at 98).
 
     *exact*: only register blocks that divide *rext* (a tensorized micro-kernel,
-    :func:`.int8.rule_dot`, cannot take the predicate a partial last block puts on it).
+    :func:`.dot_kernel.rule_dot`, cannot take the predicate a partial last block puts on it).
 
     *taps*: reduction steps unrolled in the micro-kernel whose inputs overlap at
     neighbouring pixels (a stride-1 3x3 window's columns).  A streaming kernel keeps
@@ -200,7 +200,7 @@ def tile_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = Fals
 
 def lane_rate(nc: int, rw: int, rext: int, info: CpuInfo, streaming: bool = False) -> float:
     """:func:`tile_rate` in float lanes per cycle, its operations issued at the rates of
-    their width (:meth:`.CpuInfo.ports`): what compares channel counts whose pieces
+    their width (:meth:`.microarch.CpuInfo.ports`): what compares channel counts whose pieces
     differ -- 1000 channels in 8-lane pieces against 1008 in 16-lane ones run at the
     same rate on Zen 4 and at half of it on a Xeon with two 512-bit FMA units."""
     piece = vector_piece(nc, info.lanes)

@@ -65,7 +65,7 @@ def vector_unit(channels: int, lanes: int) -> int | None:
 
 def eligible(xs, ws, strides, dilation, groups: int, lanes: int, min_size: int) -> bool:
     """3x3, stride 1, dilation 1, ungrouped, channels whole vectors, sides >= *min_size*
-    (:attr:`..build_context.BuildContext.winograd_min_size`)."""
+    (:attr:`...build_context.BuildContext.winograd_min_size`)."""
     if len(xs) != 4 or len(ws) != 4:
         return False
     kh, kw, c, k = ws
@@ -145,7 +145,7 @@ def tile_count(n: int, oh: int, ow: int, m: int) -> int:
 def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int,
                     finish=None) -> te.Tensor:
     """``V[e, p, c]``: every (m+2)x(m+2) input tile through ``B^T d B`` (then through
-    *finish*, if given: the bfloat16 kernels round it, :mod:`.bf16_winograd`)."""
+    *finish*, if given: the bfloat16 kernels round it, :mod:`..families.bf16_winograd`)."""
     n, h, w, c = (int(d) for d in data.shape)
     pt, pl = int(padding[0]), int(padding[1])
     _, b, _ = transform_matrices(m)

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 #: reduction of 8-12 lose (16 -> 8 1.31 / 1.51x, 8 -> 48 1.26x at batch 8, 12 -> 64
 #: 1.19x).  Reductions of 16-27 gained too (16 -> 96 at 112x112 0.57 / 0.75x, a
 #: 3-channel 3x3 first layer 0.56 / 0.61x) but took mobilenetv2_1.0's output error to
-#: 2.6% of its range, past the bf16 class (:data:`..precision.BF16_TOLERANCE`, 2%); at 32
+#: 2.6% of its range, past the bf16 class (:data:`...precision.BF16_TOLERANCE`, 2%); at 32
 #: it is 1.5% (1.0% with the former 64 / 32)
 MIN_REDUCTION = 32
 MIN_CHANNELS = 16

@@ -43,7 +43,7 @@ MIN_ROWS = 4
 
 def applies(xs, ws, ys, strides, cpu) -> bool:
     """Whether an NHWC conv2d of input/weight/output shapes *xs*/*ws*/*ys* and *strides*
-    takes the tile kernel on a CPU with *cpu*'s (:class:`.microarch.CpuInfo`) features."""
+    takes the tile kernel on a CPU with *cpu*'s (:class:`..base.microarch.CpuInfo`) features."""
     return bool(cpu is not None and cpu.bf16_tiles
                 and amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS))
 

@@ -4,7 +4,7 @@
 products into one int32 lane, 16 lanes per zmm register (AVX512-VNNI) or 8 per
 ymm (AVX-VNNI): 64 multiply-adds per instruction, where the plain int32 path
 (widen, ``vpmulld``, add) does 16.  The quantized convolutions of an MXNet
-int8 model (:mod:`..ops.fused_mkldnn`, :mod:`..ops.quantization`) lower to a
+int8 model (:mod:`...ops.fused_mkldnn`, :mod:`...ops.quantization`) lower to a
 ``relax.nn.conv2d``/``relax.matmul`` of uint8/int8 codes with a constant int8
 weight and int32 accumulation; on a target with VNNI they are legalized here
 into a kernel shaped for the instruction:
@@ -29,15 +29,21 @@ into a kernel shaped for the instruction:
 :func:`rule_int8` is the default schedule of such a kernel: the output
 pixels (``oh * ow`` fused) are register-blocked ``rw`` at a time, the output
 channels ``nc`` (whole registers) at a time, as the float micro-kernel of
-:func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
+:func:`..base.register_tile.tile_shape`, and the innermost ``L x 4`` step is tensorized into
 one ``vpdpbusd``.  AVX2 targets without VNNI run the same kernel with an AVX2 step
-(:mod:`.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
+(:mod:`..base.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
 an exact ``vpmaddwd`` on int16 pairs otherwise -- weights and data widened before
 the kernel's loop, :data:`DOT_STEPS` -- :func:`layer_family`, chosen once per
 layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
 AVX2 keep the generic int32 path (the float-style schedules on int32
 arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
-it fits.
+it fits -- a choice the AMX family makes and the dispatcher (:mod:`..legalize`) hands
+in, so that this module imports no other family.
+
+The dot-product steps and their tensor intrinsics (:mod:`..base.int8_steps`) and the
+register-blocked micro-kernel (:mod:`..base.dot_kernel`, also the bfloat16 kernels')
+live in ``base/``; this module builds the kernel (packing, TE, legalization) and
+recognises it again (:func:`rule_int8`).
 """
 
 from __future__ import annotations
@@ -268,7 +274,7 @@ def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
 def layer_family(int8_dot: str, packed: np.ndarray) -> str:
     """The dot-product family of one layer's kernel, from the target's *int8_dot* and
     its *packed* weights: decided here, once, and carried on the kernel
-    (:data:`FAMILY_ATTR`).  Only AVX2 chooses per layer (:func:`.int8_avx2.layer_family`:
+    (:data:`FAMILY_ATTR`).  Only AVX2 chooses per layer (:func:`..base.int8_avx2.layer_family`:
     ``vpmaddubsw`` saturates on some weights)."""
     return avx2_family(int8_dot, packed)
 
@@ -306,7 +312,7 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
 
     The step's family is the one legalization chose for the layer's weights
     (:data:`FAMILY_ATTR` on the block; AVX2: ``vpmaddubsw`` or the exact widened
-    sequence, :mod:`.int8_avx2`).  None when *func* has no such block.
+    sequence, :mod:`..base.int8_avx2`).  None when *func* has no such block.
     """
     family = kernel_family(func)
     lanes = dot_lanes(family)

@@ -2,7 +2,7 @@
 whose one reduction block has the output's innermost (channel) axis as a
 spatial axis -- channels-last convolutions (plain, grouped, depthwise),
 pooling windows, global pooling, dense layers -- with its fused elementwise
-epilogue (see :mod:`.cpu` for the loop nest it makes).
+epilogue (see :mod:`..cpu` for the loop nest it makes).
 
 The rule runs in three steps:
 
@@ -10,12 +10,13 @@ The rule runs in three steps:
    reduction block's axes -- which one is the vector axis, which form the
    register-block (pixel) axis, whether inputs stream a vector per step;
 2. **plan** (:func:`_plan`): the tile -- ``nc`` channels x ``rw`` pixels from
-   the register model :func:`tile_shape` -- and what to unroll;
+   the register model :func:`..base.register_tile.tile_shape` -- and what to unroll;
 3. **apply** (:func:`_apply`): the schedule primitives.
 
-The model's per-CPU inputs are a :data:`~.microarch.MICROARCHS` row; the
-constants below hold for every row (they were measured on Zen 4, AVX2 and
-AVX-512 code alike).
+The register-tile model itself (:mod:`..base.register_tile`) is shared with the
+legalizations, the channel padding and the dot-product kernels; the constants below
+are the rule's own and hold for every :data:`~..base.microarch.MICROARCHS` row (they
+were measured on Zen 4, AVX2 and AVX-512 code alike).
 """
 
 from __future__ import annotations

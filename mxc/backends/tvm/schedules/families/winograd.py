@@ -19,7 +19,7 @@ The work becomes three kernels, each of a shape the default schedules know:
 ``U`` is (m+2)^2/9 times the size of the weights: 1.8x for F(2, 3), 4x for
 F(4, 3).  So that the artifact stores the weights only once, as given, ``U``
 comes from a fourth kernel, ``winograd_weight``, marked as a load-time
-transform of constants: compiling a model (:mod:`..load_time`) moves it into
+transform of constants: compiling a model (:mod:`...load_time`) moves it into
 a function the runtime calls once when it loads the artifact, and passes its
 result to every call of the region; elsewhere (a module built on its own) it
 is evaluated in numpy at compile time (:func:`transform_weights`).  Both
@@ -64,7 +64,7 @@ MIN_SIZE = 7
 
 
 #: the ``--winograd`` choices (``options.WINOGRAD_MODES``, carried by the build's
-#: :class:`..build_context.BuildContext`): on (every 3x3 stride-1 convolution it applies
+#: :class:`...build_context.BuildContext`): on (every 3x3 stride-1 convolution it applies
 #: to), off (none: direct convolutions, weights stored once), auto (on where the output
 #: side is at least MIN_SIZE: the speed pays for the larger weights)
 #: smallest output side "on" transforms (F(2, 3) needs whole 2x2 tiles to be worth it)
@@ -73,8 +73,8 @@ MIN_SIZE_FORCED = 2
 
 def manifest_record(stats: dict, lifted: dict) -> dict:
     """The manifest's ``winograd``: the build's *stats*
-    (:attr:`..build_context.BuildRecords.winograd`) with where the
-    transformed weights come from (*lifted*: :attr:`..build_context.BuildRecords.lifted`).
+    (:attr:`...build_context.BuildRecords.winograd`) with where the
+    transformed weights come from (*lifted*: :attr:`...build_context.BuildRecords.lifted`).
 
     ``weight_bytes`` / ``transformed_bytes``: the weights as given / as the kernels
     read them; ``transformed_at_load``: the convolutions whose weights the runtime
@@ -104,11 +104,11 @@ def batch_matmul(v: te.Tensor, u: te.Tensor) -> te.Tensor:
 def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for, records):
     """Emit the three kernels of a Winograd convolution into *bb*; returns the output.
 
-    *records* (the build's :class:`..build_context.BuildRecords`) carries the model's
+    *records* (the build's :class:`...build_context.BuildRecords`) carries the model's
     precision budget spent so far and receives the statistics.
 
     ``nc_for(k, pixels)`` picks the channel tile of the batched product (the
-    register-tile model of :func:`.cpu.tile_shape`)."""
+    register-tile model of :func:`..base.register_tile.tile_shape`)."""
     from tvm import relax
     n, oh, ow, k = (int(d) for d in out_shape)
     c = int(w_hwio.shape[2])
