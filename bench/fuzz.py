@@ -13,7 +13,11 @@ Targets (each takes the raw bytes of one input):
   an attacker could), so validation past the checksums is exercised;
 * ``native_library``, ``signing``, ``mxnet`` -- what a compiled extension library
   answers, signature verification, and ``mxc.mxnet``'s Module/NDArray calls
-  (:mod:`bench.fuzz_surfaces`).
+  (:mod:`bench.fuzz_surfaces`);
+* ``serving`` -- ``mxc serve`` against a hostile client: one in-process server, each
+  input one REST, binary-extension, raw HTTP or gRPC request judged against the
+  contract of issue 35 (:mod:`bench.fuzz_serving`); its result adds the server's RSS at
+  the start and the end.
 
 An *expected* outcome is success or an :class:`mxc.errors.MxcError`; anything else
 (a bare exception, ``RecursionError``, ``MemoryError``), an input that runs longer than
@@ -55,7 +59,18 @@ CORPUS = Path(os.environ.get("MXC_CORPUS", ROOT.parent / "shared" / "corpus"))
 READERS = ("symbol_json", "params", "text_ir", "pipeline", "artifact")
 #: the surfaces of issue 28 (bench/fuzz_surfaces.py): native libraries, signing, mxc.mxnet
 SURFACES = ("native_library", "signing", "mxnet")
-TARGETS = READERS + SURFACES
+#: issue 35: the server against a hostile client (bench/fuzz_serving.py, needs kserve)
+SERVING = ("serving",)
+TARGETS = READERS + SURFACES + SERVING
+
+
+def _make_surface(target: str, workdir: Path, rng: random.Random):
+    """A target object (``seeds``, ``make()``, ``__call__``) of fuzz_surfaces or fuzz_serving."""
+    if target in SERVING:
+        from bench.fuzz_serving import make_target
+    else:
+        from bench.fuzz_surfaces import make_target
+    return make_target(target, workdir, rng)
 
 # ---------------------------------------------------------------------------------------
 # mutation
@@ -301,9 +316,8 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
     if target == "artifact":
         art = ArtifactTarget(artifact_seeds(workdir), workdir / "input.mxc", rng)
         make, run = art.make, art
-    elif target in SURFACES:
-        from bench.fuzz_surfaces import make_target
-        surface = make_target(target, workdir, rng)
+    elif target in SURFACES + SERVING:
+        surface = _make_surface(target, workdir, rng)
         make, run = surface.make, surface
         for s in surface.seeds:  # the seeds themselves must be read without surprises
             _one(run, s, MxcError, per_input_s)
@@ -326,7 +340,7 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
                 "unexpected": sum(u["count"] for u in unexpected.values()),
                 "distinct_unexpected": unexpected, "seconds": round(time.monotonic() - t0, 1),
                 "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                                      1)}
+                                      1), **getattr(run, "report", dict)()}
     try:
         while True:
             if checkpoint is not None and time.monotonic() >= next_checkpoint:
@@ -349,9 +363,12 @@ def fuzz(target: str, *, inputs: int | None = None, seconds: float | None = None
                     if on_unexpected is not None:
                         on_unexpected(data, outcome)
                 unexpected[sig]["count"] += 1
+        final = result()
     finally:
         signal.signal(signal.SIGALRM, old)
-    return result()
+        if hasattr(run, "close"):  # the serving target's server and connections
+            run.close()
+    return final
 
 
 def _one(run: Callable[[bytes], None], data: bytes, expected: type, limit: float) -> str:
@@ -387,9 +404,8 @@ def atheris_main(target: str, args: list[str], workdir: Path) -> None:
         art = ArtifactTarget(artifact_seeds(workdir), workdir / "input.mxc", random.Random(0))
         run: Callable[[bytes], None] = art
         seeds = [p.read_bytes() for p in artifact_seeds(workdir)]
-    elif target in SURFACES:
-        from bench.fuzz_surfaces import make_target
-        surface = make_target(target, workdir, random.Random(0))
+    elif target in SURFACES + SERVING:
+        surface = _make_surface(target, workdir, random.Random(0))
         run, seeds = surface, surface.seeds
     else:
         run = {"symbol_json": run_symbol_json, "params": run_params, "text_ir": run_text_ir,
@@ -461,7 +477,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         else:
             res = json.loads(result_file.read_text())
             summary.append({k: res[k] for k in ("target", "inputs", "typed_errors", "unexpected",
-                                                 "seconds", "peak_rss_mib")})
+                                                 "seconds", "peak_rss_mib", "server_rss_start_mib",
+                                                 "server_rss_end_mib") if k in res})
         print(json.dumps(summary[-1]), flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return 0

@@ -8,7 +8,8 @@ Outermost first, as :func:`mxc.serving.server.serve_async` stacks them:
 * :func:`v2_compat` -- the request forms clients send that KServe's routes do not
   take (model versions in the path, JSON without a content type);
 * :func:`body_limit` -- every other route's body: 413 past ``max_request_bytes``
-  (by ``Content-Length`` or as it streams, chunked or not), 408 when it stalls;
+  (by ``Content-Length`` or as it streams, chunked or not; at once, see
+  :func:`too_large_headers`), 408 when it stalls;
 * :func:`without_docs` -- drops FastAPI's ``/openapi.json`` and ``/docs`` routes:
   a description of every route is for developers, not for strangers.
 """
@@ -73,31 +74,19 @@ def v2_compat(app):
     return middleware
 
 
-#: how long a refused body is read and dropped, so the client sees its 413
-DISCARD_SECONDS = 10.0
+def too_large_headers(declared: bytes | None, max_request_bytes: int) -> list:
+    """The extra headers of a 413 sent before its body was read.
 
-
-async def discard_body(receive, cap: int, seconds: float = DISCARD_SECONDS) -> None:
-    """Read and drop up to *cap* more bytes of a refused body (for at most *seconds*).
-
-    A client that writes its whole body before reading the answer (most do, unless
-    they send ``Expect: 100-continue``) gets a reset instead of the 413 when the
-    server closes with the body unread; dropping the rest first lets it read the
-    answer.  Beyond *cap* the connection is closed anyway."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    seen = 0
-    while seen <= cap:
-        left = deadline - loop.time()
-        if left <= 0:
-            return
-        try:
-            message = await asyncio.wait_for(receive(), left)
-        except asyncio.TimeoutError:
-            return
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return
-        seen += len(message.get("body", b""))
+    The answer goes out at once.  A body of at most *max_request_bytes* is then
+    read and dropped by uvicorn's HTTP parser (in C, after the response, bounded
+    by the header timeout), so a client that writes its whole body before reading
+    sees the 413 and keeps its connection.  A body declared larger than anything
+    the server takes is not worth reading: the connection is closed
+    (``connection: close``).  A chunked body (no declared size) is dropped as it
+    comes until the header timeout closes the connection."""
+    if declared is None or (declared.isdigit() and int(declared) <= max_request_bytes):
+        return []
+    return [(b"connection", b"close")]
 
 
 class _Refused(Exception):
@@ -114,9 +103,10 @@ def body_limit(app, limit: int, timeout: float):
             return await app(scope, receive, send)
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await discard_body(receive, limit)
             return await send_json(send, 413, f"request body over the limit of {limit} bytes "
                                               f"(--max-request-bytes)", [(b"connection", b"close")])
+        def closing(status: int) -> list:
+            return too_large_headers(length, limit) if status == 413 else [(b"connection", b"close")]
         seen = 0
         started = False
 
@@ -139,17 +129,13 @@ def body_limit(app, limit: int, timeout: float):
         try:
             await app(scope, counted, tracked)
         except _Refused as refused:
-            if refused.status == 413:
-                await discard_body(receive, limit)
             if not started:
-                await send_json(send, refused.status, refused.message, [(b"connection", b"close")])
+                await send_json(send, refused.status, refused.message, closing(refused.status))
         except Exception as exc:  # noqa: BLE001 - FastAPI wraps what counted() raised
             cause = exc.__cause__ or exc.__context__
             if not isinstance(cause, _Refused) or started:
                 raise
-            if cause.status == 413:
-                await discard_body(receive, limit)
-            await send_json(send, cause.status, cause.message, [(b"connection", b"close")])
+            await send_json(send, cause.status, cause.message, closing(cause.status))
     return middleware
 
 

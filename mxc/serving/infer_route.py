@@ -30,7 +30,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .asgi_guards import discard_body
+from .asgi_guards import too_large_headers
 from .errors import PayloadTooLarge, RequestError, RequestTimeout, UnknownModel
 from .refusals import rest_handler
 
@@ -169,10 +169,12 @@ def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s
                 return None
         except Exception as exc:  # noqa: BLE001 - every refusal answered by its status
             from starlette.requests import Request
-            if isinstance(exc, PayloadTooLarge):
-                await discard_body(receive, max_request_bytes)
             response = await rest_handler(Request(scope), exc)
-            if isinstance(exc, (PayloadTooLarge, RequestTimeout)):
-                response.headers["connection"] = "close"  # the rest of the body is not read
+            if isinstance(exc, RequestTimeout):
+                response.headers["connection"] = "close"
+            elif isinstance(exc, PayloadTooLarge):
+                declared = dict(scope.get("headers") or []).get(b"content-length")
+                for key, value in too_large_headers(declared, max_request_bytes):
+                    response.headers[key.decode()] = value.decode()
         await response(scope, receive, send)
     return middleware

@@ -53,6 +53,10 @@ def test_mutation_fuzzing_finds_no_unexpected_exception(target, workdir):
         pytest.importorskip("tvm")
     if target == "native_library" and shutil.which(os.environ.get("CXX", "g++")) is None:
         pytest.skip("the native_library target builds its library with g++")
+    if target == "serving":
+        pytest.importorskip("kserve", reason="the serving target needs KServe (mxc[serve])")
+        pytest.importorskip("tvm")
+        return _serving_campaign(workdir)
     budget = max(INPUTS // 4, 50) if target in ("artifact", "symbol_json") else INPUTS
     res = fuzz.fuzz(target, inputs=budget, seed=int(os.environ.get("MXC_FUZZ_SEED", "0")),
                     per_input_s=30, workdir=workdir)
@@ -61,6 +65,25 @@ def test_mutation_fuzzing_finds_no_unexpected_exception(target, workdir):
     import logging
     silenced = [name for name in ("mxc.library", "mxc.signing") if logging.getLogger(name).disabled]
     assert not silenced, f"the {target} target left logger(s) {silenced} disabled"
+
+
+def _serving_campaign(workdir: Path) -> None:
+    """The ``serving`` target in a child process: KServe's gRPC protos, which it imports,
+    and tritonclient's (tests/serving) cannot share one process."""
+    import subprocess
+    out = workdir / "serving-out"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "bench.fuzz", "--worker", "serving",
+                           "--inputs", str(INPUTS), "--seed", os.environ.get("MXC_FUZZ_SEED", "0"),
+                           "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    res = json.loads((out / "serving.json").read_text())
+    assert res["inputs"] == INPUTS
+    found = "\n".join(f"{u['count']:4d}  {sig}" for sig, u in res["distinct_unexpected"].items())
+    assert res["unexpected"] == 0, f"answers outside the contract (requests in {out}):\n{found}"
+    # the server shares the campaign's process: its memory stays flat over the inputs
+    assert res["server_rss_end_mib"] - res["server_rss_start_mib"] < 64, res
 
 
 # ---------------------------------------------------------------------------------------
