@@ -5,8 +5,7 @@ Outermost first, as :func:`mxc.serving.server.serve_async` stacks them:
 * :func:`in_flight_cap` -- at most ``max_in_flight`` requests are answered at once;
   beyond it a request gets 503 with ``Retry-After`` at once instead of queueing
   (health and metrics probes are not counted, so they keep answering);
-* :func:`v2_compat` -- the request forms clients send that KServe's routes do not
-  take (model versions in the path, JSON without a content type);
+* :func:`v2_compat` -- model versions in the path, which KServe's routes do not take;
 * :func:`body_limit` -- every other route's body: 413 past ``max_request_bytes``
   (by ``Content-Length`` or as it streams, chunked or not; at once, see
   :func:`too_large_headers`), 408 when it stalls;
@@ -52,24 +51,16 @@ def in_flight_cap(app, max_in_flight: int):
 
 
 def v2_compat(app):
-    """ASGI middleware for what KServe's routes do not take as clients send it:
-
-    * ``/v2/models/N/versions/V/...`` -> ``/v2/models/N@V/...`` (KServe has no versions);
-    * a body with neither a content type nor the binary extension's
-      ``Inference-Header-Content-Length`` is JSON (tritonclient's JSON requests send no
-      ``Content-Type``; KServe would read them as binary and refuse them).
-    """
+    """ASGI middleware: ``/v2/models/N/versions/V/...`` -> ``/v2/models/N@V/...``, the
+    served name of a version (KServe has no versions).  (JSON infer bodies without a
+    ``Content-Type``, as tritonclient sends them, need nothing here: the infer route
+    reads any body without the binary header as JSON.)"""
     async def middleware(scope, receive, send):
         if scope["type"] == "http":
             parts = scope["path"].split("/")
             if len(parts) >= 6 and parts[1:3] == ["v2", "models"] and parts[4] == "versions":
                 path = "/".join(parts[:3] + [f"{parts[3]}@{parts[5]}"] + parts[6:])
                 scope = dict(scope, path=path, raw_path=path.encode())
-            names = {k.lower() for k, _ in scope.get("headers") or []}
-            if (scope.get("method") == "POST" and b"content-type" not in names
-                    and b"inference-header-content-length" not in names):
-                scope = dict(scope, headers=list(scope.get("headers") or [])
-                             + [(b"content-type", b"application/json")])
         await app(scope, receive, send)
     return middleware
 

@@ -16,6 +16,13 @@ are refused by the parser), integers must fit the integer datatype, and a
 finite value must stay finite in a narrower float type.  The results are
 KServe ``InferRequest`` objects whose inputs already hold numpy arrays (JSON)
 or views of the body (binary), so the data plane runs them unchanged.
+
+This is the one module that reaches past KServe's public API: a binary input
+is set as ``InferInput._raw_data`` (what KServe's own decoder sets before it
+copies the bytes into a Python list), so the tensor is read with
+``np.frombuffer`` and never copied here.  ``tests/serving/dataplane_checks.py``
+compares the requests it makes with KServe's ``InferRequest.from_bytes`` for
+the KServe release ``pyproject.toml`` admits.
 """
 
 from __future__ import annotations
@@ -189,11 +196,11 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
     offset = binary[1] if binary else 0
     tensors = []
     for where, spec, datatype, shape, params in specs:
-        tensor = InferInput(name=spec["name"], shape=shape, datatype=datatype, parameters=params)
         size = (params or {}).get("binary_data_size")
-        if "data" in spec:
-            tensor._data = json_values(f"{where}.data", spec["data"], datatype, shape)
-        elif binary is not None and size is not None:
+        data = json_values(f"{where}.data", spec["data"], datatype, shape) if "data" in spec else None
+        tensor = InferInput(name=spec["name"], shape=shape, datatype=datatype, data=data,
+                            parameters=params)
+        if data is None and binary is not None and size is not None:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise RequestError(f"{where}.parameters.binary_data_size: a byte count "
                                    f"expected, got {_short(size)}")
@@ -203,9 +210,11 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
             if datatype != "BYTES" and size != math.prod(shape) * _itemsize(datatype):
                 raise RequestError(f"{where}: {size} bytes for shape {shape} of {datatype} "
                                    f"({math.prod(shape) * _itemsize(datatype)} expected)")
+            # KServe's one way to hold a binary input without copying it (its from_bytes
+            # copies each element into a list); see the module docstring
             tensor._raw_data = binary[0][offset:offset + size]
             offset += size
-        else:
+        elif data is None:
             raise RequestError(f"{where}.data: missing (or parameters.binary_data_size with "
                                f"the binary extension)")
         tensors.append(tensor)

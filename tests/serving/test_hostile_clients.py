@@ -335,6 +335,7 @@ def test_explicit_model_control_unloads_and_loads_versions_over_both_protocols(r
         (repo / "mlp" / "4").mkdir()
         shutil.copy(repo / "mlp" / "1" / "model.mxc", repo / "mlp" / "4" / "model.mxc")
         time.sleep(1.0)
+        conn = _connection(s)  # the old one has idled past --idle-timeout-s 1
         assert _ask(conn, "GET", "/v2/models/mlp/versions/4/ready")[0] == 404
         assert _ask(conn, "POST", "/v2/repository/models/mlp@4/load", b"", auth)[0] == 200
         _valid(conn, want, "mlp/versions/4")
