@@ -9,7 +9,7 @@ Each layer of :data:`.layers.LAYERS` named is compiled alone, channels-last
 * ``dot``: the target's family on weights in ``[-64, 64]`` (on AVX2: ``vpmaddubsw``,
   no pair can saturate);
 * ``dot-full``: the same on full-range int8 weights (on AVX2 the exact widened
-  ``vpmaddwd`` sequence, :mod:`mxc.backends.tvm.schedules.int8_avx2`);
+  ``vpmaddwd`` sequence, :mod:`mxc.backends.tvm.schedules.base.int8_avx2`);
 * ``fp32``: the float32 layer as mxc compiles it (Winograd where it applies), and
   ``fp32-direct`` without Winograd.
 

@@ -194,7 +194,7 @@ def kernel_classes(target: str = "llvm") -> dict[str, str]:
     """The x86 class (``avx2``, ``avx512-vnni``, ``amx`` ...) of this CPU, whose kernels
     the peers pick by CPUID, and of mxc's *target* (``--target``, which may name another
     CPU: ``llvm -mcpu=znver3`` times AVX2 kernels on any x86 CPU).  Imports TVM."""
-    from mxc.backends.tvm.schedules.microarch import cpu_info, kernel_class
+    from mxc.backends.tvm.schedules.base.microarch import cpu_info, kernel_class
     from mxc.backends.tvm.targets import resolve_target
     return {"host": kernel_class(cpu_info(resolve_target("llvm"))),
             "mxc": kernel_class(cpu_info(resolve_target(target)))}

@@ -1,7 +1,7 @@
 """Static FMA throughput of a model's kernels on CPUs this machine may not have.
 
 The default schedules size their register tiles from a per-CPU cost model
-(``schedules/microarch.py``), so code compiled for a Xeon differs from code
+(``schedules/base/microarch.py``), so code compiled for a Xeon differs from code
 compiled for a Zen 4 -- but only the machine at hand can time it.  This tool
 compiles a model for ``-mcpu=X``, takes each kernel's hot loop (the innermost
 loop holding the most vector FMAs) from the assembly and lets LLVM's machine
@@ -173,7 +173,7 @@ def compile_for(model: str, mcpu: str, corpus: Path) -> tuple[str, dict[str, flo
 
 def analyse(model: str, mcpu: str, corpus: Path) -> dict:
     from mxc.backends.tvm.build import resolve_target
-    from mxc.backends.tvm.schedules.microarch import microarch
+    from mxc.backends.tvm.schedules.base.microarch import microarch
     row = microarch(resolve_target(f"llvm -mcpu={mcpu}"))
     asm, flops = compile_for(model, mcpu, corpus)
     peak = mca_peak_lanes(mcpu, row.lanes)

@@ -1,6 +1,6 @@
 """Precision of the Winograd variants against float64: per layer and on corpus models.
 
-The measurement behind :mod:`mxc.backends.tvm.schedules.winograd_precision` (its
+The measurement behind :mod:`mxc.backends.tvm.schedules.base.winograd_precision` (its
 per-layer error factors and budget)::
 
     python bench/winograd_precision.py layers [--channels 16 64 256 --size 28]
@@ -48,7 +48,8 @@ VARIANTS = {
 @contextlib.contextmanager
 def variant(name: str):
     """Compile within *name*'s settings (module constants patched, restored after)."""
-    from mxc.backends.tvm.schedules import winograd, winograd_precision
+    from mxc.backends.tvm.schedules.base import winograd_precision
+    from mxc.backends.tvm.schedules.base import winograd_transforms as winograd
     mode, tiles, budget = VARIANTS[name]
     saved = winograd.F4_MIN_TILES, winograd_precision.ERROR_BUDGET
     if tiles is not None:

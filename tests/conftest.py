@@ -159,7 +159,7 @@ def _amx_emulated_target(monkeypatch, companions: tuple[str, ...]):
 def amx_emulated(monkeypatch):
     """A target of this CPU's features plus AMX (and the AVX-512 families an AMX CPU
     has), its tile steps built as scalar emulation (``MXC_EMULATE_AMX=1``,
-    :mod:`mxc.backends.tvm.schedules.amx`) so the AMX kernels run here.  On a CPU
+    :mod:`mxc.backends.tvm.schedules.base.amx`) so the AMX kernels run here.  On a CPU
     without those AVX-512 families (an AVX2 Zen 3) the rest of such a build cannot run:
     the test skips naming them, and the sapphirerapids assembly tests cover the kernels."""
     return _amx_emulated_target(monkeypatch, AMX_COMPANIONS)

@@ -1,7 +1,7 @@
 """The x86-64 classes mxc's CPU kernels differ on, and how a test run stands in for one.
 
 mxc picks its kernel families from the target's features (:mod:`mxc.backends.tvm.
-schedules.microarch`): 8-lane AVX2 tiles over 16 registers, 16-lane AVX-512 tiles
+schedules.base.microarch`): 8-lane AVX2 tiles over 16 registers, 16-lane AVX-512 tiles
 over 32, ``vpdpbusd`` int8 dot products (AVX512-VNNI on zmm, AVX-VNNI on ymm),
 ``vdpbf16ps`` (AVX512-BF16) and AMX tiles.  A machine is one of these classes,
 and the next session's machine may be another, so every class must be testable

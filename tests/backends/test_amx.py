@@ -1,4 +1,4 @@
-"""AMX tile kernels (``mxc/backends/tvm/schedules/amx.py``, ``bf16_amx.py``, ``int8_amx.py``).
+"""AMX tile kernels (``mxc/backends/tvm/schedules/base/amx.py``, ``bf16_amx.py``, ``int8_amx.py``).
 
 No machine this was written on has AMX, so the oracles are two:
 
@@ -30,7 +30,7 @@ from tvm import relax  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
 from mxc.backends.tvm.build_context import build_context  # noqa: E402
 from mxc.backends.tvm.options import ENV_EMULATE_AMX  # noqa: E402
-from mxc.backends.tvm.schedules import amx  # noqa: E402
+from mxc.backends.tvm.schedules.base import amx  # noqa: E402
 from test_bf16 import _conv_module as _bf16_conv, _dense_module as _bf16_dense  # noqa: E402
 from test_bf16 import _ref_conv, _round  # noqa: E402
 from test_int8_vnni import _conv_module as _int8_conv, _conv_reference  # noqa: E402

@@ -1,4 +1,4 @@
-"""bfloat16 convolution/dense kernels (``mxc/backends/tvm/schedules/bf16.py``) and ``--precision``.
+"""bfloat16 convolution/dense kernels (``schedules/families/bf16.py``) and ``--precision``.
 
 Oracle: numpy float64 products of the bfloat16-rounded operands (``ml_dtypes``'
 round-to-nearest-even, independent of the kernel's own integer rounding):
@@ -25,7 +25,7 @@ from tvm import relax  # noqa: E402
 import mxc  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
 from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
-from mxc.backends.tvm.schedules import bf16  # noqa: E402
+from mxc.backends.tvm.schedules.families import bf16  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from mxc.errors import BackendError  # noqa: E402
 
@@ -117,8 +117,8 @@ CONVS = {   # c, k, side, kernel, stride, pad
 
 
 def test_dot_kernels_take_register_blocks_that_divide_the_pixels():
-    from mxc.backends.tvm.schedules.microarch import MICROARCHS
-    from mxc.backends.tvm.schedules.reduction import tile_shape
+    from mxc.backends.tvm.schedules.base.microarch import MICROARCHS
+    from mxc.backends.tvm.schedules.base.register_tile import tile_shape
     for row in ("znver4", "sapphirerapids"):
         info = MICROARCHS[row]
         assert 841 % tile_shape(64, 841, info)[1]             # float32: partial allowed

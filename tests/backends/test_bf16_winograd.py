@@ -1,4 +1,4 @@
-"""bfloat16 Winograd convolutions (``mxc/backends/tvm/schedules/bf16_winograd.py``).
+"""bfloat16 Winograd convolutions (``mxc/backends/tvm/schedules/families/bf16_winograd.py``).
 
 Oracle: F(2, 3) Winograd written out here in float64 from Lavin & Gray's
 matrices, with the transformed input ``B^T d B`` and transformed weights
@@ -24,7 +24,7 @@ import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
-from mxc.backends.tvm.schedules import bf16_winograd  # noqa: E402
+from mxc.backends.tvm.schedules.families import bf16_winograd  # noqa: E402
 from test_bf16 import CPX, ZEN4, _asm, _build, _conv_module, _ref_conv, _runnable  # noqa: E402
 
 #: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)

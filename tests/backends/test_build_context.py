@@ -72,7 +72,7 @@ def _database(db_dir: str, winograd: str, precision: str) -> None:
 
 
 def _settings(tmp_path) -> list[CompileOptions]:
-    from mxc.backends.tvm.schedules.bf16 import target_bf16
+    from mxc.backends.tvm.schedules.families.bf16 import target_bf16
     bf16 = "bf16" if target_bf16(resolve_target("llvm")) else "fp32"   # the host's CPU
     db = str(tmp_path / "db")
     _database(db, "off", bf16)

@@ -19,7 +19,7 @@ import mxc
 from mxc import sym as S
 from mxc.backends.reference import run_graph
 from mxc.backends.tvm.schedules.channel_padding import keeps_zero, padded_channels
-from mxc.backends.tvm.schedules.microarch import MICROARCHS
+from mxc.backends.tvm.schedules.base.microarch import MICROARCHS
 from conftest import ISA_TARGETS, isa_target
 
 #: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
@@ -246,7 +246,7 @@ def test_narrow_pieces_issue_at_the_rows_narrow_rates():
     two 512-bit FMA units issues two of either.  8 x 13 tiles (13 FMAs and 14 loads a
     step) thus take 7 cycles on both -- 104 / 7 lanes a cycle -- where the full-width
     count of vector operations (tile_rate) would say 14 cycles on Zen 4."""
-    from mxc.backends.tvm.schedules.reduction import lane_rate, tile_rate
+    from mxc.backends.tvm.schedules.base.register_tile import lane_rate, tile_rate
 
     zen4, skx = MICROARCHS["znver4"], MICROARCHS["skylake-avx512"]
     assert zen4.ports(16) == (1, 1) and zen4.ports(8) == (2, 2) and zen4.ports(4) == (2, 2)

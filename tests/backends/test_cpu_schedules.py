@@ -23,9 +23,9 @@ from mxc.backends.reference import run_graph
 from mxc.backends.tvm.build import build_module
 from mxc.backends.tvm.converter import lower_graph
 from mxc.backends.tvm.schedules.cpu import CpuInfo, tile_shape
-from mxc.backends.tvm.schedules.reduction import (MAX_TILE_VECTORS, operand_registers,
-                                                  tile_rate, vector_piece)
-from mxc.backends.tvm.schedules.microarch import MICROARCHS
+from mxc.backends.tvm.schedules.base.register_tile import (MAX_TILE_VECTORS, operand_registers,
+                                                           tile_rate, vector_piece)
+from mxc.backends.tvm.schedules.base.microarch import MICROARCHS
 from conftest import ISA_TARGETS, isa_target
 
 #: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
@@ -223,7 +223,7 @@ def test_cost_model_row_comes_from_the_target():
     """The table row is picked by the target's CPU name, and its vector width only
     where the target enables it."""
     from mxc.backends.tvm.build import resolve_target
-    from mxc.backends.tvm.schedules.microarch import cpu_info
+    from mxc.backends.tvm.schedules.base.microarch import cpu_info
     rows = {t: cpu_info(resolve_target(t)) for t in (
         "llvm -mcpu=znver3", "llvm -mcpu=znver4", "llvm -mcpu=cascadelake",
         "llvm -mcpu=haswell", "llvm -mcpu=sapphirerapids")}
@@ -284,7 +284,7 @@ def test_overlapping_window_tiles_fit_every_tap(arch, cext, rext):
     live beside its accumulators and the shared input vector: they fit the row's register
     file; a tile of several vectors takes a block dividing the pixels wherever one keeps
     at least ``fma_latency`` accumulators (else one-vector tiles are tried too)."""
-    from mxc.backends.tvm.schedules.reduction import operand_registers
+    from mxc.backends.tvm.schedules.base.register_tile import operand_registers
     info = MICROARCHS[arch]
     nc, rw = tile_shape(cext, rext, info, streaming=True, taps=3)
     v = nc // vector_piece(nc, info.lanes)
@@ -363,7 +363,7 @@ def test_tile_shape_keeps_packed_channel_tile():
 @pytest.mark.parametrize("m", [2, 4])
 def test_winograd_matrices_compute_a_valid_correlation(m):
     """A^T [(G g G^T) * (B^T d B)] A is the m x m valid correlation of d with g."""
-    from mxc.backends.tvm.schedules.winograd import transform_matrices
+    from mxc.backends.tvm.schedules.base.winograd_transforms import transform_matrices
     a, b, g = transform_matrices(m)
     rng = np.random.RandomState(m)
     d = rng.randn(m + 2, m + 2)
@@ -396,7 +396,7 @@ def test_winograd_takes_f4_only_over_enough_tiles(n, side, m):
     """F(4, 3) needs F4_MIN_TILES (32) 4x4 output tiles, batch included, to reuse its
     weights (2.25x F(2, 3)'s): 20x20 makes 5x5 = 25 tiles, 21x21 6x6 = 36; a batch of
     two 16x16 images 2 x 16 = 32; a batch of eight 7x7 ones 8 x 2 x 2 = 32."""
-    from mxc.backends.tvm.schedules.winograd import F4_MIN_TILES, tile_size
+    from mxc.backends.tvm.schedules.base.winograd_transforms import F4_MIN_TILES, tile_size
     assert F4_MIN_TILES == 32
     assert tile_size(n, side, side) == m
 
@@ -449,8 +449,8 @@ def test_winograd_product_tasks_read_the_weights_in_order(arch):
     each thread streams one contiguous range of them (with the channel block first,
     squeezenet and resnet18 ran 4-6% slower)."""
     from tvm import te
-    from mxc.backends.tvm.schedules.reduction import rule_reduction
-    from mxc.backends.tvm.schedules.winograd import batch_matmul
+    from mxc.backends.tvm.schedules.families.reduction import rule_reduction
+    from mxc.backends.tvm.schedules.families.winograd import batch_matmul
     v = te.placeholder((16, 49, 64), name="v")
     u = te.placeholder((16, 8, 64, 32), name="u")
     func = te.create_prim_func([v, u, batch_matmul(v, u)])
@@ -524,14 +524,14 @@ def test_reduction_kernels_get_the_reduction_rule():
 
 def _block_bodies(func):
     from tvm import s_tir
-    from mxc.backends.tvm.schedules.module_utils import root_blocks
+    from mxc.backends.tvm.schedules.base.module_utils import root_blocks
     sch = s_tir.Schedule(func)
     return {sch.get(b).name_hint: sch.get(b) for b in root_blocks(sch)}
 
 
 def test_tir_facts_come_from_the_structure_not_the_text():
     from tvm import te, tirx
-    from mxc.backends.tvm.schedules.tir_queries import (constant_bounds, has_bounds_check,
+    from mxc.backends.tvm.schedules.base.tir_queries import (constant_bounds, has_bounds_check,
                                                         is_vectorizable)
     # a buffer whose name spells the text the old predicates looked for
     x = te.placeholder((4, 20), name="Select_if_then_else_T_sinh_")
@@ -555,7 +555,7 @@ def test_the_batch_axis_stays_out_of_the_register_block():
     """A register block spans an image's pixels (h, w), never the batch: with n fused
     in, every input address became a nest of divisions in the innermost loop."""
     from tvm import s_tir, te
-    from mxc.backends.tvm.schedules.reduction import _analyse
+    from mxc.backends.tvm.schedules.families.reduction import _analyse
     x = te.placeholder((4, 13, 13, 32), name="x")
     w = te.placeholder((32, 48), name="w")
     rc = te.reduce_axis((0, 32), name="rc")

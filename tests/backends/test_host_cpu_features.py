@@ -104,7 +104,7 @@ def test_default_target_enables_what_the_kernel_reports_that_the_cpu_name_loses(
 def test_default_target_drops_what_the_name_implies_and_the_kernel_hides(cpuinfo, monkeypatch):
     """AVX-512 hidden by a hypervisor: the name says skylake-avx512, the kernel says AVX2."""
     import mxc.backends.tvm.targets as targets
-    from mxc.backends.tvm.schedules.microarch import cpu_info
+    from mxc.backends.tvm.schedules.base.microarch import cpu_info
     cpuinfo(ZEN3)
     monkeypatch.setattr(targets, "_host_cpu", lambda: "skylake-avx512")
     spec = host_target()

@@ -1,4 +1,4 @@
-"""INT8 kernels on AVX2 without VNNI (``mxc/backends/tvm/schedules/int8_avx2.py``).
+"""INT8 kernels on AVX2 without VNNI (``mxc/backends/tvm/schedules/base/int8_avx2.py``).
 
 Oracle: the exact integer product (numpy int64) of the same codes.  ``vpmaddubsw``
 saturates its int16 pair sums, so each layer's weights choose between it and an
@@ -29,9 +29,10 @@ from tvm.ir.expr import Constant  # noqa: E402
 import mxc  # noqa: E402
 from conftest import require_corpus, require_runnable_target  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
-from mxc.backends.tvm.schedules.int8 import FAMILY_ATTR, pack_weights  # noqa: E402
-from mxc.backends.tvm.schedules.int8_avx2 import PAIR_LIMIT, saturation_free  # noqa: E402
-from mxc.backends.tvm.schedules.microarch import int8_dot  # noqa: E402
+from mxc.backends.tvm.schedules.base.int8_steps import FAMILY_ATTR  # noqa: E402
+from mxc.backends.tvm.schedules.families.int8 import pack_weights  # noqa: E402
+from mxc.backends.tvm.schedules.base.int8_avx2 import PAIR_LIMIT, saturation_free  # noqa: E402
+from mxc.backends.tvm.schedules.base.microarch import int8_dot  # noqa: E402
 from oracle import assert_close  # noqa: E402
 from test_int8_vnni import INT8_MODELS, _asm, _conv_module as _vnni_conv, _dense_module, _run  # noqa: E402
 from test_int8_vnni import check_int8_corpus_model  # noqa: E402
@@ -123,7 +124,7 @@ def test_avx2_int8_conv_is_the_exact_integer_product(case, weights, family, capl
     w = _weights(rng, (ks, ks, c, k), weights)
     for extreme in (False, True):
         x = _data(rng, xdt, (1, hw, hw, c), extreme)
-        with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.int8"):
+        with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.families.int8"):
             got = _run(_conv_module(x.shape, xdt, w, stride, pad), target, x)
         want = _conv_reference(x, w, stride, pad)
         np.testing.assert_array_equal(got, want, err_msg=f"{case} {weights} extreme={extreme}")
@@ -138,7 +139,7 @@ def test_avx2_int8_dense_is_the_exact_integer_product(xdt, weights, family, capl
     w = _weights(rng, (1, 1, 100, 250), weights)[0, 0]
     for extreme in (False, True):
         x = _data(rng, xdt, (3, 100), extreme)
-        with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.int8"):
+        with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.families.int8"):
             got = _run(_dense_module(x.shape, xdt, w), target, x)
         np.testing.assert_array_equal(got, x.astype(np.int64) @ w.astype(np.int64))
     assert _families(caplog) == {family}
@@ -210,6 +211,6 @@ def test_int8_corpus_model_on_avx2_matches_mxnet(name, caplog):
     """MXNet's outputs to the model's tolerance (as the VNNI build): the int32
     accumulators are exact on both, so only the float epilogues may differ."""
     target = require_runnable_target(AVX2)
-    with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.int8"):
+    with caplog.at_level(logging.DEBUG, logger="mxc.backends.tvm.schedules.families.int8"):
         check_int8_corpus_model(name, target)
     assert _families(caplog) <= {"avx2", "avx2-exact"} and _families(caplog), caplog.text[-500:]

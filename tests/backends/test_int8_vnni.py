@@ -1,4 +1,4 @@
-"""INT8 convolution/dense kernels on VNNI (``mxc/backends/tvm/schedules/int8.py``) and their fallback.
+"""INT8 convolution/dense kernels on VNNI (``mxc/backends/tvm/schedules/families/int8.py``) and their fallback.
 
 Oracle: the exact integer product (numpy int64) of the same codes -- an int8
 convolution accumulating in int32 has one right answer, so every comparison
@@ -32,7 +32,7 @@ from tvm import relax  # noqa: E402
 import mxc  # noqa: E402
 from conftest import require_corpus  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
-from mxc.backends.tvm.schedules.microarch import int8_dot  # noqa: E402
+from mxc.backends.tvm.schedules.base.microarch import int8_dot  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from oracle import assert_close  # noqa: E402
 
@@ -239,7 +239,7 @@ def test_int8_corpus_model_on_emulated_amx_tiles_matches_mxnet(name, amx_emulate
     feeds = {k[4:]: io[k] for k in io.files if k.startswith("in__")}
     args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
     aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
-    with caplog.at_level("DEBUG", logger="mxc.backends.tvm.schedules.int8"):
+    with caplog.at_level("DEBUG", logger="mxc.backends.tvm.schedules.families.int8"):
         model = mxc.compile(mxc.sym.load(root / "symbol.json"), (args, aux),
                             shapes={k: v.shape for k, v in feeds.items()}, target=amx_emulated)
     assert any("conv2d_nhwc_int8_amx kernel" in r.getMessage() for r in caplog.records)
@@ -276,7 +276,7 @@ def test_tuning_builder_workers_can_replay_the_int8_schedules():
     import sys
     code = ("from mxc.backends.tvm.tune.workers import builder_init; builder_init()\n"
             "from tvm import s_tir\n"
-            "from mxc.backends.tvm.schedules.int8 import DOT_STEPS, dot_intrinsic_name\n"
+            "from mxc.backends.tvm.schedules.base.int8_steps import DOT_STEPS, dot_intrinsic_name\n"
             "print(all(s_tir.TensorIntrin.get(dot_intrinsic_name(f), allow_missing=True)\n"
             "          is not None for f in DOT_STEPS))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

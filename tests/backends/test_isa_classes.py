@@ -37,7 +37,7 @@ from isa_classes import ISA_CLASSES, IsaClass, class_of_cpu  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
 from mxc.backends.tvm.build_context import build_context  # noqa: E402
 from mxc.backends.tvm.precision import check_request  # noqa: E402
-from mxc.backends.tvm.schedules.microarch import cpu_info, kernel_class  # noqa: E402
+from mxc.backends.tvm.schedules.base.microarch import cpu_info, kernel_class  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from mxc.errors import BackendError  # noqa: E402
 from test_bf16 import _conv_module as _float_conv, _ref_conv, _round  # noqa: E402

@@ -101,7 +101,7 @@ def test_outputs_match_the_reference_and_the_direct_convolution(compiled):
 def test_the_load_step_computes_what_numpy_computes(compiled):
     """The compiled transform (float64, rounded once) is numpy's to the last bit or one
     unit in the last place (FMA contraction may round differently)."""
-    from mxc.backends.tvm.schedules.winograd import transform_weights
+    from mxc.backends.tvm.schedules.base.winograd_transforms import transform_weights
     _, _, _, model = compiled
     graph = model.runtime_graph
     (load,) = [s for s in graph["steps"] if s["kind"] == "load"]
@@ -206,8 +206,8 @@ def test_the_load_time_evaluators_are_a_registry_that_finds_winograd_by_name():
     built-in (the Winograd module) is found through its ``builtins`` name; it computes
     what the documented transform computes, and a miss names the known kinds."""
     from mxc.backends.tvm.load_time import EVALUATORS
-    from mxc.backends.tvm.schedules.winograd import (WEIGHT_KERNEL, transform_weights,
-                                                     transformed_shape)
+    from mxc.backends.tvm.schedules.base.winograd_transforms import (
+        WEIGHT_KERNEL, transform_weights, transformed_shape)
     from mxc.errors import BackendError
     assert EVALUATORS.entry(WEIGHT_KERNEL).builtin
     w = np.random.RandomState(0).randn(3, 3, 4, 8).astype(np.float32)

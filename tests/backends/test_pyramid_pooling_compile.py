@@ -26,8 +26,8 @@ from mxc import sym as S
 from mxc.backends.reference import run_graph
 from mxc.backends.tvm.build import build_module
 from mxc.backends.tvm.converter import lower_graph
-from mxc.backends.tvm.schedules.elementwise import VECTOR_PART_VECTORS
-from mxc.backends.tvm.schedules.microarch import cpu_info
+from mxc.backends.tvm.schedules.base.elementwise import VECTOR_PART_VECTORS
+from mxc.backends.tvm.schedules.base.microarch import cpu_info
 from mxc.backends.tvm.targets import resolve_target
 from conftest import ISA_TARGETS, isa_target
 from test_cpu_schedules import _params

@@ -21,7 +21,7 @@ import tvm_ffi
 import mxc
 from mxc import sym as S
 from mxc.backends.reference import run_graph
-from mxc.backends.tvm.schedules.module_utils import MAX_INLINED_READS
+from mxc.backends.tvm.schedules.base.module_utils import MAX_INLINED_READS
 from test_pyramid_pooling_compile import _scheduled_kernels
 
 #: feature levels as (channels = 4 x anchors, side)

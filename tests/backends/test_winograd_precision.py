@@ -1,4 +1,4 @@
-"""The Winograd precision rule (``schedules/winograd_precision.py``): its decisions, and
+"""The Winograd precision rule (``schedules/base/winograd_precision.py``): its decisions, and
 compiled convolutions against a float64 oracle.
 
 F(4, 3) is kept only while a model's summed per-layer error estimate stays within
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mxc.backends.tvm.schedules.winograd_precision import (ERROR_BUDGET, layer_error,
+from mxc.backends.tvm.schedules.base.winograd_precision import (ERROR_BUDGET, layer_error,
                                                            precise_tile)
 
 #: compiled for the CPU class under test (MXC_TEST_TARGET; tools/isa_matrix.py)
@@ -97,7 +97,7 @@ def _stack(layers: int, channels: int, seed: int = 0):
 def test_f2_compiled_is_no_less_precise_than_direct():
     pytest.importorskip("tvm")
     import mxc
-    from mxc.backends.tvm.schedules import winograd
+    from mxc.backends.tvm.schedules.base import winograd_transforms as winograd
     y, params, ws = _stack(1, 64)
     x = np.maximum(np.random.RandomState(1).randn(1, 64, 28, 28), 0).astype(np.float32)
     want = np.maximum(_conv_float64(x.astype(np.float64), ws[0]), 0)

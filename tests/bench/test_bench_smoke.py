@@ -130,7 +130,7 @@ def test_harness_end_to_end_on_the_mlp_example(tmp_path, simulated_host):
     assert threads["OMP_NUM_THREADS"] == str(report["settings"]["threads"])
     assert threads["TVM_NUM_THREADS"].startswith("unset")
     # the x86 class of this CPU (the peers') and of mxc's kernels, named in the report
-    from mxc.backends.tvm.schedules.microarch import cpu_info, kernel_class
+    from mxc.backends.tvm.schedules.base.microarch import cpu_info, kernel_class
     from mxc.backends.tvm.targets import resolve_target
     host_class = kernel_class(cpu_info(resolve_target("llvm")))
     assert report["machine"]["kernel_classes"] == {"host": host_class, "mxc": host_class}

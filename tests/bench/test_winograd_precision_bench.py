@@ -29,7 +29,8 @@ def test_float64_oracle_matches_the_reference_convolution():
 
 
 def test_variants_restore_the_module_settings():
-    from mxc.backends.tvm.schedules import winograd, winograd_precision
+    from mxc.backends.tvm.schedules.base import winograd_precision
+    from mxc.backends.tvm.schedules.base import winograd_transforms as winograd
     before = winograd.F4_MIN_TILES, winograd_precision.ERROR_BUDGET
     for name in bench.VARIANTS:
         with bench.variant(name) as mode:
@@ -39,7 +40,7 @@ def test_variants_restore_the_module_settings():
 
 def test_small_layer_per_variant_within_the_estimates():
     pytest.importorskip("tvm")
-    from mxc.backends.tvm.schedules.winograd_precision import layer_error
+    from mxc.backends.tvm.schedules.base.winograd_precision import layer_error
     for name, tile in (("direct", 0), ("F(2,3)", 2), ("F(4,3)", 4)):
         r = bench.layer(16, 16, name)
         assert r["rel_rms"] <= 2 * layer_error(tile, 16), (name, r)

@@ -77,10 +77,35 @@ def test_cycles_are_found_as_strongly_connected_groups():
 #: packages whose modules sit in no import cycle (issue 36): each module of them imports
 #: only modules below it, deferred imports inside functions and TYPE_CHECKING ones included
 ACYCLIC = ("mxc.compiler", "mxc.runtime", "mxc.serving", "mxc.backends.tvm.bucket_model",
-           "mxc.backends.tvm.buckets", "mxc.backends.tvm.compile")
+           "mxc.backends.tvm.buckets", "mxc.backends.tvm.compile", "mxc.backends.tvm.schedules")
 
 
 def test_no_import_cycle_reaches_the_compiler_runtime_or_serving():
     found = [group for group in import_cycles(collect_imports(REPO))
              if any(m == p or m.startswith(p + ".") for m in group for p in ACYCLIC)]
     assert not found, "import cycles:\n" + "\n".join(f"  {', '.join(g)}" for g in found)
+
+
+SCHEDULES = "mxc.backends.tvm.schedules"
+
+
+def test_schedule_families_import_only_base_and_base_imports_no_family():
+    # issue 36, dlight's layout: schedules/base/ (shared machinery) imports nothing else
+    # of schedules/; each module of schedules/families/ (one kernel family) imports base/
+    # only -- where one family hands a layer to another, the dispatcher above them
+    # (schedules/legalize.py, schedules/cpu.py) wires them together
+    base, families = SCHEDULES + ".base", SCHEDULES + ".families"
+
+    def under(name, pkg):
+        return name == pkg or name.startswith(pkg + ".")
+
+    bad = []
+    for i in collect_imports(REPO):
+        if not under(i.target, SCHEDULES) or i.target in (SCHEDULES, base, families):
+            continue
+        if under(i.importer, base) and not under(i.target, base):
+            bad.append(i)
+        elif under(i.importer, families) and not under(i.target, base):
+            bad.append(i)
+    assert not bad, "schedules layering:\n" + "\n".join(
+        f"  {i.path}:{i.line} {i.importer} -> {i.target}" for i in bad)

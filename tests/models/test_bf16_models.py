@@ -61,7 +61,7 @@ TILE_MODELS = [m for m in ("resnet18_v1", "squeezenet1.1") if m in MODELS] or ["
 
 @pytest.mark.parametrize("name", TILE_MODELS)
 def test_corpus_model_bf16_on_emulated_amx_tiles(name, amx_emulated):
-    """The AMX-BF16 build (tile steps emulated, :mod:`mxc.backends.tvm.schedules.amx`)
+    """The AMX-BF16 build (tile steps emulated, :mod:`mxc.backends.tvm.schedules.base.amx`)
     within the same bf16 class of MXNet's float32 outputs."""
     root, meta, sym, params = load_corpus_model("models", name)
     io = np.load(root / "io.npz")

@@ -55,7 +55,8 @@ class BuildContext:
     """Everything a build's passes and schedule rules may depend on besides the IR."""
 
     target: Any                       #: the resolved ``tvm.target.Target``
-    cpu: Any                          #: :class:`.schedules.microarch.CpuInfo` (None: not a CPU)
+    #: :class:`.schedules.base.microarch.CpuInfo` (None: not a CPU)
+    cpu: Any
     winograd: str = "auto"            #: ``auto`` / ``on`` / ``off``
     precision: str = "fp32"           #: ``fp32`` / ``bf16``
     db: str | None = None             #: the tuning database directory, if any
@@ -72,7 +73,7 @@ class BuildContext:
 
     @property
     def winograd_min_size(self) -> int:
-        from .schedules.winograd import MIN_SIZE, MIN_SIZE_FORCED
+        from .schedules.families.winograd import MIN_SIZE, MIN_SIZE_FORCED
         return MIN_SIZE_FORCED if self.winograd == "on" else MIN_SIZE
 
 
@@ -90,7 +91,7 @@ def build_context(target, *, winograd: str | None = None, precision: str | None 
                            f"not {winograd!r}")
     cpu = None
     if getattr(getattr(target, "kind", None), "name", None) == "llvm":
-        from .schedules.microarch import cpu_info
+        from .schedules.base.microarch import cpu_info
         cpu = cpu_info(target)
     mode = winograd or "auto"
     prec = precision or "fp32"

@@ -43,7 +43,7 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
                 log.warning("%s", tuning.foreign)
         from .build_context import options_context
         from .precision import check_request
-        from .schedules import winograd as _winograd
+        from .schedules.families import winograd as _winograd
         check_request(options.precision, tgt)
         ctx = options_context(options, tgt, db=db, lift=lowered.region_functions(),
                               progress=prog.note)

@@ -43,7 +43,7 @@ from ...errors import BackendError
 from ...registry import Registry
 
 from .schedules.fold import substitute_vars
-from .schedules.module_utils import static_shape
+from .schedules.base.module_utils import static_shape
 
 #: the PrimFunc attribute naming a kernel's load-time transform kind
 ATTR = "mxc.load_time"
@@ -57,7 +57,7 @@ Evaluator = Callable[[list[np.ndarray], tuple], np.ndarray]
 #: transforms (Winograd's weight transform) register theirs, imported on the first lookup
 EVALUATORS: Registry[Evaluator] = Registry(
     "load-time evaluators", noun="load-time evaluator", error=BackendError,
-    builtins=("mxc.backends.tvm.schedules.winograd",),
+    builtins=("mxc.backends.tvm.schedules.base.winograd_transforms",),
     unknown=lambda kind: BackendError(f"no numpy evaluator for the load-time transform "
                                       f"{kind!r}; known: {', '.join(EVALUATORS.names())}"))
 

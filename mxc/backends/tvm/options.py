@@ -39,7 +39,7 @@ ENV_EMULATE_AMX = "MXC_EMULATE_AMX"
 #: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
 ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
 
-#: the ``winograd`` choices (:mod:`mxc.backends.tvm.schedules.winograd`): auto (where
+#: the ``winograd`` choices (:mod:`mxc.backends.tvm.schedules.families.winograd`): auto (where
 #: the output side is large enough to pay for the larger weights), on, off
 WINOGRAD_MODES = ("auto", "on", "off")
 

@@ -1,6 +1,6 @@
 """``--precision``: float32, bfloat16, or bfloat16 where it checks out (``auto``).
 
-``bf16`` (:mod:`.schedules.bf16`) computes convolutions and dense layers in
+``bf16`` (:mod:`.schedules.families.bf16`) computes convolutions and dense layers in
 bfloat16 with float32 accumulation; it is refused (a
 :class:`~mxc.errors.BackendError`, before anything is compiled) for a CPU
 target without bfloat16 dot products.  ``auto`` compiles the model both
@@ -73,7 +73,7 @@ def compare(bf16_model, fp32_model, feeds: Mapping[str, Any]) -> dict:
 def compile_auto(compile_one, options, check_inputs: Mapping[str, Any] | None):
     """``--precision auto``: *compile_one(options)* -> CompiledModel, tried as bf16 (where
     the target computes it) and fp32; the bf16 one is kept when :func:`compare` passes."""
-    from .schedules.bf16 import target_bf16
+    from .schedules.families.bf16 import target_bf16
     from .targets import resolve_target
     target = resolve_target(options.target, cuda_arch=options.cuda_arch)
     fp32 = compile_one(options.with_(precision="fp32"))
@@ -96,7 +96,7 @@ def compile_auto(compile_one, options, check_inputs: Mapping[str, Any] | None):
 def check_request(precision: str | None, target) -> None:
     """Refuse ``bf16`` where *target* cannot compute it (before anything is compiled)."""
     from .options import check_precision
-    from .schedules.bf16 import check_target
+    from .schedules.families.bf16 import check_target
     check_precision(precision)
     if precision == "bf16":
         check_target(target, precision)

@@ -1,0 +1,35 @@
+"""mxc's CPU kernels: Relax rewrites, legalizations to packed kernels, default TIR schedules.
+
+The package is laid out in three floors (TVM's ``s_tir/dlight`` layout: a ``base/``
+that imports no rule, rules that import only ``base/``), so that where a thing
+lives says what may depend on it -- ``tests/compiler/test_import_rules.py`` holds
+each import to it:
+
+``base/`` -- shared machinery, importing nothing else of this package: facts read
+  from TIR (``tir_queries``) and Relax (``module_utils``), the per-CPU cost rows
+  (``microarch``), the register-tile model (``register_tile``), the elementwise
+  block schedule (``elementwise``), the dot-product micro-kernel several families
+  schedule with (``dot_kernel``), the int8 and bfloat16 dot-product steps and their
+  tensor intrinsics (``int8_steps``, ``int8_avx2``, ``bf16_step``), the AMX tile
+  machinery (``amx``, ``amx_steps``) and the Winograd transforms and precision rule
+  (``winograd_transforms``, ``winograd_precision``).
+``families/`` -- one module per kernel family, each importing ``base/`` only: the
+  float32 register-blocked reductions (``reduction``: direct and depthwise
+  convolutions, pooling, dense), float32 Winograd (``winograd``), int8 on VNNI and
+  AVX2 (``int8``), bfloat16 on ``vdpbf16ps`` (``bf16``), bfloat16 Winograd
+  (``bf16_winograd``) and the AMX tiles (``int8_amx``, ``bf16_amx``).  A family
+  builds its kernels (legalization), says whether a layer fits it, and schedules
+  the kernels it built (its rule).
+this level -- what picks among the families and runs them: the legalization
+  dispatcher (``legalize``: which family takes a layer -- where a family may hand
+  a layer to another, int8 or bf16 to the AMX tiles, bf16 to bf16 Winograd, this
+  is what passes that family's choice in), the schedule rules in the order they
+  are tried (``cpu``, with the generic ``elementwise`` and ``fallback`` rules), the
+  Relax rewrites before legalization (``layout``, ``channel_padding``, ``fold``,
+  ``nan_select``, ``pool_padding``), the TIR passes (``tir_pipeline``) and the
+  pipeline that strings them together (``pipeline``).
+
+A legalization encodes the family it chose in the kernel's block name (and the
+int8 dot-product family in a block annotation, :data:`.base.int8_steps.FAMILY_ATTR`);
+the family's rule recognises its kernels by them.
+"""

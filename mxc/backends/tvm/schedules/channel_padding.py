@@ -26,8 +26,8 @@ import numpy as np
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .microarch import CpuInfo
-from .reduction import MAX_TILE_VECTORS, lane_rate, tile_shape, vector_piece
+from .base.microarch import CpuInfo
+from .base.register_tile import MAX_TILE_VECTORS, lane_rate, tile_shape, vector_piece
 
 #: vector pieces narrower than this many floats (a 128-bit register) are what makes a
 #: channel count slow on every x86 row of the table: with 4-lane pieces 36 channels cost
@@ -50,12 +50,12 @@ def padded_channels(c: int, info: CpuInfo, pixels: int | None = None) -> int:
       40 on AVX2; 6 -> 8 on both).
     * Otherwise (whole registers, or pieces of at least that width), a count whose
       tiles are slow: rounded up to a multiple of 1..4 registers when the
-      register-tile model (:func:`.reduction.lane_rate`) expects the padded count,
+      register-tile model (:func:`.base.register_tile.lane_rate`) expects the padded count,
       padding included, to run :data:`PAD_GAIN` faster and it adds at most
       :data:`MAX_PAD_FRACTION` (the consumers' reductions grow too).  Two cases:
       channel tiles too narrow to keep the loads below the FMAs (1000 classes after
       global pooling on AVX2: one pixel, 125 registers -> 1008; over several pixels
-      :func:`.reduction.tile_shape` takes 5-register tiles instead), and
+      :func:`.base.register_tile.tile_shape` takes 5-register tiles instead), and
       half-register pieces on a CPU that issues them no faster than whole ones
       (1000 classes on a Xeon with two 512-bit FMA units: 8-lane pieces, half its
       peak -> 1008 or 1024; Zen 4 issues them at twice its zmm rate, so only the

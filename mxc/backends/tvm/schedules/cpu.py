@@ -31,11 +31,13 @@ one it schedules: the next rule is tried, the last resort being the
 unscheduled function (slow but correct).  An exception inside a rule is a bug,
 not "not applicable": with the build context's ``strict`` (the test suite's
 ``$MXC_STRICT_SCHEDULES``) it fails the build naming the rule; otherwise it is
-logged as a warning naming the rule, and the next rule is tried.  The rules live in
-:mod:`.reduction` (with the register-tile model :func:`tile_shape`),
-:mod:`.elementwise` and :mod:`.winograd`; they decide on facts read from the
-TIR's structure (:mod:`.tir_queries`).  This module orders them and applies
-them to a module.
+logged as a warning naming the rule, and the next rule is tried.  The kernel
+families' rules live in ``families/`` (:mod:`.families.reduction`,
+:mod:`.families.winograd`, the int8, bf16 and AMX ones), on the shared machinery of
+``base/`` (the register-tile model :func:`.base.register_tile.tile_shape`); the
+generic ``elementwise`` and ``fallback`` rules live here.  They decide on facts read
+from the TIR's structure (:mod:`.base.tir_queries`).  This module orders them and
+applies them to a module.
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ import logging
 import tvm
 from tvm import s_tir, tirx
 
-from .elementwise import rule_elementwise
-from .microarch import CpuInfo, cpu_info  # noqa: F401 - re-exported: the schedules' API
-from .module_utils import rewrite_functions
-from .module_utils import root_blocks as _root_blocks
-from .reduction import rule_reduction, tile_shape  # noqa: F401 - tile_shape re-exported
+from .base.elementwise import schedule_elementwise_block
+from .base.microarch import CpuInfo, cpu_info  # noqa: F401 - re-exported: the schedules' API
+from .base.module_utils import inline_injective, is_spatial, rewrite_functions
+from .base.module_utils import root_blocks as _root_blocks
+from .base.register_tile import tile_shape  # noqa: F401 - re-exported: the schedules' API
+from .families.reduction import rule_reduction
 
 log = logging.getLogger(__name__)
 
@@ -99,28 +102,42 @@ def rule_fallback(func: tirx.PrimFunc, info: CpuInfo):
     return sch if done else None
 
 
+def rule_elementwise(func: tirx.PrimFunc, info: CpuInfo):
+    """The ``elementwise`` rule: every block of an all-spatial kernel scheduled by
+    :func:`.base.elementwise.schedule_elementwise_block` (None: a block reduces)."""
+    sch = s_tir.Schedule(func)
+    blocks = _root_blocks(sch)
+    if not blocks or any(not is_spatial(sch.get(b)) for b in blocks):
+        return None
+    params = list(func.params)   # a block writing one of these writes an output
+    inline_injective(sch, params)
+    for b in _root_blocks(sch):
+        schedule_elementwise_block(sch, b, info)
+    return sch
+
+
 def _winograd(func: tirx.PrimFunc, info: CpuInfo):
-    from .winograd import rule_winograd as rule
+    from .families.winograd import rule_winograd as rule
     return rule(func, info)
 
 
 def _int8(func: tirx.PrimFunc, info: CpuInfo):
-    from .int8 import rule_int8 as rule
+    from .families.int8 import rule_int8 as rule
     return rule(func, info)
 
 
 def _bf16(func: tirx.PrimFunc, info: CpuInfo):
-    from .bf16 import rule_bf16 as rule
+    from .families.bf16 import rule_bf16 as rule
     return rule(func, info)
 
 
 def _bf16_amx(func: tirx.PrimFunc, info: CpuInfo):
-    from .bf16_amx import rule_amx as rule
+    from .families.bf16_amx import rule_amx as rule
     return rule(func, info)
 
 
 def _int8_amx(func: tirx.PrimFunc, info: CpuInfo):
-    from .int8_amx import rule_amx as rule
+    from .families.int8_amx import rule_amx as rule
     return rule(func, info)
 
 
@@ -142,7 +159,7 @@ def default_schedule(func: tirx.PrimFunc, ctx, rules=None):
     measured record, so tuned kernels never lose to the default ones.  A rule that
     raises fails the build when ``ctx.strict``, else is logged and skipped.  A kernel
     without a root block (an external call: ``sort``, ``topk``) has nothing to schedule."""
-    from .tir_queries import has_root_block
+    from .base.tir_queries import has_root_block
     if not has_root_block(func):
         return None, None
     for rule in RULES if rules is None else rules:

@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .module_utils import rewrite_functions, static_shape, tensor_dtype
+from .base.module_utils import rewrite_functions, static_shape, tensor_dtype
 
 _BINARY = {
     "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,

@@ -43,8 +43,8 @@ from tvm.ir.expr import Constant
 
 from .channel_padding import (channel_mask, keeps_zero, pad_last_axis, padded_channels,
                               padding_keepers)
-from .microarch import CpuInfo
-from .module_utils import rewrite_functions, static_shape, tensor_dtype
+from .base.microarch import CpuInfo
+from .base.module_utils import rewrite_functions, static_shape, tensor_dtype
 
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)

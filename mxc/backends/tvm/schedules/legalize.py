@@ -12,19 +12,27 @@ time and the kernel is a TE compute reading the packed array:
 * ``relax.nn.conv2d`` NHWC/HWIO (or NCHW data: a thin network input, see
   :mod:`.layout`), ``groups == 1``, constant weight -> ``conv2d_nhwc_packed`` (zero
   padding as its own ``pad_temp`` stage, as TOPI);
-* the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.winograd`): input
+* the same, 3x3 with stride 1 -> Winograd F(m, 3) (:mod:`.families.winograd`): input
   transform, batched product with pre-transformed packed weights, output transform;
 * ``relax.matmul`` ``[M, K] x [K, N]`` with a constant ``[K, N]`` ->
   ``dense_packed`` over ``[N/nc, K, nc]``;
 * int8 ``conv2d``/``matmul`` (int32 accumulation, constant weight) on a
-  target with VNNI -> the ``vpdpbusd`` kernels of :mod:`.int8`;
+  target with VNNI -> the ``vpdpbusd`` kernels of :mod:`.families.int8` (on AMX-INT8,
+  the tile kernel where :mod:`.families.int8_amx` takes the layer);
 * float32 ``conv2d``/``matmul`` under ``--precision bf16`` on a target with
-  AVX512-BF16 -> the ``vdpbf16ps`` kernels of :mod:`.bf16`.
+  AVX512-BF16 -> the ``vdpbf16ps`` kernels of :mod:`.families.bf16` (before them the
+  AMX tiles of :mod:`.families.bf16_amx`, then :mod:`.families.bf16_winograd`).
+
+This module is the one place that picks a kernel family for a layer: a family
+builds its kernels and says whether a layer fits it, and where one family's
+legalization may hand a layer to another (int8 or bf16 to the AMX tiles, bf16 to
+bf16 Winograd) this module passes that family's choice in, so that no family
+imports another (``schedules/__init__.py``).
 
 ``nc`` is a whole number of vector pieces (registers, or power-of-two parts of
 one when the channels are not a multiple of a register) chosen with the
-register-tile model of :func:`tile_shape`, which the default schedule
-(:mod:`.cpu`) uses again to block the output pixels.  Everything else keeps
+register-tile model of :func:`.base.register_tile.tile_shape`, which the default
+schedule (:mod:`.cpu`) uses again to block the output pixels.  Everything else keeps
 TVM's legalization.
 """
 
@@ -35,9 +43,11 @@ import tvm
 from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
-from . import bf16, int8, winograd
-from .cpu import CpuInfo, tile_shape
-from .module_utils import static_shape, tensor_dtype
+from .base.microarch import CpuInfo
+from .base.module_utils import static_shape, tensor_dtype
+from .base.register_tile import tile_shape
+from .base.winograd_transforms import eligible as winograd_eligible
+from .families import bf16, bf16_amx, bf16_winograd, int8, int8_amx, winograd
 
 _FLOATS = ("float32", "float64", "float16")
 
@@ -101,13 +111,26 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, out_dtype: str) -> te.Tenso
     return te.compute((m, no * nc), dense, name="matmul")
 
 
+def _int8_tiles(info: CpuInfo):
+    """The AMX family's int8 choice (:func:`.families.int8_amx.tile_block`) where the CPU
+    has AMX-INT8, else None: the int8 family builds whichever kernel it names."""
+    return int8_amx.tile_block if info.int8_tiles else None
+
+
+def _bf16_tiles(info: CpuInfo):
+    """The AMX family's bfloat16 choice (:func:`.families.bf16_amx.tile_block`) where the
+    CPU has AMX-BF16, else None."""
+    return bf16_amx.tile_block if info.bf16_tiles else None
+
+
 def _conv2d(info: CpuInfo, ctx):
     default = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        out = int8.legalize_conv2d(bb, call, info.int8_dot, info.int8_tiles)
+        out = int8.legalize_conv2d(bb, call, info.int8_dot, _int8_tiles(info))
         if out is None:
-            out = bf16.legalize_conv2d(bb, call, info.bf16_dot, ctx)
+            out = bf16.legalize_conv2d(bb, call, info.bf16_dot, ctx, _bf16_tiles(info),
+                                       bf16_winograd.emit_if_applies)
         if out is not None:
             return out
         a = call.attrs
@@ -121,7 +144,7 @@ def _conv2d(info: CpuInfo, ctx):
                 or wdt != xdt or ydt not in _FLOATS:
             return default(bb, call)
         kh, kw, c, k = ws
-        if a.data_layout == "NHWC" and ctx.winograd != "off" and winograd.eligible(
+        if a.data_layout == "NHWC" and ctx.winograd != "off" and winograd_eligible(
                 xs, ws, a.strides, a.dilation, 1, info.lanes, ctx.winograd_min_size):
             out = winograd.emit(bb, x, w.value.numpy(), a.padding, ys, ydt,
                                 lambda kk, px: tile_shape(kk, px, info)[0], ctx.records)
@@ -146,9 +169,9 @@ def _matmul(info: CpuInfo, ctx):
     default = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        out = int8.legalize_matmul(bb, call, info.int8_dot, info.int8_tiles)
+        out = int8.legalize_matmul(bb, call, info.int8_dot, _int8_tiles(info))
         if out is None:
-            out = bf16.legalize_matmul(bb, call, info.bf16_dot, ctx)
+            out = bf16.legalize_matmul(bb, call, info.bf16_dot, ctx, _bf16_tiles(info))
         if out is not None:
             return out
         x, w = call.args

@@ -28,7 +28,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from .module_utils import (bindings_of, dataflow_bindings, replace_bindings,
+from .base.module_utils import (bindings_of, dataflow_bindings, replace_bindings,
                            rewrite_graph_functions, var_uses)
 
 #: the comparison of the old form -> the one of the new form (its negation for numbers)

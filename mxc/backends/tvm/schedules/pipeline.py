@@ -7,7 +7,7 @@ from tvm import relax
 
 from ..build_context import BuildContext, build_context
 from ..load_time import lift_load_time_pass
-from .bf16 import note_single_uses
+from .families.bf16 import note_single_uses
 from .cpu import cpu_schedule_pass
 from .fold import fold_constants_numpy, inline_scalar_constants
 from .layout import channels_last_pass

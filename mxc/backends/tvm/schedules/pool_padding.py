@@ -13,7 +13,7 @@ This pass, run on channels-last Relax (after :mod:`.layout`), replaces a
 ``max_pool2d``/``avg_pool2d`` without padding whose input is a constant
 spatial ``nn.pad`` used by nothing else with one TE kernel: the same window
 reduction over ``pad ? value : x``, which the reduction rule of
-:mod:`.reduction` schedules with the padding read in place (bounds-checked
+:mod:`.families.reduction` schedules with the padding read in place (bounds-checked
 vector loads, as depthwise convolutions do).  The values are those of the two
 ops it replaces: the pad value where the pad put it, the same reduction, and
 for average pooling the same division by the window size.
@@ -26,7 +26,7 @@ import math
 import tvm
 from tvm import relax, te, tirx
 
-from .module_utils import (bindings_of, dataflow_bindings, replace_bindings,
+from .base.module_utils import (bindings_of, dataflow_bindings, replace_bindings,
                            rewrite_graph_functions, static_shape, var_uses)
 
 _POOLS = {"relax.nn.max_pool2d": "max", "relax.nn.avg_pool2d": "avg"}

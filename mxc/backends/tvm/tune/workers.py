@@ -45,7 +45,7 @@ def builder_init() -> None:
     and the CPU tensor intrinsics MetaSchedule's builder would import with all the others."""
     import tvm
 
-    from ..schedules.int8 import register_dot_intrinsics
+    from ..schedules.base.int8_steps import register_dot_intrinsics
     register_cpu_tensor_intrinsics()
     register_dot_intrinsics()      # mxc's int8 kernels' vpdpbusd (their default schedules)
     tvm.register_global_func(BUILD_FUNC, _build, override=True)

@@ -6,7 +6,9 @@ bfloat16 by 32x16 (VNNI-packed) product into rows x 16 float32 accumulators,
 one ``vdpbf16ps``/``vpdpbusd``.  TVM 0.27 ships no AMX tensor intrinsics; the
 steps are LLVM functions (:mod:`.amx_steps`), which :func:`tile_intrinsic` makes
 a tensor intrinsic and :func:`rule_tiles` schedules a convolution around (for
-:mod:`.bf16_amx` and :mod:`.int8_amx`, on targets with ``amx-bf16``/``amx-int8``);
+:mod:`..families.bf16_amx` and :mod:`..families.int8_amx`, on targets with
+``amx-bf16``/``amx-int8``; the int8 and bf16 kernels use its input phase split and
+tap-major packing too, which is why this tile machinery sits in ``base/``);
 :func:`dense_kernel` is a bare ``C = A . B`` of steps.
 
 **Checked without AMX.**  The machines this was written on have none.  With
@@ -27,6 +29,8 @@ import numpy as np
 from tvm import s_tir, tirx
 
 from .amx_steps import KINDS, MAX_BLOCKS, MAX_PRODUCTS, ROW_BYTES, ROWS, helper_ir, helper_name
+from .bf16_step import bits_to_float
+from .dot_kernel import open_dot_kernel, schedule_pads, vectorize_epilogues
 
 
 def dense_kernel(kind: str, m: int, n: int, k: int):
@@ -117,11 +121,10 @@ def phase_tap(src, phases: int, i, y, x, tap, ch):
 
 def _product(kind: str, a, b):
     """One product of the step, written as the kernels' TE writes it (tensorize
-    matches the expressions): bfloat16 bits widened by :func:`.bf16.bits_to_float`,
+    matches the expressions): bfloat16 bits widened by :func:`.bf16_step.bits_to_float`,
     int8 codes widened to int32."""
     if kind == "tdpbusd":
         return a.astype("int32") * b.astype("int32")
-    from .bf16 import bits_to_float
     return bits_to_float(a) * bits_to_float(b)
 
 
@@ -219,8 +222,6 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
     call runs the steps over a chunk of input channels (:func:`tile_steps`) for ``v``
     accumulator tiles (:func:`tile_blocks`) held in tile registers: each is loaded and
     stored once per tap, and each A tile loaded once for all ``v``."""
-    from .int8 import open_dot_kernel, schedule_pads, vectorize_epilogues
-
     opened = open_dot_kernel(func, block)
     if opened is None:
         return None

@@ -34,25 +34,23 @@ same kernel, ``tdpbf16ps`` tile steps) before Winograd or these vector kernels.
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import numpy as np
 import tvm
-from tvm import relax, s_tir, te, tirx
+from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
-from ....errors import BackendError
-from .module_utils import static_shape, tensor_dtype
+from .....errors import BackendError
+from ..base.amx import phase_split, phase_tap, tap_major, tile_channels
+from ..base.bf16_step import (CONV_BLOCK, GROUP, HELPER_IR, LANES, bits_to_float,
+                              dot_intrinsic, register_dot_intrinsics, round_bits, to_bf16_bits)
+from ..base.dot_kernel import rule_dot
+from ..base.microarch import bf16_dot
+from ..base.module_utils import static_shape, tensor_dtype, var_uses
 
 log = logging.getLogger(__name__)
 
-#: name of the accumulating block (what :func:`rule_bf16` recognises)
-CONV_BLOCK = "conv2d_nhwc_bf16"
-#: float32 lanes of one ``vdpbf16ps`` (zmm)
-LANES = 16
-#: bfloat16 values per float32 lane of one dot-product step
-GROUP = 2
 #: smallest reduction (``C * KH * KW``) and output channel count a layer needs to be
 #: computed in bfloat16: below them the kernel's fixed costs (the rounding copy of the
 #: input, 16-lane output blocks, one broadcast per instruction) outweigh the halved
@@ -63,7 +61,7 @@ GROUP = 2
 #: reduction of 8-12 lose (16 -> 8 1.31 / 1.51x, 8 -> 48 1.26x at batch 8, 12 -> 64
 #: 1.19x).  Reductions of 16-27 gained too (16 -> 96 at 112x112 0.57 / 0.75x, a
 #: 3-channel 3x3 first layer 0.56 / 0.61x) but took mobilenetv2_1.0's output error to
-#: 2.6% of its range, past the bf16 class (:data:`..precision.BF16_TOLERANCE`, 2%); at 32
+#: 2.6% of its range, past the bf16 class (:data:`...precision.BF16_TOLERANCE`, 2%); at 32
 #: it is 1.5% (1.0% with the former 64 / 32)
 MIN_REDUCTION = 32
 MIN_CHANNELS = 16
@@ -74,19 +72,9 @@ MIN_CHANNELS = 16
 MIN_REDUCTION_PARTIAL = 64
 #: the CPU features that compute bfloat16 dot products (LLVM names)
 BF16_FEATURES = ("avx512bf16", "amx-bf16")
-#: the inlined helper that turns bit patterns into the intrinsic's bfloat16 vectors
-HELPER = "mxc_dpbf16ps_512"
-HELPER_IR = f"""
-define linkonce_odr <16 x float> @{HELPER}(<16 x float> %c, <16 x i32> %a, <16 x i32> %b) \
-alwaysinline {{
-  %ab = bitcast <16 x i32> %a to <32 x bfloat>
-  %bb = bitcast <16 x i32> %b to <32 x bfloat>
-  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %c, <32 x bfloat> %ab, \
-<32 x bfloat> %bb)
-  ret <16 x float> %r
-}}
-declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
-"""
+#: AMX's bfloat16 tile step: the AMX kernel's weights are packed for its tile rows
+_TILE_KIND = "tdpbf16ps"
+
 
 # ---------------------------------------------------------------------------
 # the choice
@@ -96,7 +84,6 @@ def target_bf16(target) -> str:
 
     AMX-BF16 CPUs (Sapphire Rapids and later) all have AVX512-BF16 too; their
     tiles are not used yet, so the family is the vector instruction."""
-    from .microarch import bf16_dot
     return bf16_dot(target)
 
 
@@ -123,86 +110,8 @@ def _count(ctx, tiles: bool = False) -> None:
 
 
 # ---------------------------------------------------------------------------
-# the instruction
-# ---------------------------------------------------------------------------
-def bits_to_float(v):
-    """bfloat16 bits (``uint16``) -> the float32 they stand for (exact)."""
-    return tirx.reinterpret("float32", v.astype("uint32") << tirx.const(16, "uint32"))
-
-
-def dot_intrinsic(vectors: int = 1) -> str:
-    """Register (once) and name ``C[16] += A[2] . B[16, 2]`` (bfloat16 bits -> float32)
-    for a register tile of *vectors* 16-lane channel vectors (:func:`.int8.rule_dot`).
-
-    The broadcast pair ``A`` goes where the instruction takes its memory operand when
-    the tile has one vector: LLVM then folds its load into the instruction as an
-    embedded broadcast (``{1to16}``) instead of a ``vbroadcastss`` per instruction --
-    squeezenet1.1's last layer (1000 channels over 13x13: a 16-channel tile) 1.29-1.36x
-    faster, inceptionv3's 1x7 layers 1.35x (one thread, Zen 4).  With several vectors
-    each broadcast is shared by as many instructions from a register, and folding it
-    into every one cost 1-4% (resnet18's 3x3 and Winograd products), so there the
-    weights take that place.  The product is symmetric in its two operands."""
-    return _register_dot(vectors == 1)
-
-
-def register_dot_intrinsics() -> None:
-    """Register both forms of :func:`dot_intrinsic` (a schedule's trace, replayed, may
-    name either)."""
-    for embedded in (False, True):
-        _register_dot(embedded)
-
-
-@functools.lru_cache(maxsize=None)
-def _register_dot(embedded: bool) -> str:
-    from tvm.script import tirx as T
-
-    def f32(x):
-        return T.reinterpret(T.shift_left(T.cast(x, "uint32"), T.uint32(16)), dtype="float32")
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
-             b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
-             c: T.Buffer((LANES,), "float32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
-            T.writes(c[0:LANES])
-            for i in T.serial(0, LANES):
-                for k in T.serial(0, GROUP):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        c[vi] = c[vi] + f32(a[vk]) * f32(b[vi, vk])
-
-    def operands(broadcast, weights):    # the last is the instruction's memory operand
-        return (weights, broadcast) if embedded else (broadcast, weights)
-
-    @T.prim_func(s_tir=True)
-    def impl(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
-             b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
-             c: T.Buffer((LANES,), "float32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
-            T.writes(c[0:LANES])
-            pair = T.reinterpret(a.vload([0], "uint16x2"), dtype="int32")
-            first, second = T.meta_var(operands(
-                T.broadcast(pair, LANES),
-                T.reinterpret(b.vload([0, 0], dtype="uint16x32"), dtype="int32x16")))
-            c[T.ramp(T.int32(0), 1, LANES)] = T.call_extern(
-                "float32x16", HELPER, c.vload([0], dtype="float32x16"), first, second)
-
-    name = f"mxc_dot_{LANES}x{GROUP}_bf16" + ("_bcast" if embedded else "")
-    s_tir.TensorIntrin.register(name, desc, impl, override=True)
-    return name
-
-
-# ---------------------------------------------------------------------------
 # compile-time weight packing
 # ---------------------------------------------------------------------------
-def to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 -> the bit patterns of its bfloat16 rounding (to nearest, ties to even)."""
-    import ml_dtypes
-    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
-
-
 def pack_weights(w_hwio: np.ndarray, channel_multiple: int = GROUP) -> np.ndarray:
     """``[K/16, KH, KW, C/2, 16, 2]`` bfloat16 bits, channels zero-padded (input channels
     to *channel_multiple*: a pair, or a whole AMX tile row)."""
@@ -219,15 +128,6 @@ def pack_weights(w_hwio: np.ndarray, channel_multiple: int = GROUP) -> np.ndarra
 # ---------------------------------------------------------------------------
 # the kernel (TE)
 # ---------------------------------------------------------------------------
-def round_bits(v):
-    """float32 -> bfloat16 bits, round to nearest even (NaN stays a NaN)."""
-    u = tirx.reinterpret("uint32", v)
-    one, half, sixteen = (tirx.const(n, "uint32") for n in (1, 0x7FFF, 16))
-    rounded = ((u + half + ((u >> sixteen) & one)) >> sixteen).astype("uint16")
-    quiet = ((u >> sixteen) | tirx.const(0x40, "uint32")).astype("uint16")
-    return tirx.if_then_else(v != v, quiet, rounded)
-
-
 def round_to_bits(data: te.Tensor) -> te.Tensor:
     """float32 -> its bfloat16 bits, elementwise: what a bfloat16 kernel reads, as an op of
     its own so that FuseOps fuses it into the producer's epilogue (the producer then
@@ -274,7 +174,6 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     shape = (n, h + pt + pb, w + pl + pr, c2 * group)
     if tiles and sw > 1:      # AMX tiles of a strided layer: the input split by column phase
-        from .amx import phase_split
         src = phase_split(shape, padded, sw)
     elif rounded and data_layout == "NHWC" and not any(padding) and c == c2 * group:
         src = data
@@ -287,7 +186,6 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
     def tap(i, y, x):
         if len(src.shape) == 5:
-            from .amx import phase_tap
             return phase_tap(src, sw, i, y * sh + ry * dh, x, rx * dw, rc * group + ri)
         return src[i, y * sh + ry * dh, x * sw + rx * dw, rc * group + ri]
 
@@ -331,9 +229,18 @@ def _float32_operands(x, w, call) -> bool:
             and static_shape(x) is not None and static_shape(call) is not None)
 
 
-def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
+def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx,
+                    tiles=None, winograd=None):
     """The bfloat16 kernel for a float32 NHWC/HWIO ``conv2d`` when the build's *ctx*
-    (:class:`..build_context.BuildContext`) asks for ``bf16`` (None: not applicable)."""
+    (:class:`...build_context.BuildContext`) asks for ``bf16`` (None: not applicable).
+
+    The other families that may take a bfloat16 layer are handed in by the dispatcher
+    (:mod:`..legalize`), tried in this order: *tiles* -- the AMX family's choice,
+    ``tiles(xs, ws, ys, strides)`` -> its block name or None
+    (:func:`.bf16_amx.tile_block`), on an AMX-BF16 target -- then *winograd*, the bf16
+    Winograd kernel, ``winograd(bb, x, weights, attrs, shapes, ctx)`` -> its output or
+    None (:func:`.bf16_winograd.emit_if_applies`); else the direct kernel.  This module
+    owns the bf16 decision (worth it or not), the families their own fit."""
     a = call.attrs
     x, w = call.args
     if ctx.precision != "bf16" or not family or not _float32_operands(x, w, call) \
@@ -346,23 +253,23 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
         return None
     register_dot_intrinsics()
     weights = w.value.numpy()
-    from . import amx, bf16_amx, bf16_winograd
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
-    if a.data_layout == "NHWC" and bf16_amx.applies(*shapes, geometry[0], ctx.cpu):
-        amx.register(bf16_amx.KIND, shapes[2][2], shapes[1][2], shapes[2][3])
+    block = tiles(*shapes, geometry[0]) if tiles is not None and a.data_layout == "NHWC" \
+        else None
+    if block is not None:
         _count(ctx, tiles=True)
-        packed = amx.tap_major(pack_weights(weights, bf16_amx.CHANNELS))
+        packed = tap_major(pack_weights(weights, tile_channels(_TILE_KIND)))
         log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
-        return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, bf16_amx.CONV_BLOCK),
+        return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, block),
                           _producer_rounded(bb, x, a, ctx), relax.const(packed, "uint16"),
-                          primfunc_name_hint=bf16_amx.CONV_BLOCK)
-    if a.data_layout == "NHWC" and bf16_winograd.applies(
-            *shapes, [int(v) for v in a.strides], [int(v) for v in a.dilation],
-            int(a.groups), ctx):
-        _count(ctx)
-        return bf16_winograd.emit(bb, x, weights, a.padding, shapes[2])
+                          primfunc_name_hint=block)
+    if a.data_layout == "NHWC" and winograd is not None:
+        out = winograd(bb, x, weights, a, shapes, ctx)
+        if out is not None:
+            _count(ctx)
+            return out
     packed = pack_weights(weights)
     _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
@@ -387,8 +294,6 @@ def note_single_uses(ctx):
     """A pass (before ``LegalizeOps``) noting in *ctx*'s records the variables read exactly
     once, whose bfloat16 consumer may have their producer round them
     (:func:`legalize_conv2d`); nothing for a float32 build."""
-    from .module_utils import var_uses
-
     @tvm.transform.module_pass(opt_level=0, name="MxcNoteSingleUses")
     def _note(mod, _ctx):
         if ctx.precision == "bf16":
@@ -401,9 +306,9 @@ def note_single_uses(ctx):
     return _note
 
 
-def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
+def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx, tiles=None):
     """The bfloat16 kernel for ``[M, C] x const [C, N]`` float32 ``matmul`` (None: not
-    applicable)."""
+    applicable); the AMX kernel where *tiles* takes it (as :func:`legalize_conv2d`)."""
     x, w = call.args
     if ctx.precision != "bf16" or not family or not _float32_operands(x, w, call) \
             or len(static_shape(x)) != 2 or len(static_shape(w)) != 2:
@@ -412,16 +317,15 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
     if not worth_it(c, n):
         return None
     register_dot_intrinsics()
-    from . import amx, bf16_amx
     m = int(static_shape(x)[0])
     weights = w.value.numpy().reshape(1, 1, c, n)
-    tiles = bf16_amx.applies([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1), ctx.cpu)
-    if tiles:
-        amx.register(bf16_amx.KIND, m, c, n)
-        packed, block = amx.tap_major(pack_weights(weights, bf16_amx.CHANNELS)), bf16_amx.CONV_BLOCK
+    block = tiles([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1)) if tiles is not None \
+        else None
+    if block is not None:
+        packed = tap_major(pack_weights(weights, tile_channels(_TILE_KIND)))
     else:
         packed, block = pack_weights(weights), CONV_BLOCK
-    _count(ctx, tiles=tiles)
+    _count(ctx, tiles=block != CONV_BLOCK)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, block), x, relax.const(packed, "uint16"),
                       primfunc_name_hint="dense_bf16")
 
@@ -431,8 +335,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx):
 # ---------------------------------------------------------------------------
 def rule_bf16(func: tirx.PrimFunc, info):
     """Register-blocked, ``vdpbf16ps``-tensorized schedule of a :data:`CONV_BLOCK` kernel
-    (the int8 kernels' micro-kernel, :func:`.int8.rule_dot`); None for other kernels."""
-    from .int8 import rule_dot
+    (the int8 kernels' micro-kernel, :func:`..base.dot_kernel.rule_dot`); None for other kernels."""
     if not info.bf16_dot:
         return None
     return rule_dot(func, info, CONV_BLOCK, LANES, dot_intrinsic,

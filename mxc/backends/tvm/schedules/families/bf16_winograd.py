@@ -15,7 +15,7 @@ bfloat16:
   ``[(m+2)^2, K/16, C/2, 16, 2]`` (so the artifact holds them: F(4, 3)
   stores 2x the float32 weights' bytes, F(2, 3) 0.9x);
 * the product ``M[e, p, k] = sum_c V[e, p, c] U[e, c, k]`` is the direct
-  kernels' dot-product block (:data:`.bf16.CONV_BLOCK`) laid out as a 1x1
+  kernels' dot-product block (:data:`..base.bf16_step.CONV_BLOCK`) laid out as a 1x1
   convolution ``[e, 1, p, k]``, so :func:`.bf16.rule_bf16` register-blocks and
   tensorizes it; it accumulates in float32;
 * the output transform ``Y = A^T M A`` and the fused epilogue stay float32.
@@ -34,8 +34,8 @@ import logging
 import numpy as np
 from tvm import relax, te
 
-from . import winograd
-from .bf16 import CONV_BLOCK, GROUP, LANES, bits_to_float, round_bits, to_bf16_bits
+from ..base import winograd_transforms as winograd
+from ..base.bf16_step import CONV_BLOCK, GROUP, LANES, bits_to_float, round_bits, to_bf16_bits
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,10 @@ F4 = False
 def applies(xs, ws, ys, strides, dilation, groups: int, ctx) -> bool:
     """Whether NHWC conv2d of input/weight/output shapes *xs*/*ws*/*ys* takes the bfloat16
     Winograd kernels under the build's *ctx*: the float32 Winograd conditions
-    (:func:`.winograd.eligible`, which the ``--winograd`` mode sizes), output channels
-    in whole 16-lane blocks, and a product that stays in cache (:data:`CACHED_BYTES`)
-    or saves enough work for the bytes it moves (:data:`MIN_SAVED_PER_BYTE`).
+    (:func:`..base.winograd_transforms.eligible`, which the ``--winograd`` mode sizes),
+    output channels in whole 16-lane blocks, and a product that stays in cache
+    (:data:`CACHED_BYTES`) or saves enough work for the bytes it moves
+    (:data:`MIN_SAVED_PER_BYTE`).
 
     Even the fewest tiles "auto" transforms gain: resnet18's 512-channel 7x7 layer at
     batch 1 (16 F(2, 3) tiles, whose product streams the transformed weights) ran
@@ -88,7 +89,8 @@ def applies(xs, ws, ys, strides, dilation, groups: int, ctx) -> bool:
 
 
 def tile(n: int, oh: int, ow: int) -> int:
-    """m of F(m, 3): the float32 kernels' speed choice (:func:`.winograd.tile_size`)."""
+    """m of F(m, 3): the float32 kernels' speed choice
+    (:func:`..base.winograd_transforms.tile_size`)."""
     m = winograd.tile_size(n, oh, ow)
     return m if F4 else 2
 
@@ -129,3 +131,13 @@ def emit(bb: relax.BlockBuilder, x, w_hwio: np.ndarray, padding, out_shape):
     log.debug("conv2d -> bf16 Winograd F(%d, 3), weights %s", m, packed.shape)
     return winograd.emit_transforms(bb, x, u, m, padding, (n, oh, ow), batch_matmul,
                                     finish=round_bits, suffix="_bf16")
+
+
+def emit_if_applies(bb: relax.BlockBuilder, x, w_hwio: np.ndarray, attrs, shapes, ctx):
+    """:func:`emit` where the kernels take the layer (:func:`applies`; *attrs* the
+    conv2d's, *shapes* its input/weight/output shapes), else None: what the dispatcher
+    (:mod:`..legalize`) hands the bf16 family's legalization as its Winograd choice."""
+    if not applies(*shapes, [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation],
+                   int(attrs.groups), ctx):
+        return None
+    return emit(bb, x, w_hwio, attrs.padding, shapes[2])

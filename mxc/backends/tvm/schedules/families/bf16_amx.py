@@ -17,12 +17,12 @@ shape, so nothing is copied for the tiles:
 
 So the kernel is :func:`.bf16.conv2d_nhwc_bf16` with input channels padded to a
 tile row (:data:`CHANNELS`) and the block named :data:`CONV_BLOCK`, scheduled by
-:func:`.amx.rule_tiles`; a stride-2 layer's rounding copy splits its input by
-column phase (:func:`.amx.phase_split`).  Layers the tiles do not fit
-(:func:`.amx.conv_fits`: other strides, under 32 input channels, rows under
+:func:`..base.amx.rule_tiles`; a stride-2 layer's rounding copy splits its input by
+column phase (:func:`..base.amx.phase_split`).  Layers the tiles do not fit
+(:func:`..base.amx.conv_fits`: other strides, under 32 input channels, rows under
 :data:`MIN_ROWS` pixels -- a batch-1 dense layer) keep the AVX512-BF16 kernels, and
 Winograd is not used where the tiles are.  No machine this was written on has AMX: the results are checked
-through :mod:`.amx`'s emulation and the instructions in the assembly; the speed
+through :mod:`..base.amx`'s emulation and the instructions in the assembly; the speed
 is for an AMX machine's benchmark to show.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from . import amx
+from ..base import amx
 
 #: name of the accumulating block (what :func:`rule_amx` recognises)
 CONV_BLOCK = "conv2d_nhwc_bf16_amx"
@@ -43,9 +43,20 @@ MIN_ROWS = 4
 
 def applies(xs, ws, ys, strides, cpu) -> bool:
     """Whether an NHWC conv2d of input/weight/output shapes *xs*/*ws*/*ys* and *strides*
-    takes the tile kernel on a CPU with *cpu*'s (:class:`.microarch.CpuInfo`) features."""
+    takes the tile kernel on a CPU with *cpu*'s (:class:`..base.microarch.CpuInfo`) features."""
     return bool(cpu is not None and cpu.bf16_tiles
                 and amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS))
+
+
+def tile_block(xs, ws, ys, strides) -> str | None:
+    """:data:`CONV_BLOCK`, its tile step registered, where the tile kernel takes a layer of
+    these shapes (an AMX-BF16 target assumed: the dispatcher, :mod:`..legalize`, hands
+    this to the bf16 family's legalization only there); None where the vector kernels
+    keep it.  The AMX family decides the fit, the bf16 family builds the kernel."""
+    if not amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS):
+        return None
+    amx.register(KIND, ys[2], ws[2], ys[3])
+    return CONV_BLOCK
 
 
 def rule_amx(func: tirx.PrimFunc, info):

@@ -4,7 +4,7 @@
 products into one int32 lane, 16 lanes per zmm register (AVX512-VNNI) or 8 per
 ymm (AVX-VNNI): 64 multiply-adds per instruction, where the plain int32 path
 (widen, ``vpmulld``, add) does 16.  The quantized convolutions of an MXNet
-int8 model (:mod:`..ops.fused_mkldnn`, :mod:`..ops.quantization`) lower to a
+int8 model (:mod:`...ops.fused_mkldnn`, :mod:`...ops.quantization`) lower to a
 ``relax.nn.conv2d``/``relax.matmul`` of uint8/int8 codes with a constant int8
 weight and int32 accumulation; on a target with VNNI they are legalized here
 into a kernel shaped for the instruction:
@@ -29,29 +29,38 @@ into a kernel shaped for the instruction:
 :func:`rule_int8` is the default schedule of such a kernel: the output
 pixels (``oh * ow`` fused) are register-blocked ``rw`` at a time, the output
 channels ``nc`` (whole registers) at a time, as the float micro-kernel of
-:func:`.cpu.tile_shape`, and the innermost ``L x 4`` step is tensorized into
+:func:`..base.register_tile.tile_shape`, and the innermost ``L x 4`` step is tensorized into
 one ``vpdpbusd``.  AVX2 targets without VNNI run the same kernel with an AVX2 step
-(:mod:`.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
+(:mod:`..base.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
 an exact ``vpmaddwd`` on int16 pairs otherwise -- weights and data widened before
 the kernel's loop, :data:`DOT_STEPS` -- :func:`layer_family`, chosen once per
 layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
 AVX2 keep the generic int32 path (the float-style schedules on int32
 arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
-it fits.
+it fits -- a choice the AMX family makes and the dispatcher (:mod:`..legalize`) hands
+in, so that this module imports no other family.
+
+The dot-product steps and their tensor intrinsics (:mod:`..base.int8_steps`) and the
+register-blocked micro-kernel (:mod:`..base.dot_kernel`, also the bfloat16 kernels')
+live in ``base/``; this module builds the kernel (packing, TE, legalization) and
+recognises it again (:func:`rule_int8`).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from typing import NamedTuple
 
 import numpy as np
 from tvm import relax, s_tir, te, tirx
 from tvm.ir.expr import Constant
 
-from .microarch import CpuInfo
-from .module_utils import static_shape, tensor_dtype
+from ..base.amx import phase_split, phase_tap, tap_major, tile_channels
+from ..base.dot_kernel import find_block, rule_dot
+from ..base.int8_avx2 import layer_family as avx2_family
+from ..base.int8_steps import (DOT_STEPS, FAMILY_ATTR, GROUP, DotStep, dot_intrinsic, dot_lanes,
+                               shifts_data)
+from ..base.microarch import CpuInfo
+from ..base.module_utils import static_shape, tensor_dtype
 
 log = logging.getLogger(__name__)
 
@@ -59,115 +68,6 @@ log = logging.getLogger(__name__)
 CONV_BLOCK = "conv2d_nhwc_int8"
 #: the +128 shift turning int8 data into the instruction's unsigned operand
 SHIFT = 128
-#: bytes per int32 lane of one dot-product step
-GROUP = 4
-
-
-# ---------------------------------------------------------------------------
-# the instructions
-# ---------------------------------------------------------------------------
-class DotStep(NamedTuple):
-    """The shape of one family's dot-product step ``C[lanes] += A[group] . B[lanes, group]``."""
-    lanes: int      #: int32 lanes of the accumulator register
-    group: int      #: products summed into each lane
-    data: str       #: the data operand's dtype (what ``pad_temp`` holds)
-    weight: str     #: the packed weights' dtype
-
-
-#: the dot-product step of each family: ``vpdpbusd`` on zmm (AVX512-VNNI) or ymm
-#: (AVX-VNNI), AVX2's ``vpmaddubsw`` sequence on bytes, and AVX2's exact ``vpmaddwd`` on
-#: int16 pairs (weights widened when packed, data in ``pad_temp``; :mod:`.int8_avx2`) --
-#: the one registry of families (:func:`register_dot_intrinsics` registers each)
-DOT_STEPS = {"avx512vnni": DotStep(16, GROUP, "uint8", "int8"),
-             "avxvnni": DotStep(8, GROUP, "uint8", "int8"),
-             "avx2": DotStep(8, GROUP, "uint8", "int8"),
-             "avx2-exact": DotStep(8, 2, "int16", "int16")}
-#: the kernel block's annotation naming its family (chosen per layer at legalization)
-FAMILY_ATTR = "mxc.int8_dot"
-
-
-def dot_lanes(int8_dot: str) -> int:
-    """int32 lanes of one dot-product step of the *int8_dot* family (0: none)."""
-    return DOT_STEPS[int8_dot].lanes if int8_dot in DOT_STEPS else 0
-
-
-def shifts_data(family: str, data_dtype: str) -> bool:
-    """Whether *data_dtype* codes are shifted by +128 into *family*'s data operand (int8
-    data, an unsigned byte operand) -- and so the kernel subtracts ``128 * sum(w)``."""
-    return data_dtype == "int8" and DOT_STEPS[family].data == "uint8"
-
-
-#: LLVM's ``vpdpbusd`` intrinsic per register width (LLVM picks the VEX encoding on AVX-VNNI)
-_VPDPBUSD = {16: "llvm.x86.avx512.vpdpbusd.512", 8: "llvm.x86.avx512.vpdpbusd.256"}
-
-
-@functools.lru_cache(maxsize=None)
-def dot_intrinsic(int8_dot: str) -> str:
-    """Register (once) and name the tensor intrinsic ``C[L] += A[4] . B[L, 4]`` (u8 x s8 -> s32).
-
-    TVM ships a 16-lane form whose accumulator is a global buffer; the
-    schedule accumulates in registers (a ``local`` buffer), so mxc registers
-    its own: ``vpdpbusd`` for 16 lanes (zmm) and 8 (ymm), and the AVX2 steps of
-    :mod:`.int8_avx2` for 8 -- one description, the family's instructions.
-    """
-    from tvm.script import tirx as T
-
-    from .int8_avx2 import is_avx2, step
-
-    if int8_dot not in DOT_STEPS:
-        raise ValueError(f"no int8 dot-product instruction family {int8_dot!r}")
-    lanes, group, a_dtype, b_dtype = DOT_STEPS[int8_dot]
-    # (LLVM >= 17 types the byte operands <4L x i8>; older LLVMs took <L x i32>)
-    c_type, b_type = f"int32x{lanes}", f"{b_dtype}x{group * lanes}"
-
-    def accumulate(acc, a_word, b_vec):
-        """``acc + A . B``: *a_word* the step's data (4 bytes, 2 int16) as an int32,
-        *b_vec* the weights."""
-        if is_avx2(int8_dot):
-            return acc + step(int8_dot, a_word, b_vec, lanes)
-        a_bytes = T.reinterpret(T.broadcast(a_word, lanes), dtype=f"uint8x{GROUP * lanes}")
-        return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(_VPDPBUSD[lanes]),
-                                       acc, a_bytes, b_vec, dtype=c_type)
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.Buffer((group,), a_dtype, offset_factor=1),
-             b: T.Buffer((lanes, group), b_dtype, offset_factor=1),
-             c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:lanes], a[0:group], b[0:lanes, 0:group])
-            T.writes(c[0:lanes])
-            for i in T.serial(0, lanes):
-                for k in T.serial(0, group):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        c[vi] = c[vi] + T.cast(a[vk], "int32") * T.cast(b[vi, vk], "int32")
-
-    @T.prim_func(s_tir=True)
-    def impl(a: T.Buffer((group,), a_dtype, offset_factor=1),
-             b: T.Buffer((lanes, group), b_dtype, offset_factor=1),
-             c: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:lanes], a[0:group], b[0:lanes, 0:group])
-            T.writes(c[0:lanes])
-            a_i32 = T.reinterpret(a.vload([0], f"{a_dtype}x{group}"), dtype="int32")
-            c[T.ramp(T.int32(0), 1, lanes)] = accumulate(
-                c.vload([0], dtype=c_type), a_i32, b.vload([0, 0], dtype=b_type))
-
-    name = dot_intrinsic_name(int8_dot)
-    s_tir.TensorIntrin.register(name, desc, impl, override=True)
-    return name
-
-
-def dot_intrinsic_name(int8_dot: str) -> str:
-    """The name :func:`dot_intrinsic` registers for *int8_dot* (nothing registered here)."""
-    step = DOT_STEPS[int8_dot]
-    return f"mxc_dot_{step.lanes}x{step.group}_{int8_dot}"
-
-
-def register_dot_intrinsics() -> None:
-    """Register every family's intrinsic (tuning workers replay traces that name them)."""
-    for family in DOT_STEPS:
-        dot_intrinsic(family)
 
 
 # ---------------------------------------------------------------------------
@@ -260,7 +160,6 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
         def tap(i, y, x):
             return src[i, y * sh + ry * dh, x * sw * c + rc * group + ri]
     elif tiles and sw > 1:        # AMX tiles of a strided layer: the input split by phase
-        from .amx import phase_split, phase_tap
         src = phase_split((n, h + pt + pb, w + pl + pr, c4 * group),
                           lambda i, y, x, ch: padded(i, y, x, ch, ch < c), sw)
 
@@ -311,10 +210,11 @@ def _int8_operands(x, w, call) -> bool:
             and static_shape(x) is not None and static_shape(call) is not None)
 
 
-def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
-                    tiles: bool = False):
+def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str, tiles=None):
     """The VNNI kernel for an int8 NHWC/HWIO ``conv2d`` (None: not applicable); the AMX
-    tile kernel (:mod:`.int8_amx`) where *tiles* (the target has AMX-INT8) and it fits."""
+    tile kernel where *tiles* -- the AMX family's choice, ``tiles(xs, ws, ys, strides)``
+    -> its block name or None (:func:`.int8_amx.tile_block`), given by the dispatcher
+    (:mod:`..legalize`) on a target with AMX-INT8 -- takes the layer."""
     lanes = dot_lanes(int8_dot)
     a = call.attrs
     x, w = call.args
@@ -334,8 +234,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
                       *args, primfunc_name_hint=block)
 
 
-def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str,
-                    tiles: bool = False):
+def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str, tiles=None):
     """The VNNI (or, as :func:`legalize_conv2d`, AMX) kernel for ``[M, C] x const [C, N]``
     int8 ``matmul`` (None: not applicable)."""
     lanes = dot_lanes(int8_dot)
@@ -375,30 +274,25 @@ def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
 def layer_family(int8_dot: str, packed: np.ndarray) -> str:
     """The dot-product family of one layer's kernel, from the target's *int8_dot* and
     its *packed* weights: decided here, once, and carried on the kernel
-    (:data:`FAMILY_ATTR`).  Only AVX2 chooses per layer (:func:`.int8_avx2.layer_family`:
+    (:data:`FAMILY_ATTR`).  Only AVX2 chooses per layer (:func:`..base.int8_avx2.layer_family`:
     ``vpmaddubsw`` saturates on some weights)."""
-    from .int8_avx2 import layer_family as avx2_family
     return avx2_family(int8_dot, packed)
 
 
-def _tile_block(tiles: bool, xs, ws, ys, strides) -> str:
-    """The accumulating block's name: :data:`.int8_amx.CONV_BLOCK` where the AMX tile
-    kernel takes the layer (its tile step registered), else :data:`CONV_BLOCK`."""
-    from . import amx, int8_amx
-    if tiles and int8_amx.fits(xs, ws, ys, strides):
-        amx.register(int8_amx.KIND, ys[2], ws[2], ys[3])
-        return int8_amx.CONV_BLOCK
-    return CONV_BLOCK
+def _tile_block(tiles, xs, ws, ys, strides) -> str:
+    """The accumulating block's name: the AMX kernel's where *tiles* (the AMX family's
+    choice, which registers its tile step) takes the layer, else :data:`CONV_BLOCK`."""
+    return (tiles(xs, ws, ys, strides) if tiles is not None else None) or CONV_BLOCK
 
 
 def _pack_for(block: str, w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pack_weights` for the kernel of *block*: the AMX one's input channels
-    padded to a tile row and its weights tap-major (:func:`.amx.tap_major`)."""
-    from . import amx, int8_amx
-    if block != int8_amx.CONV_BLOCK:
+    padded to a tile row (of ``tdpbusd``, AMX's int8 step) and its weights tap-major
+    (:func:`..base.amx.tap_major`)."""
+    if block == CONV_BLOCK:
         return pack_weights(w_hwio, lanes)
-    packed, comp = pack_weights(w_hwio, lanes, int8_amx.CHANNELS)
-    return amx.tap_major(packed), comp
+    packed, comp = pack_weights(w_hwio, lanes, tile_channels("tdpbusd"))
+    return tap_major(packed), comp
 
 
 # ---------------------------------------------------------------------------
@@ -418,7 +312,7 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
 
     The step's family is the one legalization chose for the layer's weights
     (:data:`FAMILY_ATTR` on the block; AVX2: ``vpmaddubsw`` or the exact widened
-    sequence, :mod:`.int8_avx2`).  None when *func* has no such block.
+    sequence, :mod:`..base.int8_avx2`).  None when *func* has no such block.
     """
     family = kernel_family(func)
     lanes = dot_lanes(family)
@@ -430,119 +324,7 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
 def kernel_family(func: tirx.PrimFunc) -> str:
     """The family :data:`FAMILY_ATTR` names on *func*'s :data:`CONV_BLOCK` ("" if none)."""
     sch = s_tir.Schedule(func)
-    block = _find(sch, CONV_BLOCK)
+    block = find_block(sch, CONV_BLOCK)
     if block is None:
         return ""
     return str(sch.get(block).annotations.get(FAMILY_ATTR, ""))
-
-
-def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrinsic,
-             annotations: dict | None = None):
-    """The micro-kernel of :func:`rule_int8` for accumulating block *block* of a
-    ``[n, y, x, k, ry, rx, rc, ri]`` dot-product kernel whose innermost ``lanes x ri``
-    step is the tensor intrinsic ``intrinsic(v)`` names for a register tile of ``v``
-    channel vectors (also the bfloat16 kernels of
-    :mod:`.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
-    no such block."""
-    from .reduction import fuse_map, tile_split, tile_shape
-
-    opened = open_dot_kernel(func, block)
-    if opened is None:
-        return None
-    sch, main, ext, epilogues, keep = opened
-    pix = [i for i in (1, 2) if ext[i] > 1]
-    if len(pix) == 2:   # one pixel axis: a register block may wrap rows (7x7 maps)
-        sch.transform_layout(main, ("write", 0), fuse_map(4, pix, ext[:4]))
-        sch.transform_block_layout(main, fuse_map(8, pix, ext))
-        for epi in epilogues:
-            eext = [int(iv.dom.extent) for iv in sch.get(epi).iter_vars]
-            if len(eext) != 4 or eext[1:3] != ext[1:3]:
-                return None
-            sch.transform_block_layout(epi, fuse_map(4, pix, eext))
-        pix = [1]
-    loops = sch.get_loops(main)
-    spatial, (ry, rx, rc, ri) = loops[:-4], loops[-4:]
-    rext = ext[1] * ext[2]
-    # a register block dividing the pixels: a partial last block's predicate made the
-    # tensorize fail (inceptionv3's 71x71 layer fell back to a scalar kernel, 3.6x slower)
-    nc, rw = tile_shape(ext[3], rext, info, nc=None, exact=True)
-    if nc is None or nc % lanes:
-        nc, rw = lanes, 1
-    co, ci = tile_split(sch, spatial[-1], nc, max(nc, 4 * lanes))
-    cv, ck = sch.split(ci, [None, lanes])
-    pixel, inner = (spatial[pix[0]] if pix else None), []
-    if pixel is not None and rw > 1:     # rw pixels a register block
-        pixel, block = tile_split(sch, pixel, rw, max(rw, 32))
-        inner = [block]
-    outer = [lp for i, lp in enumerate(spatial[:-1]) if i not in pix] + \
-        ([pixel] if pixel is not None else [])
-    sch.reorder(co, *outer, ry, rx, rc, *inner, cv, ck, ri)
-    par = sch.fuse(co, *outer)
-    for epi in epilogues:
-        sch.reverse_compute_at(epi, par, preserve_unit_loops=True)
-    sch.parallel(par)
-    for key, value in (annotations or {}).items():
-        sch.annotate(par, key, value)
-    for lp in inner + [cv]:
-        sch.unroll(lp)
-    vectorize_epilogues(sch, epilogues)
-    init = sch.decompose_reduction(main, ry)
-    sch.vectorize(sch.get_loops(init)[-1])
-    sch.tensorize(ck, intrinsic(nc // lanes))
-    schedule_pads(sch, keep)
-    return sch
-
-
-def open_dot_kernel(func: tirx.PrimFunc, block: str):
-    """(schedule, block, its extents ``[n, y, x, k, ry, rx, rc, ri]``, epilogue blocks,
-    the kept ``pad_temp`` stages) of *func*'s dot-product block *block* with the
-    elementwise producers inlined and the result accumulated in a ``local`` buffer;
-    None when *func* has no such block.  The start of :func:`rule_dot` and of the AMX
-    tile schedule (:func:`.amx.rule_tiles`)."""
-    from .module_utils import accumulate_locally, inline_injective
-
-    sch = s_tir.Schedule(func)
-    if _find(sch, block) is None:
-        return None
-    params = list(func.params)
-    keep = [b for b in (_find(sch, "pad_temp"),) if b is not None]
-    inline_injective(sch, params, keep=keep)
-    main = sch.get_sblock(block)
-    ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
-    main, epilogues = accumulate_locally(sch, main, params)
-    return sch, main, ext, epilogues, keep
-
-
-def vectorize_epilogues(sch, epilogues) -> None:
-    """Vectorize each epilogue's innermost (channel) loop where its body allows."""
-    from .tir_queries import is_vectorizable
-    for epi in epilogues:
-        tile = sch.get_loops(epi)[1:]
-        if tile and is_vectorizable(sch.get(epi).body) and int(sch.get(tile[-1]).extent) > 1:
-            sch.vectorize(tile[-1])
-
-
-def schedule_pads(sch, blocks) -> None:
-    """:func:`_schedule_pad` for each kept padding stage."""
-    for b in blocks:
-        _schedule_pad(sch, b)
-
-
-def _schedule_pad(sch, block) -> None:
-    """Rows in parallel, channels vectorised (a few: unrolled) -- no index arithmetic
-    per byte, which a fused-and-split loop would put there (4-channel first layers)."""
-    loops = sch.get_loops(block)
-    sch.parallel(sch.fuse(*loops[:2]))
-    if len(loops) >= 4:          # [n, y, (phase,) x, ch]; a folded row [n, y, x*ch] stays a loop
-        ch = loops[-1]
-        if int(sch.get(ch).extent) >= 16:
-            sch.vectorize(ch)
-        else:
-            sch.unroll(ch)
-
-
-def _find(sch, name: str):
-    try:
-        return sch.get_sblock(name)
-    except Exception:  # noqa: BLE001 - no (unique) block of that name
-        return None

@@ -3,7 +3,7 @@
 One table, :data:`MICROARCHS`: float32 lanes of the widest vector the
 schedules use, vector registers, vector FMA and load issue ports (full-width
 operations per cycle), FMA latency and the data caches.  The register-tile
-model (:func:`.cpu.tile_shape`) sizes a micro-kernel from these, so a
+model (:func:`.register_tile.tile_shape`) sizes a micro-kernel from these, so a
 convolution compiled for a Xeon gets 16-lane tiles over 32 registers and one
 compiled for a Zen 3 8-lane tiles over 16 -- whatever machine compiles it.
 
@@ -49,15 +49,15 @@ class CpuInfo:
     #: vector FMAs and loads of at most half a register issued per cycle
     narrow_fma_ports: int = 2
     narrow_load_ports: int = 2
-    #: int8 dot-product instructions the target enables (:mod:`.int8`): "avx512vnni",
+    #: int8 dot-product instructions the target enables (:mod:`..families.int8`): "avx512vnni",
     #: "avxvnni", "avx2" (``vpmaddubsw``/``vpmaddwd``, :mod:`.int8_avx2`) or "" (none:
     #: int8 kernels use plain int32 arithmetic)
     int8_dot: str = ""
-    #: bfloat16 dot products the target enables (:mod:`.bf16`): "avx512bf16" or "" (none)
+    #: bfloat16 dot products the target enables (:mod:`..families.bf16`): "avx512bf16" or "" (none)
     bf16_dot: str = ""
-    #: whether the target has AMX-BF16 tiles (:mod:`.bf16_amx`: ``tdpbf16ps``)
+    #: whether the target has AMX-BF16 tiles (:mod:`..families.bf16_amx`: ``tdpbf16ps``)
     bf16_tiles: bool = False
-    #: whether the target has AMX-INT8 tiles (:mod:`.int8_amx`: ``tdpbusd``)
+    #: whether the target has AMX-INT8 tiles (:mod:`..families.int8_amx`: ``tdpbusd``)
     int8_tiles: bool = False
 
     def ports(self, lanes: int) -> tuple[int, int]:

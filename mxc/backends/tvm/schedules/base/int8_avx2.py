@@ -1,11 +1,11 @@
 """INT8 dot-product steps for AVX2 CPUs without VNNI (Haswell..Skylake client, Zen 1-3).
 
-The kernels of :mod:`.int8` are shaped for ``vpdpbusd`` (``C[L] += A[4] . B[L, 4]``,
+The kernels of :mod:`..families.int8` are shaped for ``vpdpbusd`` (``C[L] += A[4] . B[L, 4]``,
 uint8 x int8 into int32); a CPU without VNNI has no such instruction, and the
 plain int32 path (widen every byte, ``vpmulld``, add) does 8 multiply-adds per
 instruction.  Two AVX2 sequences compute a step of the same kernel and schedule
 on a ymm register (``L = 8``); they differ in the tensor intrinsic and, for the
-exact one, the operands' width (:data:`.int8.DOT_STEPS`, the kernel reads it):
+exact one, the operands' width (:data:`.int8_steps.DOT_STEPS`, the kernel reads it):
 
 * ``"avx2"``: ``vpmaddubsw`` multiplies 32 unsigned by 32 signed bytes and adds
   adjacent products into 16 int16 -- **saturating** -- then ``vpmaddwd`` by ones
@@ -23,7 +23,7 @@ exact one, the operands' width (:data:`.int8.DOT_STEPS`, the kernel reads it):
 
 The weights are constants, so the choice is made per layer at compile time from
 the packed weights (:func:`layer_family`) and carried on the kernel as data
-(:data:`.int8.FAMILY_ATTR`); the schedule only reads it.
+(:data:`.int8_steps.FAMILY_ATTR`); the schedule only reads it.
 
 oneDNN (MXNet's int8 backend) takes neither care: on a CPU without VNNI its
 x8s8s32x kernels halve the weights of int8 data (``wei_adj_scale = 0.5``, a

@@ -11,7 +11,7 @@ the helper is linked into the kernel as LLVM IR (``pragma_import_llvm``) and
 inlined; it uses LLVM's ``*.internal`` intrinsics, whose tile shapes are operands,
 so LLVM's tile-configuration pass writes the ``ldtilecfg`` itself.
 
-**Emulation.**  With ``MXC_EMULATE_AMX=1`` (:func:`..options.emulate_amx`) the helper is
+**Emulation.**  With ``MXC_EMULATE_AMX=1`` (:func:`...options.emulate_amx`) the helper is
 built as scalar loops with the instructions' definition instead -- same name,
 arguments and memory -- so every kernel around it runs on a CPU without AMX.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 
-from ..options import emulate_amx
+from ...options import emulate_amx
 
 #: rows of a tile, and bytes of one tile row
 ROWS, ROW_BYTES = 16, 64

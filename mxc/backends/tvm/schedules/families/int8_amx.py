@@ -2,15 +2,16 @@
 
 ``tdpbusd`` adds a ``rows x 64`` uint8 tile times a ``64 x 16`` int8 one into
 ``rows x 16`` int32 accumulators: 16x one ``vpdpbusd``.  The kernel is
-:func:`.int8.conv2d_nhwc_int8` unchanged -- the +128 shift of int8 data and its
-compensation, the exact int32 accumulator, the fused requantize -- with input
+:func:`.int8.conv2d_nhwc_int8` unchanged (built by the int8 family's
+:func:`.int8.legalize_conv2d` on this module's :func:`tile_block`) -- the +128 shift of
+int8 data and its compensation, the exact int32 accumulator, the fused requantize -- with input
 channels padded to a tile row (:data:`CHANNELS`) and the block named
 :data:`CONV_BLOCK`; the weights' VNNI packing ``[K/16, KH, KW, C/4, 16, 4]`` is
 already the B tile's layout (16 rows of 16 lanes x 4 bytes), and ``rows``
 consecutive output pixels of the padded channels-last input are the A tile at a
-stride of one pixel.  :func:`.amx.rule_tiles` schedules it, as the bfloat16 tiles
-(:mod:`.bf16_amx`).  Layers the tiles do not fit (:func:`.amx.conv_fits`) keep the
-VNNI kernels.  Not timed (no AMX machine at hand): checked through :mod:`.amx`'s
+stride of one pixel.  :func:`..base.amx.rule_tiles` schedules it, as the bfloat16 tiles
+(:mod:`.bf16_amx`).  Layers the tiles do not fit (:func:`..base.amx.conv_fits`) keep the
+VNNI kernels.  Not timed (no AMX machine at hand): checked through :mod:`..base.amx`'s
 emulation and in the assembly.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from . import amx
+from ..base import amx
 
 #: name of the accumulating block (what :func:`rule_amx` recognises)
 CONV_BLOCK = "conv2d_nhwc_int8_amx"
@@ -32,6 +33,17 @@ MIN_ROWS = 4
 def fits(xs, ws, ys, strides) -> bool:
     """Whether the tile kernel takes an NHWC conv2d of these shapes and *strides*."""
     return amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS)
+
+
+def tile_block(xs, ws, ys, strides) -> str | None:
+    """:data:`CONV_BLOCK`, its tile step registered, where the tile kernel takes the layer
+    (:func:`fits`); None where the VNNI kernel keeps it.  The int8 family's legalization
+    calls it when the dispatcher (:mod:`..legalize`) hands it over on an AMX-INT8 target:
+    the AMX family decides, the int8 family builds the kernel, neither imports the other."""
+    if not fits(xs, ws, ys, strides):
+        return None
+    amx.register(KIND, ys[2], ws[2], ys[3])
+    return CONV_BLOCK
 
 
 def rule_amx(func: tirx.PrimFunc, info):

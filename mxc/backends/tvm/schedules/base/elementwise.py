@@ -1,4 +1,4 @@
-"""The ``elementwise`` CPU rule: injective kernels (layout transposes, padding,
+"""How an elementwise block is scheduled: injective kernels (layout transposes, padding,
 concatenation, standalone activations) get their loops fused, the outer part
 parallel and the inner part vectorised, a few vectors at a time (one at a time
 where the block reads strided): LLVM's time to legalise a vector grows much
@@ -7,18 +7,18 @@ whole (a pyramid-pooling head: four upsampled channels-first branches and the
 feature map, concatenated channels-last) made 512- to 2048-lane gathers that
 cost minutes of code generation for one kernel.
 
-Its block scheduler also serves the reduction rule, for the padding copies that
-rule keeps as separate loop nests.
+The ``elementwise`` rule (:func:`..cpu.rule_elementwise`) applies it to every block
+of an all-spatial kernel; the reduction rule (:mod:`..families.reduction`) to the
+padding copies it keeps as separate loop nests -- so it sits in ``base/``.
 """
 
 from __future__ import annotations
 
 import math
 
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from .microarch import CpuInfo
-from .module_utils import inline_injective, is_spatial, root_blocks
 from .tir_queries import as_int, constant_bounds, is_vectorizable, uses_var
 
 #: a loop nest with fewer elements runs on one thread: waking the thread pool costs
@@ -124,16 +124,3 @@ def _seams(block, extent: int) -> list[int]:
     bounds ``K <= v`` / ``v < K`` inside the extent, ascending."""
     found = constant_bounds(block.body, block.iter_vars[-1].var)
     return sorted(k for k in found if 0 < k < extent)
-
-
-def rule_elementwise(func: tirx.PrimFunc, info: CpuInfo):
-    """Schedule every block of an all-spatial kernel (None: a block reduces)."""
-    sch = s_tir.Schedule(func)
-    blocks = root_blocks(sch)
-    if not blocks or any(not is_spatial(sch.get(b)) for b in blocks):
-        return None
-    params = list(func.params)   # a block writing one of these writes an output
-    inline_injective(sch, params)
-    for b in root_blocks(sch):
-        schedule_elementwise_block(sch, b, info)
-    return sch
