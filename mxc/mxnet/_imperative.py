@@ -5,24 +5,38 @@ operator, so the operator's own attribute parsing, shape/dtype inference and
 reference (or library) kernel run exactly as they do inside a graph.  The node
 lives as long as something needs it: a stateful operator's state is created
 for it and is released with it, as MXNet creates one state per imperative call.
+
+This module sits above the NDArray class (:mod:`._ndarray_core`) and below the
+sparse arrays (:mod:`.sparse`): on import it hands the class :func:`invoke` and
+:func:`resolve` (what ``x + y`` and ``x.softmax()`` run), and :mod:`.sparse`
+hands it the wrapper of sparse kernel results (:func:`provide_sparse_wrapper`),
+so none of the three imports a module above it.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..compiler.ir import Entry, Node
 from ..compiler.ops.registry import ForwardContext, get_op, has_op
 from ..errors import MxcError
-from . import autograd
+from . import _ndarray_core, autograd
+from ._ndarray_core import NDArray
 from .base import MXNetError, mxnet_error, not_supported
-from .ndarray import NDArray
 
 __all__ = ["invoke", "resolve", "op_function", "run_node", "wrap_output", "raw_value",
-           "storage_attrs", "check_training"]
+           "storage_attrs", "check_training", "provide_sparse_wrapper"]
+
+#: sparse kernel result -> sparse NDArray (or None when dense); handed in by .sparse
+_sparse_wrapper: list[Callable[[Any], Any]] = []
+
+
+def provide_sparse_wrapper(fn: Callable[[Any], Any]) -> None:
+    """Set how :func:`wrap_output` wraps a sparse kernel result (``sparse.from_kernel``)."""
+    _sparse_wrapper[:] = [fn]
 
 
 def resolve(name: str) -> str | None:
@@ -65,8 +79,7 @@ def wrap_output(value: Any, ctx=None) -> NDArray:
     """An operator's result as an NDArray (sparse results keep their storage)."""
     if isinstance(value, NDArray):
         return value
-    from .sparse import from_kernel
-    sparse = from_kernel(value)
+    sparse = _sparse_wrapper[0](value) if _sparse_wrapper else None
     if sparse is not None:
         return sparse
     return NDArray(np.asarray(value), ctx)
@@ -189,3 +202,6 @@ def invoke(op_name: str, args: list, kwargs: dict):
             t[:] = r
         return out
     return results[0] if len(results) == 1 else results
+
+
+_ndarray_core.provide(invoke=invoke, resolve=resolve)

@@ -13,6 +13,12 @@ and dtypes.
 ``mx.nd.Custom(x, op_type="name")`` and ``mx.sym.Custom(...)`` use the graph
 operator ``Custom`` when it is registered and call the operator *name*
 directly otherwise.
+
+A prop's ``forward`` may run when only this module was imported (a compiled
+model with a custom operator registered here), and ``x * 2`` inside it runs an
+operator, so this module imports :mod:`.sparse`, which loads the operator
+machinery and hands it to the NDArray class (:mod:`._ndarray_core`).  It
+imports neither ``mx.nd`` nor ``mx.sym``: they sit above it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import numpy as np
 from ..compiler.custom_op import CustomOp as _MxcCustomOp
 from ..compiler.custom_op import register_custom_op
 from ..registry import Registry
+from . import sparse as _sparse  # noqa: F401 -- loads what NDArray's operators run (below)
+from ._ndarray_core import NDArray
 from .base import MXNetError
 from .context import cpu
 
@@ -95,7 +103,6 @@ class CustomOpProp:
 
 
 def _nd(x, writable: bool = False):
-    from .ndarray import NDArray
     return NDArray(np.array(x) if writable and not x.flags.writeable else x)
 
 
@@ -110,7 +117,6 @@ class _State:
 
     def forward(self, inputs, outputs):
         from . import autograd
-        from .ndarray import NDArray
         if self.op is None:
             self.op = self.prop.create_operator(cpu(), [list(x.shape) for x in inputs],
                                                 [x.dtype.type for x in inputs])
@@ -122,7 +128,6 @@ class _State:
         return [o._data for o in outs]
 
     def backward(self, out_grads, inputs, outputs):
-        from .ndarray import NDArray
         args = inputs[:self.n_args]
         in_grad = [NDArray(np.zeros(a.shape, dtype=a.dtype)) for a in args]
         self.op.backward(["write"] * len(in_grad), [_nd(g) for g in out_grads],
@@ -195,16 +200,14 @@ def get_all_registered_operators() -> list[str]:
     return sorted(CUSTOM_OP_PROPS.names())
 
 
-def custom_call(namespace: str, args: list, kwargs: dict[str, Any]):
-    """``mx.nd.Custom`` / ``mx.sym.Custom`` when no graph operator ``Custom`` is registered."""
+def custom_op_type(kwargs: dict[str, Any]) -> str:
+    """``mx.nd.Custom`` / ``mx.sym.Custom`` (when no graph operator ``Custom`` is registered):
+    pop and check the ``op_type`` argument.  The caller runs it (``mx.nd``) or builds a node
+    of it (``mx.sym``), so this module imports neither of those above it."""
     from ..compiler.ops.registry import has_op
     op_type = kwargs.pop("op_type", None)
     if op_type is None:
         raise MXNetError("Custom: the op_type argument is required")
     if op_type not in CUSTOM_OP_PROPS and not has_op(op_type):
         raise MXNetError(f"Cannot find custom operator {op_type}")
-    if namespace == "nd":
-        from ._imperative import invoke
-        return invoke(op_type, args, kwargs)
-    from .symbol import builder
-    return builder(op_type)(*args, **kwargs)
+    return op_type

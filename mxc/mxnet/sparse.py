@@ -7,6 +7,11 @@ value (``asnumpy()``) is materialised once, on creation, so an NDArray's
 generic methods (shape, dtype, printing) work on sparse arrays too; operators
 that are not sparse-aware see that dense value only if the caller converts
 with ``tostype('default')``, as in MXNet.
+
+This module sits above the operator machinery (:mod:`._imperative`, imported
+here so operators run on sparse arrays however this module was reached) and
+hands down what the modules below need of it: ``NDArray.tostype`` runs
+:func:`cast_storage`, and operator results are wrapped by :func:`from_kernel`.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from . import _imperative, _ndarray_core
+from ._ndarray_core import NDArray, _dtype
 from .base import MXNetError, not_supported
-from .ndarray import NDArray
+from .context import check_cpu
 
 __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",
            "row_sparse_array", "cast_storage", "from_kernel", "zeros", "array"]
@@ -130,8 +137,9 @@ def row_sparse_array(arg1, shape=None, ctx=None, dtype=None) -> RowSparseNDArray
 
 
 def zeros(stype: str, shape, ctx=None, dtype=None) -> NDArray:
-    from .ndarray import zeros as dense_zeros
-    return cast_storage(dense_zeros(shape, ctx, dtype), stype)
+    ctx = check_cpu(ctx, "zeros")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return cast_storage(NDArray(np.zeros(shape, dtype=_dtype(dtype)), ctx), stype)
 
 
 def array(source_array, ctx=None, dtype=None) -> NDArray:
@@ -139,3 +147,7 @@ def array(source_array, ctx=None, dtype=None) -> NDArray:
         return source_array.copy()
     raise not_supported("mx.nd.sparse.array of a dense source (use csr_matrix / "
                         "row_sparse_array or tostype)")
+
+
+_ndarray_core.provide(cast_storage=cast_storage)
+_imperative.provide_sparse_wrapper(from_kernel)

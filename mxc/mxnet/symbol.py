@@ -25,10 +25,12 @@ import numpy as np
 
 from .. import symbol as _base
 from ..errors import MxcError
+from ._imperative import resolve as _resolve
 from .base import MXNetError, mxnet_error, version_number
 from .context import check_cpu
 from .executor import Executor, infer_error
 from .ndarray import NDArray, zeros as _nd_zeros
+from .operator import custom_op_type as _custom_op_type
 
 __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "fromjson",
            "linalg", "contrib", "sparse"]
@@ -328,10 +330,9 @@ class _Namespace:
         self._prefixes = tuple(prefixes)
 
     def __getattr__(self, name: str):
-        from ._imperative import resolve
         if not name.startswith("__"):
             for prefix in self._prefixes:
-                if resolve(prefix + name) is not None:
+                if _resolve(prefix + name) is not None:
                     return builder(prefix + name)
         raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
@@ -344,11 +345,9 @@ op = _Namespace("mxc.mxnet.symbol.op", [""])
 
 
 def __getattr__(name: str):
-    from ._imperative import resolve
-    if name == "Custom" and resolve("Custom") is None:
-        from .operator import custom_call
-        return lambda *args, **kwargs: custom_call("sym", list(args), kwargs)
-    if not name.startswith("__") and resolve(name) is not None:
+    if name == "Custom" and _resolve("Custom") is None:
+        return lambda *args, **kwargs: builder(_custom_op_type(kwargs))(*args, **kwargs)
+    if not name.startswith("__") and _resolve(name) is not None:
         return builder(name)
     raise AttributeError(f"module 'mxc.mxnet.symbol' has no attribute {name!r} (no such "
                          f"operator is registered)")
