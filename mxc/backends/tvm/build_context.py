@@ -64,7 +64,9 @@ class BuildContext:
     """Everything a build's passes and schedule rules may depend on besides the IR."""
 
     target: Any                       #: the resolved ``tvm.target.Target``
-    #: :class:`.schedules.base.microarch.CpuInfo` (None: not a CPU)
+    #: :class:`.schedules.base.microarch.CpuInfo` (None: not a CPU), decided when the
+    #: context is made; within the build its ``bf16_dot``/``bf16_tiles`` answer "can this
+    #: CPU do bfloat16?" (legalization, schedule rules) -- nothing asks the target again
     cpu: Any
     winograd: str = "auto"            #: ``auto`` / ``on`` / ``off``
     precision: str = "fp32"           #: ``fp32`` / ``bf16``
@@ -78,14 +80,8 @@ class BuildContext:
     strict: bool = False
     #: the default-schedule rules, in order (None: :data:`.schedules.cpu.RULES`)
     rules: tuple | None = None
-    options: Any = None               #: the Compile/TuneOptions it was made from
     #: build AMX tile steps as their scalar emulation (:mod:`.schedules.base.amx_steps`)
     emulate_amx: bool = False
-
-    @property
-    def bf16_dot(self) -> str:
-        """The CPU's bfloat16 dot-product family ("" none), decided once with ``cpu``."""
-        return self.cpu.bf16_dot if self.cpu is not None else ""
 
     def __enter__(self) -> "BuildContext":
         """Make this the :func:`current_context` of this thread until the block ends."""
@@ -120,8 +116,7 @@ def current_context() -> BuildContext | None:
 def build_context(target, *, winograd: str | None = None, precision: str | None = None,
                   db: str | os.PathLike | None = None, lift: Iterable[str] = (),
                   record: bool = True, progress: Callable[[str], None] | None = None,
-                  strict: bool | None = None, options: Any = None,
-                  emulate: bool | None = None) -> BuildContext:
+                  strict: bool | None = None, emulate: bool | None = None) -> BuildContext:
     """The context of a build for *target* (``mxc.compile`` and ``mxc tune`` both call
     this, with their options' ``winograd``/``precision``).
 
@@ -146,7 +141,6 @@ def build_context(target, *, winograd: str | None = None, precision: str | None 
                         db=None if db is None else os.fspath(db), lift=frozenset(lift),
                         records=records, progress=progress,
                         strict=strict_schedules() if strict is None else strict,
-                        options=options,
                         emulate_amx=emulate_amx() if emulate is None else bool(emulate))
 
 
@@ -156,9 +150,10 @@ def options_context(options: Any, target, **extra: Any) -> BuildContext:
     :class:`~.options.TuneOptions` (``mxc tune``): both read the same fields here, so
     the kernels tuned are the kernels compiled.  The options' settings were resolved
     when they were made (:meth:`~.options.CompileOptions.from_env`); the context copies
-    them and reads nothing else."""
+    them (each setting a field of its own: the options object itself is not kept) and
+    reads nothing else."""
     return build_context(target, winograd=options.winograd,
                          precision=getattr(options, "precision", None),
-                         db=getattr(options, "db", None), options=options,
+                         db=getattr(options, "db", None),
                          emulate=getattr(options, "emulate_amx", False),
                          **{"strict": getattr(options, "strict", None), **extra})
