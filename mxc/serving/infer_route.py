@@ -134,8 +134,11 @@ def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s
                    for k, v in scope.get("headers") or []}
         header_length = headers.get(_BINARY_HEADER.decode())
         model = dataplane.model_registry.get_model(name)
-        if model is None or not await dataplane.model_ready(name, True):
+        if model is None:
             raise UnknownModel(f"model {name!r} is not served")
+        if not await dataplane.model_ready(name, True):
+            from kserve.errors import ModelNotReady
+            raise ModelNotReady(name)  # 503 with Retry-After: it is loading
         limit = max_request_bytes
         if header_length is None:
             limit = min(getattr(model, "json_limit", None) or limit, limit)
