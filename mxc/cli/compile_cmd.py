@@ -136,11 +136,10 @@ def default_output(model: str) -> Path:
 def options_of(args):
     """The :class:`~mxc.backends.tvm.options.CompileOptions` the compile options of *args*
     ask for, options not given taken from the environment (``$MXC_WINOGRAD``, ...)."""
-    from ..backends.tvm.options import CompileOptions, current_database
-    db = getattr(args, "db", None)
-    return CompileOptions.from_env(
+    from ..backends.tvm.options import CompileOptions
+    return CompileOptions.from_env(   # db: --db, else a use_database() block, else env
         target=target_of(args), passes=args.passes, bind_params=args.bind_params,
-        name=Path(args.model).name, db=db if db is not None else current_database(),
+        name=Path(args.model).name, db=getattr(args, "db", None),
         weights_as_inputs=args.weights_as_inputs, params_source=args.params,
         winograd=args.winograd, precision=getattr(args, "precision", "fp32"))
 

@@ -29,7 +29,6 @@ from tvm import relax  # noqa: E402
 
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
 from mxc.backends.tvm.build_context import build_context  # noqa: E402
-from mxc.backends.tvm.options import ENV_EMULATE_AMX  # noqa: E402
 from mxc.backends.tvm.schedules.base import amx  # noqa: E402
 from test_bf16 import _conv_module as _bf16_conv, _dense_module as _bf16_dense  # noqa: E402
 from test_bf16 import _ref_conv, _round  # noqa: E402
@@ -95,8 +94,7 @@ def _instruction(kind, a, b_packed):
 
 
 @pytest.mark.parametrize("kind", list(amx.KINDS))
-def test_emulated_tile_steps_follow_the_instructions_definition(kind, monkeypatch):
-    monkeypatch.setenv(ENV_EMULATE_AMX, "1")
+def test_emulated_tile_steps_follow_the_instructions_definition(kind):
     depth, (a_type, b_type, acc, g) = amx.KINDS[kind][2], amx.OPERANDS[kind]
     m, n, k = 32, 48, 2 * depth
     rng = np.random.default_rng(0)
@@ -107,7 +105,8 @@ def test_emulated_tile_steps_follow_the_instructions_definition(kind, monkeypatc
         a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16).view(np.uint16)
         b = rng.standard_normal((n // 16, k // g, 16 * g)).astype(ml_dtypes.bfloat16) \
             .view(np.uint16)
-    func = tvm.tirx.build(tvm.IRModule({"main": amx.dense_kernel(kind, m, n, k)}),
+    kernel = amx.dense_kernel(kind, m, n, k, emulate=True)   # as MXC_EMULATE_AMX=1 builds
+    func = tvm.tirx.build(tvm.IRModule({"main": kernel}),
                           target=resolve_target("llvm"))
     out = tvm.runtime.tensor(np.zeros((m, n), acc))
     func(tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
@@ -260,7 +259,10 @@ def test_sapphirerapids_convolutions_run_on_tiles_and_other_cpus_do_not():
 def test_an_emulated_build_says_so_and_needs_no_amx(emulated):
     from mxc.backends.tvm.manifest import target_info
     from mxc.cli.inspect_cmd import cpu_needs_line
-    host = target_info(emulated)["host"]
+    # the options' emulate_amx (MXC_EMULATE_AMX=1 read when they were made), not the
+    # environment at manifest time: the manifest says what the build did
+    assert "emulated" not in target_info(emulated)["host"]
+    host = target_info(emulated, emulate_amx=True)["host"]
     assert {"amx-tile", "amx-bf16", "amx-int8"} <= set(host["emulated"])
     assert not any(f.startswith("amx") for f in host["features"])
     assert "emulated: amx-bf16, amx-int8, amx-tile" in cpu_needs_line(host)

@@ -176,3 +176,93 @@ def test_a_broken_schedule_rule_is_logged_by_name_and_the_next_rule_used(caplog)
 def test_the_test_suite_builds_strictly():
     from mxc.backends.tvm.build_context import build_context
     assert build_context(resolve_target("llvm")).strict
+
+
+# ---------------------------------------------------------------------------
+# settings resolved once, before the build (issue 36): like TVM's PassContext
+# ---------------------------------------------------------------------------
+class _RecordingEnviron(dict):
+    """``os.environ`` as the options layer sees it, noting which MXC_ variables are read
+    while *phase* says the build stage is running."""
+
+    def __init__(self, data, phase):
+        super().__init__(data)
+        self.phase, self.late = phase, []
+
+    def _note(self, key):
+        if self.phase["build"] and str(key).startswith("MXC_"):
+            self.late.append(key)
+
+    def get(self, key, default=None):
+        self._note(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+
+def test_the_environment_is_read_before_the_build_stage_and_never_during_it(
+        monkeypatch, tmp_path):
+    """Oracle: the same compile with nothing changed.  Changing every build variable
+    (and entering a use_database block) once the build stage has started must not
+    reach the build: no MXC_ variable is read then, the manifest says what the options
+    resolved, and the outputs are those of the unchanged compile."""
+    import os
+    import types
+    from pathlib import Path
+
+    import mxc
+    from mxc.backends.tvm import build_stage, options
+    from mxc.backends.tvm.options import use_database
+
+    mlp = Path(__file__).resolve().parents[2] / "examples" / "mlp"
+    sym, args, aux = mxc.load_checkpoint(str(mlp / "mlp"), 0)
+    feed = {"data": np.load(mlp / "input.npz")["data"]}
+    for var in ("MXC_TUNING_DB", "MXC_WINOGRAD", "MXC_EMULATE_AMX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MXC_STRICT_SCHEDULES", "1")
+    want = mxc.compile(sym, (args, aux), {"data": feed["data"].shape})
+
+    phase = {"build": False}
+    environ = _RecordingEnviron(os.environ, phase)
+    proxy = types.SimpleNamespace(**{k: getattr(os, k) for k in ("fspath", "PathLike")},
+                                  environ=environ)
+    monkeypatch.setattr(options, "os", proxy)
+    real = build_stage.build_lowered
+
+    def late_changes(lowered, opts, prog):
+        phase["build"] = True
+        environ.update({"MXC_TUNING_DB": str(tmp_path / "none"), "MXC_WINOGRAD": "on",
+                        "MXC_EMULATE_AMX": "1", "MXC_STRICT_SCHEDULES": "0"})
+        try:
+            with use_database(tmp_path / "none-either"):
+                return real(lowered, opts, prog)
+        finally:
+            phase["build"] = False
+
+    monkeypatch.setattr(build_stage, "build_lowered", late_changes)
+    got = mxc.compile(sym, (args, aux), {"data": feed["data"].shape})
+    assert environ.late == []
+    m = got.manifest
+    assert m["tuning_db"] is None and m["environment"] == {}
+    assert "emulated" not in m["target"].get("host", {})
+    assert m["precision"] == want.manifest["precision"]
+    np.testing.assert_array_equal(got.run(feed)[0], want.run(feed)[0])
+
+
+def test_amx_helpers_follow_the_entered_context_not_the_environment(monkeypatch):
+    from mxc.backends.tvm.build_context import build_context, current_context
+    from mxc.backends.tvm.schedules.base import amx_steps
+    monkeypatch.setenv("MXC_EMULATE_AMX", "1")        # set, but no context says so
+    target = resolve_target("llvm")
+    real, emulated = (build_context(target, record=False, emulate=e) for e in (False, True))
+    assert current_context() is None
+    assert "x86_amx" in amx_steps.helper_ir("tdpbf16ps")            # no build: the real steps
+    with real:
+        assert current_context() is real
+        assert "x86_amx" in amx_steps.helper_ir("tdpbf16ps")
+        with emulated:
+            assert "x86_amx" not in amx_steps.helper_ir("tdpbf16ps")
+        assert current_context() is real
+    assert current_context() is None

@@ -39,7 +39,7 @@ from ...errors import BackendError
 from ...interrupts import watch_interrupts
 # the database block lives with the options (no TVM needed); importable from here as before
 from .options import ENV_TUNING_DB as DB_ENV  # noqa: E402,F401 - read by the options layer
-from .options import current_database, use_database  # noqa: E402,F401
+from .options import use_database  # noqa: E402,F401
 
 # target resolution lives in targets.py (tune and its workers use it without importing
 # this module); the names stay importable from here
@@ -99,24 +99,25 @@ def gpu_schedule_pass():
         _guard(dl.gpu.Fallback()))
 
 
-def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = None,
-                   optimize: bool = True, stats: dict | None = None, ctx=None):
-    """The Relax pipeline mxc compiles *target* with.
+def relax_pipeline(target: tvm.target.Target, *, optimize: bool = True,
+                   stats: dict | None = None, ctx=None):
+    """The Relax pipeline mxc compiles *target* with, in the build context *ctx* (its
+    tuning database ``ctx.db``, resolved when the build began; None: none).
 
     CPU (``optimize=True``, the default): mxc's CPU pipeline
     (:func:`mxc.backends.tvm.schedules.pipeline.cpu_pipeline`: numpy constant
-    folding, channels-last convolutions, fusion, tuned schedules from *db*
-    when given, default schedules for every other kernel).  ``optimize=False``:
+    folding, channels-last convolutions, fusion, tuned schedules from the database
+    when there is one, default schedules for every other kernel).  ``optimize=False``:
     TVM's stock ``relax.get_default_pipeline`` (unscheduled kernels).  GPUs:
-    TVM's CUDA passes with guarded dlight default schedules (and *db*'s tuned
-    kernels first when given).
+    TVM's CUDA passes with guarded dlight default schedules (and the database's tuned
+    kernels first when there is one).
     """
+    db = ctx.db if ctx is not None else None
     if not is_gpu_target(target):
         if not optimize:
             return relax.get_default_pipeline(target)
         from .schedules.pipeline import cpu_pipeline
-        return cpu_pipeline(target, db=None if db is None else os.fspath(db), stats=stats,
-                            ctx=ctx)
+        return cpu_pipeline(target, stats=stats, ctx=ctx)
     from tvm.relax.backend.cuda import pipeline as cuda
 
     @tvm.transform.module_pass(opt_level=0, name="MxcGpuPipeline")
@@ -126,7 +127,7 @@ def relax_pipeline(target: tvm.target.Target, *, db: str | os.PathLike | None = 
                       + [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                          relax.transform.FoldConstant(), relax.transform.FuseOps(),
                          relax.transform.FuseTIR()]
-                      + ([relax.transform.MetaScheduleApplyDatabase(os.fspath(db))]
+                      + ([relax.transform.MetaScheduleApplyDatabase(db)]
                          if db is not None else [])
                       + [gpu_schedule_pass()]
                       + cuda.dataflow_lower_passes(target)
@@ -150,8 +151,9 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
     db:
         a tuning database directory (``mxc tune --db``, :func:`mxc.backends.tvm.tune.tune`):
         kernels it holds a tuned schedule for use it, the others get the default
-        schedules.  Default: the :func:`use_database` block's, else none.  A directory
-        without a database is an error.
+        schedules.  Default: the :func:`use_database` block's, else none, looked up now,
+        once, into the build's context.  A directory without a database is an error.
+        Only for a module built on its own: a *ctx* carries its own ``db``.
     optimize:
         False compiles with TVM's stock pipeline (no layout change, no default
         schedules: slow code, for debugging the optimisations).
@@ -160,21 +162,26 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
         each kernel got (``None``: none applied; kernels tuned from *db* are absent).
     ctx:
         the build's :class:`~mxc.backends.tvm.build_context.BuildContext` (Winograd
-        mode, precision, load-time lifting, the records they fill); default: a module
-        built on its own, with the defaults (``mxc.compile`` passes its own).
+        mode, precision, tuning database, load-time lifting, the records they fill);
+        default: a module built on its own, with the defaults (``mxc.compile`` passes
+        its own).  The build runs with it entered (``with ctx:``), so code that cannot
+        be handed it reads :func:`~.build_context.current_context`.
     """
     from .tvm_threads import per_thread_block_builders
     per_thread_block_builders()   # legalization builds Relax in this thread
     tgt = resolve_target(target)
-    if db is None:
-        db = current_database()
-    if db is not None:
-        from .tune import check_database
-        db = check_database(db)
-    if ctx is None and not is_gpu_target(tgt):
+    if ctx is None:   # a module built on its own: its settings resolved here, once
         from .build_context import build_context
+        from .options import resolve_database
+        db = resolve_database(db)
+        if db is not None:
+            from .tune import check_database
+            db = check_database(db)
         ctx = build_context(tgt, db=db, record=False)
-    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats, ctx=ctx)
+    elif db is not None:
+        raise BackendError("build_module: give db= or a ctx (which carries its db), "
+                           "not both")
+    pipeline = relax_pipeline(tgt, optimize=optimize, stats=stats, ctx=ctx)
     tir = "default"
     if optimize and not is_gpu_target(tgt):
         from .schedules.tir_pipeline import tir_pipeline
@@ -183,11 +190,11 @@ def build_module(mod: tvm.IRModule, target: Any = "llvm", *,
               if tgt.kind.name == "cuda" else contextlib.nullcontext())
     # a Ctrl-C reaching TVM's C++ code comes back as whatever TVM makes of it (often an
     # empty RuntimeError): the watch turns the failure it causes into KeyboardInterrupt
-    with watch_interrupts():
-        return _compile(mod, tgt, pipeline, tir, device, db, optimize, stats, ctx)
+    with watch_interrupts(), ctx:
+        return _compile(mod, tgt, pipeline, tir, device, optimize, stats, ctx)
 
 
-def _compile(mod, tgt, pipeline, tir, device, db, optimize, stats, ctx):
+def _compile(mod, tgt, pipeline, tir, device, optimize, stats, ctx):
     """``tvm.compile``, once more without vectorisation if an intrinsic has no vector form."""
     try:
         with device:
@@ -205,8 +212,7 @@ def _compile(mod, tgt, pipeline, tir, device, db, optimize, stats, ctx):
                                                required_pass=cur.required_pass,
                                                disabled_pass=cur.disabled_pass,
                                                instruments=list(cur.instruments)):
-                    pipeline = relax_pipeline(tgt, db=db, optimize=optimize, stats=stats,
-                                              ctx=ctx)
+                    pipeline = relax_pipeline(tgt, optimize=optimize, stats=stats, ctx=ctx)
                     return tvm.compile(mod, target=tgt, relax_pipeline=pipeline,
                                        tir_pipeline=tir)
             except Exception:  # noqa: BLE001 - report the first error

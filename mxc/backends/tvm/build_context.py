@@ -17,17 +17,26 @@ is compiled) and pass it down: to the graph passes
 The context is immutable; its one mutable part is :class:`BuildRecords`, the
 statistics sink the steps fill for the manifest, which belongs to that build
 alone.
+
+Like TVM's ``PassContext`` (``tvm/ir/transform.py``), every setting is resolved
+once, when the context is made (:func:`build_context`): the tuning database
+(``db``), the AMX emulation (``emulate_amx``), the precision (validated against the
+CPU here, and nowhere later), the Winograd mode.  A build enters its context
+(``with ctx:``, :func:`~.build.build_module`); code too deep to be handed it -- the
+AMX helper IR of a tile schedule -- reads :func:`current_context`.  Nothing below
+reads the environment or a ``use_database`` block: a setting changed once the build
+has begun does not reach it.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import BackendError
-from .options import WINOGRAD_MODES, strict_schedules
+from .options import check_winograd, emulate_amx, strict_schedules
 
 
 
@@ -55,7 +64,9 @@ class BuildContext:
     """Everything a build's passes and schedule rules may depend on besides the IR."""
 
     target: Any                       #: the resolved ``tvm.target.Target``
-    #: :class:`.schedules.base.microarch.CpuInfo` (None: not a CPU)
+    #: :class:`.schedules.base.microarch.CpuInfo` (None: not a CPU), decided when the
+    #: context is made; within the build its ``bf16_dot``/``bf16_tiles`` answer "can this
+    #: CPU do bfloat16?" (legalization, schedule rules) -- nothing asks the target again
     cpu: Any
     winograd: str = "auto"            #: ``auto`` / ``on`` / ``off``
     precision: str = "fp32"           #: ``fp32`` / ``bf16``
@@ -69,7 +80,16 @@ class BuildContext:
     strict: bool = False
     #: the default-schedule rules, in order (None: :data:`.schedules.cpu.RULES`)
     rules: tuple | None = None
-    options: Any = None               #: the Compile/TuneOptions it was made from
+    #: build AMX tile steps as their scalar emulation (:mod:`.schedules.base.amx_steps`)
+    emulate_amx: bool = False
+
+    def __enter__(self) -> "BuildContext":
+        """Make this the :func:`current_context` of this thread until the block ends."""
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _stack().pop()
 
     @property
     def winograd_min_size(self) -> int:
@@ -77,18 +97,34 @@ class BuildContext:
         return MIN_SIZE_FORCED if self.winograd == "on" else MIN_SIZE
 
 
+_ACTIVE = threading.local()
+
+
+def _stack() -> list:
+    stack = getattr(_ACTIVE, "stack", None)
+    if stack is None:
+        stack = _ACTIVE.stack = []
+    return stack
+
+
+def current_context() -> BuildContext | None:
+    """The innermost entered :class:`BuildContext` of this thread (None: no build)."""
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
 def build_context(target, *, winograd: str | None = None, precision: str | None = None,
                   db: str | os.PathLike | None = None, lift: Iterable[str] = (),
                   record: bool = True, progress: Callable[[str], None] | None = None,
-                  strict: bool | None = None, options: Any = None) -> BuildContext:
+                  strict: bool | None = None, emulate: bool | None = None) -> BuildContext:
     """The context of a build for *target* (``mxc.compile`` and ``mxc tune`` both call
     this, with their options' ``winograd``/``precision``).
 
     *record*: fill :class:`BuildRecords` for a manifest (a model's compile) rather
-    than build a module on its own."""
-    if winograd is not None and winograd not in WINOGRAD_MODES:
-        raise BackendError(f"winograd must be one of {', '.join(WINOGRAD_MODES)}, "
-                           f"not {winograd!r}")
+    than build a module on its own.  *emulate* (the AMX emulation) and *strict*, when
+    None, come from the environment through :mod:`.options`, now: a module built on its
+    own reads them once, as it starts."""
+    check_winograd(winograd)   # the precision was checked when the options were made
     cpu = None
     if getattr(getattr(target, "kind", None), "name", None) == "llvm":
         from .schedules.base.microarch import cpu_info
@@ -105,14 +141,19 @@ def build_context(target, *, winograd: str | None = None, precision: str | None 
                         db=None if db is None else os.fspath(db), lift=frozenset(lift),
                         records=records, progress=progress,
                         strict=strict_schedules() if strict is None else strict,
-                        options=options)
+                        emulate_amx=emulate_amx() if emulate is None else bool(emulate))
 
 
 def options_context(options: Any, target, **extra: Any) -> BuildContext:
     """The context of a build for *target* under *options* -- a
     :class:`~.options.CompileOptions` (``mxc compile``) or a
     :class:`~.options.TuneOptions` (``mxc tune``): both read the same fields here, so
-    the kernels tuned are the kernels compiled."""
+    the kernels tuned are the kernels compiled.  The options' settings were resolved
+    when they were made (:meth:`~.options.CompileOptions.from_env`); the context copies
+    them (each setting a field of its own: the options object itself is not kept) and
+    reads nothing else."""
     return build_context(target, winograd=options.winograd,
-                         precision=getattr(options, "precision", None), options=options,
-                         **extra)
+                         precision=getattr(options, "precision", None),
+                         db=getattr(options, "db", None),
+                         emulate=getattr(options, "emulate_amx", False),
+                         **{"strict": getattr(options, "strict", None), **extra})

@@ -1,9 +1,10 @@
 """The build stage of a compile: one ``tvm.compile`` of the lowered module.
 
 :func:`build_lowered` builds a :class:`~.lower.LoweredModel`'s module for its
-target with the options' tuning database (:class:`TunedKernels` notes which
-kernels the database supplied) and Winograd mode, and reports TVM's passes to
-the progress display.  :func:`~mxc.backends.tvm.build.build_module` does the
+target in the build context made from the compile's options (their tuning
+database, resolved when the compile began -- :class:`TunedKernels` notes which
+kernels it supplied --, Winograd mode, precision, AMX emulation), and reports
+TVM's passes to the progress display.  Nothing here looks a setting up again.  :func:`~mxc.backends.tvm.build.build_module` does the
 compiling; this module decides what it is given.
 """
 
@@ -26,28 +27,27 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
     """``(Relax VM executable or None, BuildRecord)``; raises
     :class:`~mxc.errors.BackendError` when TVM fails.
 
-    The database is ``options.db``, else the :func:`~.build.use_database` block's."""
+    The database is ``options.db`` (the :func:`~.options.use_database` block's or
+    ``$MXC_TUNING_DB`` already folded in by :meth:`~.options.CompileOptions.from_env`),
+    carried by the build context as ``ctx.db``; the precision was checked against the
+    CPU when the compile began (:func:`~.compile.compile_with`)."""
     tgt = lowered.target
     prog.start(f"build for {tgt.kind.name}")
     executable = None
     tuning = None
     record = BuildRecord()
     if lowered.module is not None:
-        from .options import current_database
-        db = options.db if options.db is not None else current_database()
-        if db is not None:
+        from .build_context import options_context
+        from .schedules.families import winograd as _winograd
+        ctx = options_context(options, tgt, lift=lowered.region_functions(),
+                              progress=prog.note)
+        if ctx.db is not None:
             from .tune.database import foreign_records_message
-            tuning = TunedKernels(db)
-            tuning.foreign = foreign_records_message(db, tgt)
+            tuning = TunedKernels(ctx.db)
+            tuning.foreign = foreign_records_message(ctx.db, tgt)
             if tuning.foreign:
                 log.warning("%s", tuning.foreign)
-        from .build_context import options_context
-        from .precision import check_request
-        from .schedules.families import winograd as _winograd
-        check_request(options.precision, tgt)
-        ctx = options_context(options, tgt, db=db, lift=lowered.region_functions(),
-                              progress=prog.note)
-        executable = _build(lowered.module, tgt, prog, db, tuning, ctx)
+        executable = _build(lowered.module, tgt, prog, tuning, ctx)
         record.lifted = ctx.records.lifted
         if lowered.regions and tgt.kind.name == "llvm":
             record.winograd = _winograd.manifest_record(ctx.records.winograd, record.lifted)
@@ -61,12 +61,9 @@ def build_lowered(lowered: LoweredModel, options: CompileOptions,
     return executable, record
 
 
-def _build(mod, tgt, prog: CompileProgress, db=None, tuning: "TunedKernels | None" = None,
-           ctx=None):
+def _build(mod, tgt, prog: CompileProgress, tuning: "TunedKernels | None", ctx):
     from . import build as _build_module   # looked up per call (tests wrap build_module)
-    kwargs = {} if db is None else {"db": db}
-    if ctx is not None and tgt.kind.name == "llvm":
-        kwargs["ctx"] = ctx
+    kwargs = {"ctx": ctx}   # the settings, the database included, travel in the context
     instruments = []
     if prog.tty:
         instruments.append(_pass_counter(prog))
@@ -77,10 +74,11 @@ def _build(mod, tgt, prog: CompileProgress, db=None, tuning: "TunedKernels | Non
         return _build_module.build_module(mod, tgt, **kwargs)
     import tvm
     cur = tvm.transform.PassContext.current()
-    ctx = tvm.transform.PassContext(opt_level=cur.opt_level, required_pass=cur.required_pass,
-                                    disabled_pass=cur.disabled_pass, config=cur.config,
-                                    instruments=list(cur.instruments) + instruments)
-    with ctx:
+    pass_ctx = tvm.transform.PassContext(
+        opt_level=cur.opt_level, required_pass=cur.required_pass,
+        disabled_pass=cur.disabled_pass, config=cur.config,
+        instruments=list(cur.instruments) + instruments)
+    with pass_ctx:
         return _build_module.build_module(mod, tgt, **kwargs)
 
 

@@ -267,10 +267,8 @@ def compile(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None = Non
     manifest's ``environment``.  Returns a :class:`CompiledModel`.  Raises
     :class:`~mxc.errors.BackendError` (and the pass/partition errors of the stages).
     """
-    from .options import current_database
-    options = CompileOptions.from_env(
-        target=target, passes=passes, bind_params=bind_params, name=name,
-        db=db if db is not None else current_database(),   # a use_database() block wins
+    options = CompileOptions.from_env(   # db: given, else a use_database() block, else env
+        target=target, passes=passes, bind_params=bind_params, name=name, db=db,
         weights_as_inputs=weights_as_inputs, params_source=params_source, winograd=winograd,
         precision=precision)
     return compile_with(sym, params, shapes, dtypes, options, progress=progress, sign=sign,
@@ -291,6 +289,9 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
         raise BackendError("batch buckets need a dimension range in the shapes "
                            "(--shape data=1..64,...)")
     options = options if options is not None else CompileOptions()
+    if options.db is None:   # options made directly: a use_database() block, looked up once
+        from .options import resolve_database
+        options = options.with_(db=resolve_database(None))
     if options.db is not None:  # a wrong path fails now, not after the passes and lowering
         from .tune.database import check_database
         options = options.with_(db=check_database(options.db))
@@ -304,8 +305,8 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
                                     progress=progress, check_inputs=check_inputs))
         model.sign = sign
         return model
-    if options.precision == "bf16":   # a CPU without bf16 fails now, before the passes
-        from .precision import check_request
+    if options.precision == "bf16":   # a CPU without bf16 fails now, before the passes;
+        from .precision import check_request   # the one check of the precision's target
         from .targets import resolve_target
         check_request(options.precision,
                       resolve_target(options.target, cuda_arch=options.cuda_arch))

@@ -73,7 +73,7 @@ def build_manifest(plan: Plan, lowered: LoweredModel, options: CompileOptions,
         "mxc_version": __version__,
         "tvm_version": str(tvm.__version__),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "target": target_info(lowered.target),
+        "target": target_info(lowered.target, options.emulate_amx),
         "pipeline": lowered.pipeline,
         "bind_params": bool(options.bind_params),
         "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype,
@@ -103,8 +103,9 @@ def build_manifest(plan: Plan, lowered: LoweredModel, options: CompileOptions,
     return manifest
 
 
-def target_info(tgt) -> dict:
-    """The manifest's ``target``: kind, string, CUDA arch, and the host CPU of LLVM code."""
+def target_info(tgt, emulate_amx: bool = False) -> dict:
+    """The manifest's ``target``: kind, string, CUDA arch, and the host CPU of LLVM code
+    (*emulate_amx*: the options' setting the build used, not the environment now)."""
     from tvm.target import codegen
     kind = tgt.kind.name
     info: dict[str, Any] = {"kind": kind, "string": str(tgt),
@@ -120,8 +121,7 @@ def target_info(tgt) -> dict:
             features = []
         info["host"] = {"cpu": str(host.attrs.get("mcpu", "") or "generic"), "triple": triple,
                         "arch": _arch_of(triple), "features": features}
-        from .options import emulate_amx
-        if emulate_amx():
+        if emulate_amx:
             # the tile steps were built as scalar loops (a test of the AMX kernels on a
             # CPU without AMX): the code needs no AMX, and the manifest says which it emulates
             info["host"]["features"] = [f for f in features if not f.startswith("amx")]

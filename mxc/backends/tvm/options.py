@@ -34,7 +34,8 @@ ENV_CUDA_ARCH = "MXC_CUDA_ARCH"
 #: instead of being logged and the next rule tried (:mod:`.build_context`)
 ENV_STRICT_SCHEDULES = "MXC_STRICT_SCHEDULES"
 #: 1: build AMX tile steps as their scalar emulation (tests of the AMX kernels on a CPU
-#: without AMX; :mod:`.schedules.amx_steps`)
+#: without AMX; :mod:`.schedules.base.amx_steps`); read into the options' ``emulate_amx``
+#: when they are made, never during a build
 ENV_EMULATE_AMX = "MXC_EMULATE_AMX"
 #: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
 ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
@@ -99,6 +100,18 @@ def emulate_amx(environ: Mapping[str, str] | None = None) -> bool:
     return (env.get(ENV_EMULATE_AMX) or "").strip() == "1"
 
 
+def _build_switches(given: dict, environ: Mapping[str, str] | None) -> dict:
+    """*given* with ``emulate_amx`` and ``strict`` left None read from their variables:
+    test switches, not recorded in the manifest's ``environment`` (the manifest says
+    what emulation did in ``target.host.emulated``)."""
+    given = dict(given)
+    if given.get("emulate_amx") is None:
+        given["emulate_amx"] = emulate_amx(environ)
+    if given.get("strict") is None:
+        given["strict"] = strict_schedules(environ)
+    return given
+
+
 _STATE = threading.local()
 
 
@@ -117,6 +130,14 @@ def use_database(db: str | os.PathLike | None):
 def current_database() -> str | os.PathLike | None:
     """The innermost :func:`use_database` block's database (this thread), or None."""
     return getattr(_STATE, "db", None)
+
+
+def resolve_database(db: str | os.PathLike | None) -> str | os.PathLike | None:
+    """*db* if given, else the :func:`use_database` block's: the one place a build's
+    database is looked up (``$MXC_TUNING_DB`` comes after both, in
+    :meth:`CompileOptions.from_env`).  Called once, where a compile or a module built on
+    its own starts; everything later reads the build context's ``db``."""
+    return db if db is not None else current_database()
 
 
 @dataclass(frozen=True)
@@ -149,6 +170,14 @@ class CompileOptions:
     precision:
         ``fp32`` (default), ``bf16`` (convolutions/dense in bfloat16 with float32
         accumulation, :mod:`mxc.backends.tvm.precision`) or ``auto``.
+    emulate_amx:
+        build AMX tile steps as their scalar emulation (``$MXC_EMULATE_AMX=1``, read by
+        :meth:`from_env`; tests of the AMX kernels on a CPU without AMX).  A field, not a
+        variable read mid-build, so one compile's code and manifest agree on it.
+    strict:
+        a schedule rule's exception fails the build (``$MXC_STRICT_SCHEDULES``, read by
+        :meth:`from_env`; the test suite sets it); None: the build context reads the
+        variable when it is made.
     environment:
         the environment variables that supplied a value above (recorded in the
         manifest); filled by :meth:`from_env`.
@@ -164,6 +193,8 @@ class CompileOptions:
     winograd: str | None = None
     cuda_arch: str | None = None
     precision: str = "fp32"
+    emulate_amx: bool = False
+    strict: bool | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -175,8 +206,12 @@ class CompileOptions:
         """Options from *given* (``mxc.compile``'s keywords), every option left None
         taken from its environment variable (:data:`ENVIRONMENT`) when that is set.
 
-        *environ* defaults to ``os.environ``; this is the one place mxc reads it
-        for a compile."""
+        The database: ``db`` given, else the :func:`use_database` block's, else
+        ``$MXC_TUNING_DB`` (:func:`resolve_database`).  *environ* defaults to
+        ``os.environ``; this is the one place mxc reads it for a compile, so a compile's
+        settings are fixed before any of its stages runs."""
+        given = {**given, "db": resolve_database(given.get("db"))}
+        given = _build_switches(given, environ)
         given, used = _from_environment(given, environ, ENVIRONMENT)
         return cls(**given, environment=used)
 
@@ -264,6 +299,10 @@ class TuneOptions:
     verify: bool = True
     keep_margin: float = KEEP_MARGIN
     only: Sequence[str] | None = None
+    #: build AMX tile steps as their scalar emulation (as :class:`CompileOptions`)
+    emulate_amx: bool = False
+    #: a schedule rule's exception fails the build (as :class:`CompileOptions`)
+    strict: bool | None = None
 
     #: the environment variables that supplied a value (filled by :meth:`from_env`)
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -271,7 +310,9 @@ class TuneOptions:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **given: Any) -> "TuneOptions":
         """Options from *given*; ``winograd`` left None comes from ``$MXC_WINOGRAD`` (the
-        kernels tuned are those :meth:`CompileOptions.from_env` would compile)."""
+        kernels tuned are those :meth:`CompileOptions.from_env` would compile), and
+        ``emulate_amx`` from ``$MXC_EMULATE_AMX`` likewise."""
+        given = _build_switches(given, environ)
         given, used = _from_environment(given, environ, {ENV_WINOGRAD: "winograd"})
         return cls(**given, environment=used)
 

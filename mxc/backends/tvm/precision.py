@@ -73,11 +73,11 @@ def compare(bf16_model, fp32_model, feeds: Mapping[str, Any]) -> dict:
 def compile_auto(compile_one, options, check_inputs: Mapping[str, Any] | None):
     """``--precision auto``: *compile_one(options)* -> CompiledModel, tried as bf16 (where
     the target computes it) and fp32; the bf16 one is kept when :func:`compare` passes."""
-    from .schedules.families.bf16 import target_bf16
+    from .schedules.families.bf16 import bf16_refusal
     from .targets import resolve_target
     target = resolve_target(options.target, cuda_arch=options.cuda_arch)
     fp32 = compile_one(options.with_(precision="fp32"))
-    if target.kind.name != "llvm" or not target_bf16(target):
+    if bf16_refusal(target) is not None:
         fp32.manifest["precision"] = {**fp32.manifest.get("precision", {}), "requested": "auto",
                                       "reason": "the target has no bfloat16 dot products"}
         return fp32
@@ -94,10 +94,11 @@ def compile_auto(compile_one, options, check_inputs: Mapping[str, Any] | None):
 
 
 def check_request(precision: str | None, target) -> None:
-    """Refuse ``bf16`` where *target* cannot compute it (before anything is compiled)."""
-    from .options import check_precision
+    """Refuse ``bf16`` where *target* cannot compute it (before anything is compiled).
+
+    Called once per compile, as it starts (:func:`.compile.compile_with`); the value
+    itself was checked when the options were made (:func:`.options.check_precision`)."""
     from .schedules.families.bf16 import check_target
-    check_precision(precision)
     if precision == "bf16":
         check_target(target, precision)
 

@@ -162,7 +162,12 @@ def default_schedule(func: tirx.PrimFunc, ctx, rules=None):
     from .base.tir_queries import has_root_block
     if not has_root_block(func):
         return None, None
-    for rule in RULES if rules is None else rules:
+    with ctx:   # entered: what a rule cannot be handed (the AMX emulation) it reads there
+        return _first_rule(func, ctx, RULES if rules is None else rules)
+
+
+def _first_rule(func: tirx.PrimFunc, ctx, rules):
+    for rule in rules:
         try:
             sch = rule.apply(func, ctx.target, ctx)
         except Exception as exc:  # noqa: BLE001 - a bug in the rule: see the docstring

@@ -40,16 +40,19 @@ def graph_passes(ctx: BuildContext, layout: bool = True) -> list:
     return passes
 
 
-def cpu_pipeline(target: tvm.target.Target, *, db: str | None = None, layout: bool = True,
+def cpu_pipeline(target: tvm.target.Target, *, layout: bool = True,
                  schedule: bool = True, stats: dict | None = None,
                  ctx: BuildContext | None = None, rules: list | None = None) -> tvm.transform.Pass:
-    """Graph passes, tuned schedules from *db*, default schedules, VM lowering.
+    """Graph passes, tuned schedules from the context's database, default schedules, VM
+    lowering.
 
-    *ctx*: the build's context (default: a module built on its own for *target*);
+    *ctx*: the build's context, whose ``db`` (resolved when the build began) is the one
+    database read here (default: a module built on its own for *target*, no database);
     *rules*: the default-schedule rules (default :data:`.cpu.RULES`)."""
     from tvm.relax.backend.cpu_generic import pipeline as cpu
     if ctx is None:
-        ctx = build_context(target, db=db, record=False)
+        ctx = build_context(target, record=False)
+    db = ctx.db
 
     @tvm.transform.module_pass(opt_level=0, name="MxcCpuPipeline")
     def _pipeline(mod, _ctx):

@@ -33,10 +33,11 @@ from .bf16_step import bits_to_float
 from .dot_kernel import open_dot_kernel, schedule_pads, vectorize_epilogues
 
 
-def dense_kernel(kind: str, m: int, n: int, k: int):
+def dense_kernel(kind: str, m: int, n: int, k: int, emulate: bool | None = None):
     """A PrimFunc ``C[m, n] = A[m, k] . B`` of *kind*'s tile steps; B packed
     ``[n/16, k/g, 16 * g]`` (``g`` = operand elements per accumulator lane: 2 for
-    bfloat16 bits, 4 for int8), A row-major.  Not used by the pipeline (see above)."""
+    bfloat16 bits, 4 for int8), A row-major.  Not used by the pipeline (see above).
+    *emulate*: the steps' scalar emulation (None: the current build context's choice)."""
     from tvm.script import tirx as T
 
     operand, acc, per_row = KINDS[kind]
@@ -46,7 +47,7 @@ def dense_kernel(kind: str, m: int, n: int, k: int):
                          f"{per_row}, not {m}x{n}x{k}")
     size = 2 if operand == "uint16" else 1
     steps = k // per_row
-    ir, name = helper_ir(kind, ROWS, steps), helper_name(kind, ROWS, steps)
+    ir, name = helper_ir(kind, ROWS, steps, emulate=emulate), helper_name(kind, ROWS, steps)
     b_type = "int8" if kind == "tdpbusd" else operand
 
     @T.prim_func

@@ -11,16 +11,17 @@ the helper is linked into the kernel as LLVM IR (``pragma_import_llvm``) and
 inlined; it uses LLVM's ``*.internal`` intrinsics, whose tile shapes are operands,
 so LLVM's tile-configuration pass writes the ``ldtilecfg`` itself.
 
-**Emulation.**  With ``MXC_EMULATE_AMX=1`` (:func:`...options.emulate_amx`) the helper is
-built as scalar loops with the instructions' definition instead -- same name,
-arguments and memory -- so every kernel around it runs on a CPU without AMX.
+**Emulation.**  When the build's context says ``emulate_amx`` (``MXC_EMULATE_AMX=1``,
+read once into the options: :class:`...options.CompileOptions`) the helper is built as
+scalar loops with the instructions' definition instead -- same name, arguments and
+memory -- so every kernel around it runs on a CPU without AMX.  The setting is read
+from the entered build context (:func:`...build_context.current_context`), never the
+environment: the code and the manifest of one build agree on it.
 """
 
 from __future__ import annotations
 
 import functools
-
-from ...options import emulate_amx
 
 #: rows of a tile, and bytes of one tile row
 ROWS, ROW_BYTES = 16, 64
@@ -35,9 +36,11 @@ def helper_name(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1) ->
     return f"mxc_amx_{kind}_{rows}x{16 * blocks}_s{steps}"
 
 
-def helper_ir(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1) -> str:
+def helper_ir(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1,
+              emulate: bool | None = None) -> str:
     """The LLVM IR of the helper :func:`helper_name` names (module docstring); its
-    scalar emulation when :func:`emulating`."""
+    scalar emulation when *emulate* (None: the current build context's ``emulate_amx``;
+    outside any build, the real instructions)."""
     if kind not in KINDS:
         raise ValueError(f"no AMX tile product {kind!r}; known: {', '.join(KINDS)}")
     if not 1 <= rows <= ROWS:
@@ -45,7 +48,11 @@ def helper_ir(kind: str, rows: int = ROWS, steps: int = 1, blocks: int = 1) -> s
     if not 1 <= blocks <= MAX_BLOCKS or not 1 <= steps * blocks <= MAX_PRODUCTS:
         raise ValueError(f"an AMX helper takes 1 to {MAX_BLOCKS} blocks and 1 to "
                          f"{MAX_PRODUCTS} products, not {steps} steps x {blocks} blocks")
-    return (_emulation_ir if emulate_amx() else _tile_ir)(kind, rows, steps, blocks)
+    if emulate is None:
+        from ...build_context import current_context
+        ctx = current_context()
+        emulate = ctx is not None and ctx.emulate_amx
+    return (_emulation_ir if emulate else _tile_ir)(kind, rows, steps, blocks)
 
 
 _SIGNATURE = "(ptr %c, ptr %a, ptr %b, i64 %sa, i64 %sb, i64 %sc, i64 %sv) alwaysinline"

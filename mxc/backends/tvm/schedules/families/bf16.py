@@ -87,18 +87,28 @@ def target_bf16(target) -> str:
     return bf16_dot(target)
 
 
+def bf16_refusal(target) -> str | None:
+    """Why *target* cannot compute ``--precision bf16`` (None: it can) -- the one question
+    a compile asks of the target before its build context exists (``--precision bf16``
+    refused, ``auto`` settling on fp32); within a build the context's CPU
+    (``ctx.cpu.bf16_dot``) answers."""
+    if target.kind.name != "llvm":
+        return f"--precision bf16 applies to CPU targets, not {target.kind.name}"
+    if not target_bf16(target):
+        mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
+        return (f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
+                f"(needs one of {', '.join(BF16_FEATURES)}); use --precision fp32, or "
+                f"--cpu sapphirerapids / znver4 to build for a CPU that has them")
+    return None
+
+
 def check_target(target, precision: str) -> None:
     """Refuse ``bf16`` for a CPU target without bfloat16 dot products (a BackendError)."""
     if precision != "bf16":
         return
-    if target.kind.name != "llvm":
-        raise BackendError(f"--precision bf16 applies to CPU targets, not {target.kind.name}")
-    if not target_bf16(target):
-        mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
-        raise BackendError(
-            f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
-            f"(needs one of {', '.join(BF16_FEATURES)}); use --precision fp32, or "
-            f"--cpu sapphirerapids / znver4 to build for a CPU that has them")
+    refusal = bf16_refusal(target)
+    if refusal is not None:
+        raise BackendError(refusal)
 
 
 def _count(ctx, tiles: bool = False) -> None:
