@@ -31,6 +31,7 @@ import asyncio
 import errno
 import json
 import logging
+import os
 import resource
 import socket
 from typing import Any, Callable
@@ -59,7 +60,6 @@ def raise_descriptor_limit() -> int:
 
 def open_descriptors() -> int:
     try:
-        import os
         return len(os.listdir("/proc/self/fd"))
     except OSError:
         return 16

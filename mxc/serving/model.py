@@ -48,12 +48,12 @@ class MxcModel(kserve.Model):
         """Verify and load the artifact; raises :class:`~mxc.errors.ArtifactError` /
         :class:`~mxc.errors.SigningError` (nothing is served from a refused file)."""
         self.session = runtime.load(self.path, verify_key=self.verify_key, threads=self.threads)
-        self.batcher = AdaptiveBatcher(self.session.run, batch_range(self.session),
+        batch = batch_range(self.session)
+        self.batcher = AdaptiveBatcher(self.session.run, batch,
                                        max_batch_size=self.max_batch_size,
                                        max_latency_ms=self.max_latency_ms,
                                        observe=metrics.observer(self.name),
                                        submit=getattr(self.session, "submit", None))
-        batch = batch_range(self.session)
         #: the largest JSON request body this model can need (None: only the binary limit)
         self.json_limit = json_limit(self.session.inputs, batch.hi if batch else None)
         self._requests = {o: metrics.REQUESTS.labels(self.name, o)

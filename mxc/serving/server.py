@@ -37,7 +37,6 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import ArtifactError, MxcError
 
