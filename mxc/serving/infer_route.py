@@ -9,8 +9,9 @@ middleware answers the one hot route itself, JSON and binary alike:
 
 * the body is read with a limit before it is parsed: ``--max-request-bytes``
   for the binary extension and, for JSON, a limit derived from the model's
-  declared inputs (:func:`json_limit`), so a body that cannot fit them is
-  refused (413) by its ``Content-Length`` or as soon as it streams past it;
+  declared inputs (:func:`mxc.serving.requests.json_limit`), so a body that
+  cannot fit them is refused (413) by its ``Content-Length`` or as soon as it
+  streams past it;
 * a body that stalls for ``body_timeout_s`` gets 408;
 * large bodies are parsed and checked (:mod:`mxc.serving.requests`) on a small
   thread pool, off the event loop, so other clients keep being answered and
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -40,29 +40,7 @@ _INFER = re.compile(r"/v2/models/([^/]+)/infer")
 _BINARY_HEADER = b"inference-header-content-length"
 #: bodies up to this size are decoded on the event loop (a thread hop costs more)
 INLINE_DECODE_BYTES = 64 << 10
-#: the most bytes one JSON element may take ("-1.2345678901234567e-308, " and nesting)
-JSON_BYTES_PER_ELEMENT = 32
-#: room for names, datatypes, shapes, ids, parameters and whitespace
-JSON_OVERHEAD_BYTES = 64 << 10
 _DECODERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mxc-decode")
-
-
-def json_limit(inputs: Any, max_batch: int | None) -> int | None:
-    """The largest JSON body a request for a model with *inputs* can need: its
-    elements (at the largest batch it runs) at :data:`JSON_BYTES_PER_ELEMENT`
-    each, plus overhead.  None (no bound but the binary limit) when an input has
-    an open dimension other than a bounded batch."""
-    total = JSON_OVERHEAD_BYTES
-    for info in inputs:
-        dims = list(info.shape)
-        if dims and not (isinstance(dims[0], int) and dims[0] >= 0):
-            if max_batch is None:
-                return None
-            dims[0] = max_batch
-        if not all(isinstance(d, int) and d >= 0 for d in dims):
-            return None
-        total += math.prod(dims) * JSON_BYTES_PER_ELEMENT + 1024
-    return total
 
 
 def _target(scope: dict) -> str | None:

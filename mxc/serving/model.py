@@ -25,7 +25,7 @@ from ..errors import MxcError
 from . import metrics
 from .batcher import AdaptiveBatcher, batch_range
 from .errors import RequestError
-from .infer_route import json_limit
+from .requests import json_limit
 from .tensors import as_array, check_feeds, output_tensor, tensor_metadata
 
 log = logging.getLogger(__name__)

@@ -50,6 +50,30 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+#: the most bytes one JSON element may take ("-1.2345678901234567e-308, " and nesting)
+JSON_BYTES_PER_ELEMENT = 32
+#: room for names, datatypes, shapes, ids, parameters and whitespace
+JSON_OVERHEAD_BYTES = 64 << 10
+
+
+def json_limit(inputs: Any, max_batch: int | None) -> int | None:
+    """The largest JSON body a request for a model with *inputs* can need: its
+    elements (at the largest batch it runs) at :data:`JSON_BYTES_PER_ELEMENT`
+    each, plus overhead.  None (no bound but the binary limit) when an input has
+    an open dimension other than a bounded batch."""
+    total = JSON_OVERHEAD_BYTES
+    for info in inputs:
+        dims = list(info.shape)
+        if dims and not (isinstance(dims[0], int) and dims[0] >= 0):
+            if max_batch is None:
+                return None
+            dims[0] = max_batch
+        if not all(isinstance(d, int) and d >= 0 for d in dims):
+            return None
+        total += math.prod(dims) * JSON_BYTES_PER_ELEMENT + 1024
+    return total
+
+
 def check_datatype(where: str, datatype: Any) -> str:
     if not isinstance(datatype, str) or datatype not in DATATYPES:
         raise RequestError(f"{where}: datatype {_short(datatype)} is not a V2 datatype "

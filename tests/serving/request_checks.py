@@ -176,7 +176,7 @@ def triton_clients_name_the_model_in_field_2() -> None:
 
 
 def json_limit_follows_the_declared_inputs() -> None:
-    from mxc.serving.infer_route import JSON_BYTES_PER_ELEMENT, JSON_OVERHEAD_BYTES, json_limit
+    from mxc.serving.requests import JSON_BYTES_PER_ELEMENT, JSON_OVERHEAD_BYTES, json_limit
     mlp = [SimpleNamespace(shape=(1, 784))]
     assert json_limit(mlp, None) == JSON_OVERHEAD_BYTES + 784 * JSON_BYTES_PER_ELEMENT + 1024
     dynamic = [SimpleNamespace(shape=("batch", 784))]
