@@ -37,8 +37,12 @@ ENV_STRICT_SCHEDULES = "MXC_STRICT_SCHEDULES"
 #: without AMX; :mod:`.schedules.base.amx_steps`); read into the options' ``emulate_amx``
 #: when they are made, never during a build
 ENV_EMULATE_AMX = "MXC_EMULATE_AMX"
+#: the C++ compiler that links the library (the usual variable, TVM's too): for another
+#: architecture it replaces the ``<triple>-g++`` mxc looks for (:mod:`.toolchain`)
+ENV_CXX = "CXX"
 #: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
-ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
+ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch",
+               ENV_CXX: "cxx"}
 
 #: the ``winograd`` choices (:mod:`mxc.backends.tvm.schedules.families.winograd`): auto (where
 #: the output side is large enough to pay for the larger weights), on, off
@@ -174,6 +178,9 @@ class CompileOptions:
         build AMX tile steps as their scalar emulation (``$MXC_EMULATE_AMX=1``, read by
         :meth:`from_env`; tests of the AMX kernels on a CPU without AMX).  A field, not a
         variable read mid-build, so one compile's code and manifest agree on it.
+    cxx:
+        the C++ compiler that links the library (``$CXX``); None: this machine's for its
+        own architecture, ``<triple>-g++`` for another (:mod:`.toolchain`).
     strict:
         a schedule rule's exception fails the build (``$MXC_STRICT_SCHEDULES``, read by
         :meth:`from_env`; the test suite sets it); None: the build context reads the
@@ -195,6 +202,7 @@ class CompileOptions:
     precision: str = "fp32"
     emulate_amx: bool = False
     strict: bool | None = None
+    cxx: str | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
