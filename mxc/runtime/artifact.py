@@ -403,8 +403,8 @@ def check_target_runnable(target: Mapping[str, Any], path: Any = "artifact") -> 
     here = host_cpu().arch   # the one "this CPU" (a test simulating an ARM host sets it)
     if arch and arch != here:
         raise ArtifactError(f"{path}: compiled for {ARCH_NAMES.get(arch, arch)} CPUs "
-                            f"(built as {arch} for {host.get('cpu') or 'generic'}; "
-                            f"{target.get('string')}), this machine is "
+                            f"({host.get('cpu') or 'generic'}, "
+                            f"{host.get('triple') or target.get('string')}), this machine is "
                             f"{ARCH_NAMES.get(here, here)}; recompile the model for this "
                             f"machine (--cpu host)")
     missing = missing_cpu_features(list(host.get("features") or ()), arch or here)

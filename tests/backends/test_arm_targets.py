@@ -240,3 +240,22 @@ def test_inspect_host_on_an_arm_host(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "aarch64" in out and "neon" in out
 
+
+
+def test_precision_bf16_for_arm_is_refused_in_arm_terms():
+    """Neoverse V1 has BF16, but mxc has no BFMMLA/BFDOT kernels yet: say so, not that the
+    CPU lacks AVX512-BF16 (nor suggest an x86 CPU)."""
+    from mxc.backends.tvm.schedules.families.bf16 import bf16_refusal
+    msg = bf16_refusal(resolve_target(with_cpu("llvm", "neoverse-v1")))
+    assert "no ARM kernels yet" in msg and "neoverse-v1" in msg
+    assert "AVX" not in msg and "sapphirerapids" not in msg
+
+
+def test_arm_code_is_never_taken_for_code_this_machine_runs():
+    """``mxc tune`` measures locally only what this CPU runs (else it builds a proxy)."""
+    from mxc.backends.tvm.targets import missing_on_host
+    from mxc.runtime.cpu_features import machine_arch
+    if machine_arch() == "aarch64":
+        pytest.skip("an aarch64 machine runs aarch64 code")
+    assert missing_on_host(resolve_target(with_cpu("llvm", "neoverse-n1"))) == [
+        "aarch64 instructions"]

@@ -263,8 +263,12 @@ def missing_on_host(target) -> list[str]:
     """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here).
 
     "Lacks" is the kernel's word (:func:`mxc.runtime.cpu_features.host_cpu`, which the
-    artifact loader asks too); where the kernel reports nothing, LLVM's view of the host."""
+    artifact loader asks too); where the kernel reports nothing, LLVM's view of the host.
+    Code for another architecture lacks everything: ``["aarch64 instructions"]``."""
     host = host_cpu()
+    triple = str(target.attrs.get("mtriple", "") or "")
+    if triple and triple_arch(triple) != host.arch:   # another architecture: nothing runs here
+        return [f"{triple_arch(triple)} instructions"]
     needed = isa_features(target)
     if host.features() is None:
         return sorted(set(needed) - _cpu_name_features(_host_cpu()))
