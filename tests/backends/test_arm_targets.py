@@ -259,3 +259,12 @@ def test_arm_code_is_never_taken_for_code_this_machine_runs():
         pytest.skip("an aarch64 machine runs aarch64 code")
     assert missing_on_host(resolve_target(with_cpu("llvm", "neoverse-n1"))) == [
         "aarch64 instructions"]
+
+
+def test_register_tiles_are_sized_for_each_arm_architecture():
+    """AArch64 has 32 NEON registers, AArch32 (armv7) 16: a tile sized for 32 would spill."""
+    from mxc.backends.tvm.schedules.base.microarch import cpu_info, kernel_class
+    a64 = cpu_info(resolve_target(with_cpu("llvm", "neoverse-n1")))
+    a32 = cpu_info(resolve_target(with_cpu("llvm", "cortex-a7")))
+    assert (a64.lanes, a64.registers, a32.lanes, a32.registers) == (4, 32, 4, 16)
+    assert kernel_class(a64) == kernel_class(a32) == "neon"
