@@ -38,11 +38,13 @@ ENV_STRICT_SCHEDULES = "MXC_STRICT_SCHEDULES"
 #: when they are made, never during a build
 ENV_EMULATE_AMX = "MXC_EMULATE_AMX"
 #: the C++ compiler that links the library (the usual variable, TVM's too): for another
-#: architecture it replaces the ``<triple>-g++`` mxc looks for (:mod:`.toolchain`)
+#: architecture it replaces the ``<triple>-g++`` mxc looks for (:mod:`.toolchain`).  Read
+#: by :meth:`CompileOptions.from_env` but not recorded in the manifest: it picks the
+#: linker, not the code, and is commonly set in a developer's shell
 ENV_CXX = "CXX"
-#: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
-ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch",
-               ENV_CXX: "cxx"}
+#: every variable :meth:`CompileOptions.from_env` reads and records, with the option it
+#: supplies
+ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
 
 #: the ``winograd`` choices (:mod:`mxc.backends.tvm.schedules.families.winograd`): auto (where
 #: the output side is large enough to pay for the larger weights), on, off
@@ -220,6 +222,9 @@ class CompileOptions:
         settings are fixed before any of its stages runs."""
         given = {**given, "db": resolve_database(given.get("db"))}
         given = _build_switches(given, environ)
+        if given.get("cxx") is None:
+            given["cxx"] = ((os.environ if environ is None else environ).get(ENV_CXX)
+                            or "").strip() or None
         given, used = _from_environment(given, environ, ENVIRONMENT)
         return cls(**given, environment=used)
 
