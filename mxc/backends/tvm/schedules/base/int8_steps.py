@@ -1,8 +1,8 @@
 """The int8 dot-product steps: ``C[L] += A[G] . B[L, G]`` (uint8/int16 x int8/int16 -> int32).
 
 One registry (:data:`DOT_STEPS`) of the instruction families an int8 kernel steps
-with -- ``vpdpbusd`` on zmm (AVX512-VNNI) or ymm (AVX-VNNI), and AVX2's two
-sequences (:mod:`.int8_avx2`) -- and the tensor intrinsics that tensorize a
+with -- ``vpdpbusd`` on zmm (AVX512-VNNI) or ymm (AVX-VNNI), AVX2's two
+sequences (:mod:`.int8_avx2`), AArch64's ``sdot``/``usdot`` (:mod:`.arm_dot_steps`) -- and the tensor intrinsics that tensorize a
 kernel's innermost step into them (:func:`dot_intrinsic`).  Legalization
 (:mod:`..families.int8`) picks a family per layer and writes it on the kernel
 block (:data:`FAMILY_ATTR`); the schedule rule reads it back, and tuning workers
@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from tvm import s_tir
 
+from . import arm_dot_steps
 from .int8_avx2 import is_avx2, step
 
 #: bytes per int32 lane of one dot-product step
@@ -40,7 +41,10 @@ class DotStep(NamedTuple):
 DOT_STEPS = {"avx512vnni": DotStep(16, GROUP, "uint8", "int8"),
              "avxvnni": DotStep(8, GROUP, "uint8", "int8"),
              "avx2": DotStep(8, GROUP, "uint8", "int8"),
-             "avx2-exact": DotStep(8, 2, "int16", "int16")}
+             "avx2-exact": DotStep(8, 2, "int16", "int16"),
+             # AArch64, one 128-bit register: sdot (signed data), usdot (unsigned data)
+             arm_dot_steps.DOTPROD: DotStep(4, GROUP, "int8", "int8"),
+             arm_dot_steps.I8MM: DotStep(4, GROUP, "uint8", "int8")}
 #: the kernel block's annotation naming its family (chosen per layer at legalization)
 FAMILY_ATTR = "mxc.int8_dot"
 
@@ -51,9 +55,22 @@ def dot_lanes(int8_dot: str) -> int:
 
 
 def shifts_data(family: str, data_dtype: str) -> bool:
-    """Whether *data_dtype* codes are shifted by +128 into *family*'s data operand (int8
-    data, an unsigned byte operand) -- and so the kernel subtracts ``128 * sum(w)``."""
-    return data_dtype == "int8" and DOT_STEPS[family].data == "uint8"
+    """Whether *data_dtype* codes are shifted into *family*'s data operand of the other
+    byte signedness (:func:`data_shift`) -- and so the kernel subtracts ``shift * sum(w)``."""
+    return data_shift(family, data_dtype) != 0
+
+
+def data_shift(family: str, data_dtype: str) -> int:
+    """What is added to each *data_dtype* code to make it *family*'s byte operand: +128
+    for int8 data on an unsigned operand (``vpdpbusd``, ``usdot``), -128 for uint8 data
+    on a signed one (``sdot``), 0 where they agree.  Either is ``x ^ 0x80`` on the bits,
+    and exact once ``shift * sum(w)`` is subtracted from the accumulator."""
+    operand = DOT_STEPS[family].data
+    if data_dtype == "int8" and operand == "uint8":
+        return 128
+    if data_dtype == "uint8" and operand == "int8":
+        return -128
+    return 0
 
 
 #: LLVM's ``vpdpbusd`` intrinsic per register width (LLVM picks the VEX encoding on AVX-VNNI)
@@ -66,8 +83,9 @@ def dot_intrinsic(int8_dot: str) -> str:
 
     TVM ships a 16-lane form whose accumulator is a global buffer; the
     schedule accumulates in registers (a ``local`` buffer), so mxc registers
-    its own: ``vpdpbusd`` for 16 lanes (zmm) and 8 (ymm), and the AVX2 steps of
-    :mod:`.int8_avx2` for 8 -- one description, the family's instructions.
+    its own: ``vpdpbusd`` for 16 lanes (zmm) and 8 (ymm), the AVX2 steps of
+    :mod:`.int8_avx2` for 8 and AArch64's ``sdot``/``usdot`` (:mod:`.arm_dot_steps`)
+    for 4 -- one description, the family's instructions.
     """
     from tvm.script import tirx as T
 
@@ -84,6 +102,8 @@ def dot_intrinsic(int8_dot: str) -> str:
         *b_vec* the weights."""
         if is_avx2(int8_dot):
             return acc + step(int8_dot, a_word, b_vec, lanes)
+        if arm_dot_steps.is_arm(int8_dot):
+            return arm_dot_steps.step(int8_dot, acc, a_word, b_vec, lanes)
         a_bytes = T.reinterpret(T.broadcast(a_word, lanes), dtype=f"uint8x{GROUP * lanes}")
         return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(_VPDPBUSD[lanes]),
                                        acc, a_bytes, b_vec, dtype=c_type)

@@ -178,14 +178,26 @@ def kernel_class(info: CpuInfo) -> str:
 def int8_dot(target: Target) -> str:
     """The widest int8 dot-product family of *target*, "" when none: ``vpdpbusd`` on
     zmm or ymm, else AVX2's ``vpmaddubsw``/``vpmaddwd`` sequences (:mod:`.int8_avx2`;
-    each layer may still take the exact one, :func:`.int8_avx2.layer_family`)."""
+    each layer may still take the exact one, :func:`.int8_avx2.layer_family`); on
+    AArch64 ``usdot`` with i8mm, ``sdot`` with dotprod (:mod:`.arm_dot_steps`)."""
     if _has(target, "avx512vnni") and _has(target, "avx512bw"):
         return "avx512vnni"
     if _has(target, "avxvnni"):
         return "avxvnni"
     if _has(target, "avx2"):
         return "avx2"
+    if _has(target, "neon") and _aarch64(target):     # AArch64 sdot/usdot (.arm_dot_steps)
+        if _has(target, "i8mm") and _has(target, "dotprod"):
+            return "neon-i8mm"
+        if _has(target, "dotprod"):
+            return "neon-dotprod"
     return ""
+
+
+def _aarch64(target: Target) -> bool:
+    """Whether *target* is 64-bit ARM (the dot-product steps are AArch64 intrinsics)."""
+    triple = str(target.attrs.get("mtriple", "") or "") if hasattr(target, "attrs") else ""
+    return triple.startswith(("aarch64", "arm64"))
 
 
 def bf16_dot(target: Target) -> str:

@@ -38,7 +38,10 @@ layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
 AVX2 keep the generic int32 path (the float-style schedules on int32
 arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
 it fits -- a choice the AMX family makes and the dispatcher (:mod:`..legalize`) hands
-in, so that this module imports no other family.
+in, so that this module imports no other family.  AArch64 CPUs with dotprod run the
+same kernel on a 4-lane ``sdot`` step (``usdot`` for uint8 data with i8mm; uint8 data
+on ``sdot`` is shifted by -128, the mirror of the x86 shift;
+:mod:`..base.arm_dot_steps`); those without it keep the int32 path.
 
 The dot-product steps and their tensor intrinsics (:mod:`..base.int8_steps`) and the
 register-blocked micro-kernel (:mod:`..base.dot_kernel`, also the bfloat16 kernels')
@@ -56,9 +59,10 @@ from tvm.ir.expr import Constant
 
 from ..base.amx import phase_split, phase_tap, tap_major, tile_channels
 from ..base.dot_kernel import find_block, rule_dot
+from ..base.arm_dot_steps import layer_family as arm_family
 from ..base.int8_avx2 import layer_family as avx2_family
-from ..base.int8_steps import (DOT_STEPS, FAMILY_ATTR, GROUP, DotStep, dot_intrinsic, dot_lanes,
-                               shifts_data)
+from ..base.int8_steps import (DOT_STEPS, FAMILY_ATTR, GROUP, DotStep, data_shift, dot_intrinsic,
+                               dot_lanes)
 from ..base.microarch import CpuInfo
 from ..base.module_utils import static_shape, tensor_dtype
 
@@ -123,8 +127,9 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
     *family*: the dot-product family chosen for these weights (:func:`layer_family`),
     put on the accumulating block (:data:`FAMILY_ATTR`) for the schedule to read; its
     step's data dtype is ``pad_temp``'s (AVX2's exact step: the codes widened to int16
-    there, once, not at every step).  *comp* (given where :func:`shifts_data`): the
-    data is shifted +128 and ``comp`` subtracted.
+    there, once, not at every step).  *comp* (given where the data's signedness is not
+    the step's, :func:`..base.int8_steps.data_shift`): the data is shifted by +-128 and
+    ``comp`` (``shift * sum(w)``) subtracted.
     """
     n, h, w, c = (int(d) for d in data.shape)
     tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
@@ -139,13 +144,14 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
     oh = (h + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
     ow = (w + pl + pr - ((width - 1) * dw + 1)) // sw + 1
     operand = DOT_STEPS[family].data
-    shifted = comp is not None              # int8 data on a byte operand (shifts_data)
-    fill = tirx.const(SHIFT if shifted else 0, operand)
+    # codes of the other byte signedness than the step's operand (data_shift): +-128
+    shift = data_shift(family, str(data.dtype)) if comp is not None else 0
+    fill = tirx.const(shift, operand)       # the shifted zero
 
     def padded(i, y, x, ch, *bounds):
         inside = tirx.all(y >= pt, y < h + pt, x >= pl, x < w + pl, *bounds)
         v = data[i, y - pt, x - pl, ch]
-        v = (v.astype("int32") + SHIFT).astype("uint8") if shifted else v.astype(operand)
+        v = (v.astype("int32") + shift).astype(operand) if shift else v.astype(operand)
         return tirx.if_then_else(inside, v, fill)
 
     ry = te.reduce_axis((0, kh), name="ry")
@@ -260,23 +266,26 @@ def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
     for its own.  Its intrinsic is registered before any schedule (or tuning record)
     names it."""
     packed, comp = _pack_for(block, w_hwio, dot_lanes(int8_dot))
-    family = layer_family(int8_dot, packed)
+    family = layer_family(int8_dot, packed, tensor_dtype(x))
     step = DOT_STEPS[family]
     if (step.group, step.weight) != (packed.shape[-1], str(packed.dtype)):
         packed, comp = pack_weights(w_hwio, step.lanes, step=step)
     dot_intrinsic(family)
     args = [x, relax.const(packed, step.weight)]
-    if shifts_data(family, tensor_dtype(x)):
-        args.append(relax.const(comp, "int32"))
+    shift = data_shift(family, tensor_dtype(x))
+    if shift:           # comp is +128 * sum(w); a -128 shift (uint8 data on sdot) negates it
+        args.append(relax.const(comp if shift > 0 else -comp, "int32"))
     return family, args, packed.shape
 
 
-def layer_family(int8_dot: str, packed: np.ndarray) -> str:
-    """The dot-product family of one layer's kernel, from the target's *int8_dot* and
-    its *packed* weights: decided here, once, and carried on the kernel
-    (:data:`FAMILY_ATTR`).  Only AVX2 chooses per layer (:func:`..base.int8_avx2.layer_family`:
-    ``vpmaddubsw`` saturates on some weights)."""
-    return avx2_family(int8_dot, packed)
+def layer_family(int8_dot: str, packed: np.ndarray, data_dtype: str = "uint8") -> str:
+    """The dot-product family of one layer's kernel, from the target's *int8_dot*, its
+    *packed* weights and its *data_dtype*: decided here, once, and carried on the kernel
+    (:data:`FAMILY_ATTR`).  AVX2 chooses per layer from the weights
+    (:func:`..base.int8_avx2.layer_family`: ``vpmaddubsw`` saturates on some weights),
+    AArch64 with i8mm from the data's signedness (:func:`..base.arm_dot_steps.layer_family`:
+    ``usdot`` or ``sdot``, neither shifting its data)."""
+    return arm_family(avx2_family(int8_dot, packed), data_dtype)
 
 
 def _tile_block(tiles, xs, ws, ys, strides) -> str:
