@@ -129,9 +129,13 @@ def hot_loops(asm: str, mcpu: str, peak_lanes: float) -> list[HotLoop]:
     return list(best.values())
 
 
-def compile_for(model: str, mcpu: str, corpus: Path) -> tuple[str, dict[str, float]]:
+def compile_for(model: str, mcpu: str, corpus: Path, target: str | None = None,
+                root: Path | None = None, fallback=None) -> tuple[str, dict[str, float]]:
     """(assembly, {kernel: flops}) of corpus *model* compiled for ``llvm -mcpu=mcpu``
-    with mxc's default passes, partitioning and CPU pipeline."""
+    (or the *target* string: another architecture, :mod:`mca_arm`) with mxc's default
+    passes, partitioning and CPU pipeline; *root*: the model's folder where it is not
+    ``corpus/models/model`` (wave 2); *fallback(func)*: the flops of a kernel the
+    estimator counts none in (tensorized int8 steps)."""
     import tvm
     from tvm.s_tir.analysis import estimate_tir_flops
 
@@ -141,10 +145,10 @@ def compile_for(model: str, mcpu: str, corpus: Path) -> tuple[str, dict[str, flo
     from mxc.backends.tvm.options import CompileOptions
     from mxc.backends.tvm.schedules.tir_pipeline import tir_pipeline
 
-    root = corpus / "models" / model
+    root = root or corpus / "models" / model
     meta = json.loads((root / "meta.json").read_text())
     shapes = {k: tuple(v["shape"]) for k, v in meta["inputs"].items()}
-    target = f"llvm -mcpu={mcpu}"
+    target = target or f"llvm -mcpu={mcpu}"
     lowered = lower_model(mxc.sym.load(str(root / "symbol.json")),
                           mxc.nd.load(str(root / "model.params")), shapes,
                           options=CompileOptions(target=target))
@@ -168,6 +172,8 @@ def compile_for(model: str, mcpu: str, corpus: Path) -> tuple[str, dict[str, flo
             flops[name] = float(estimate_tir_flops(tvm.IRModule({name: func})))
         except Exception:  # noqa: BLE001 - a kernel the estimator cannot walk counts 0
             flops[name] = 0.0
+        if not flops[name] and fallback is not None:
+            flops[name] = float(fallback(func))
     return asm, flops
 
 
