@@ -1,4 +1,4 @@
-"""INT8 kernels on AArch64 dot-product instructions (``mxc/backends/tvm/schedules/base/arm_dot_steps.py``).
+"""INT8 kernels on AArch64 dot-product instructions (``schedules/base/arm_dot_steps.py``).
 
 Issue 37 item 4: INT8 through ``sdot`` where the CPU has dotprod (Neoverse N1,
 Cortex-A76/A78AE), ``usdot`` for uint8 data where it has i8mm (Neoverse V1/V2),

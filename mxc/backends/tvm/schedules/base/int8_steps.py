@@ -1,11 +1,12 @@
-"""The int8 dot-product steps: ``C[L] += A[G] . B[L, G]`` (uint8/int16 x int8/int16 -> int32).
+"""The int8 dot-product steps: ``C[L] += A[G] . B[L, G]`` (u8/s8/s16 x s8/s16 -> s32).
 
 One registry (:data:`DOT_STEPS`) of the instruction families an int8 kernel steps
 with -- ``vpdpbusd`` on zmm (AVX512-VNNI) or ymm (AVX-VNNI), AVX2's two
-sequences (:mod:`.int8_avx2`), AArch64's ``sdot``/``usdot`` (:mod:`.arm_dot_steps`) -- and the tensor intrinsics that tensorize a
-kernel's innermost step into them (:func:`dot_intrinsic`).  Legalization
-(:mod:`..families.int8`) picks a family per layer and writes it on the kernel
-block (:data:`FAMILY_ATTR`); the schedule rule reads it back, and tuning workers
+sequences (:mod:`.int8_avx2`), AArch64's ``sdot``/``usdot`` (:mod:`.arm_dot_steps`)
+-- and the tensor intrinsics that tensorize a kernel's innermost step into them
+(:func:`dot_intrinsic`).  Legalization (:mod:`..families.int8`) picks a family per
+layer and writes it on the kernel block (:data:`FAMILY_ATTR`); the schedule rule
+reads it back, and tuning workers
 register every intrinsic before replaying a trace that names one
 (:func:`register_dot_intrinsics`).  It lives in ``base/`` because all of them --
 the int8 family, the AMX family's fallback checks and the tuner -- need the same
