@@ -114,6 +114,33 @@ def perturb(directory: Path, eps: float, weights: bool = False, seed: int = 1) -
                       "eps": eps, "outputs": rows}))
 
 
+def native(directory: Path) -> None:
+    """MXNet against itself: its outputs with oneDNN off (``MXNET_MKLDNN_ENABLED=0``, its
+    own reference CPU kernels, another summation order) against ``io.npz`` (oneDNN on)."""
+    import os
+    import subprocess
+    import tempfile
+    import numpy as np
+    _, ref = _feeds(directory)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "MXNET_MKLDNN_ENABLED": "0", "MXNET_SUBGRAPH_BACKEND": "NONE"}
+        subprocess.run([sys.executable, __file__, "_run", str(directory), "--out",
+                        f"{tmp}/o.npz"], env=env, check=True, capture_output=True)
+        with np.load(f"{tmp}/o.npz") as z:
+            outs = [z[f"o{i}"] for i in range(len(ref))]
+    rows = [{"output": i, "max_abs_diff": float(np.abs(a.astype("f8") - b).max()) if a.size
+             else 0.0, "scale": float(np.abs(b).max()) if b.size else 0.0}
+            for i, (a, b) in enumerate(zip(outs, ref))]
+    print(json.dumps({"mxnet_native_vs_onednn": rows}))
+
+
+def _run_to(directory: Path, out: str) -> None:
+    import numpy as np
+    feeds, _ = _feeds(directory)
+    outs = _mx_run(*_mx_bind(directory, internals=False), feeds)
+    np.savez(out, **{f"o{i}": o for i, o in enumerate(outs)})
+
+
 # -- mxc half -----------------------------------------------------------------------
 def _err(got, want) -> float:
     import numpy as np
@@ -217,6 +244,12 @@ def main(argv=None) -> int:
     s.add_argument("dir", type=Path)
     s.add_argument("--eps", type=float, default=1e-6)
     s.add_argument("--weights", action="store_true", help="move the weights instead")
+    s.add_argument("--seed", type=int, default=1, help="the move's random direction")
+    n = sub.add_parser("native", help="MXNet: oneDNN off against io.npz (oneDNN on)")
+    n.add_argument("dir", type=Path)
+    r = sub.add_parser("_run")                 # native's child: MXNet's outputs to --out
+    r.add_argument("dir", type=Path)
+    r.add_argument("--out", required=True)
     c = sub.add_parser("compare", help="mxc: node-by-node errors against a dump")
     c.add_argument("dir", type=Path)
     c.add_argument("--internals", type=Path, required=True)
@@ -229,10 +262,14 @@ def main(argv=None) -> int:
         import os
         os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
         dump(args.dir, args.out)
+    elif args.cmd == "native":
+        native(args.dir)
+    elif args.cmd == "_run":
+        _run_to(args.dir, args.out)
     elif args.cmd == "perturb":
         import os
         os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
-        perturb(args.dir, args.eps, args.weights)
+        perturb(args.dir, args.eps, args.weights, args.seed)
     else:
         sys.path.insert(0, str(REPO))
         rows = compare(args.dir, args.internals, args.threshold, args.limit)
