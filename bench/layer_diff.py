@@ -185,7 +185,7 @@ def compare(directory: Path, internals: Path, threshold: float, limit: int) -> l
         values = {}
         for node in order:
             if node.op is None:
-                values[(id(node), 0)] = arrays.get(node.name)
+                values[Entry(node, 0).key] = arrays.get(node.name)
                 continue
             ins = [values[e.key] for e in node.inputs]
             outs = interpret._run_node(node, ins, types.shapes, types.dtypes)
@@ -198,7 +198,7 @@ def compare(directory: Path, internals: Path, threshold: float, limit: int) -> l
             for i in range(node.num_visible_outputs()):
                 name = graph.output_name(Entry(node, i))
                 want = ref(name)
-                values[(id(node), i)] = outs[i]
+                values[Entry(node, i).key] = outs[i]
                 if want is None:
                     continue
                 row = {"node": name, "op": node.op, "shape": list(want.shape),
@@ -207,7 +207,7 @@ def compare(directory: Path, internals: Path, threshold: float, limit: int) -> l
                        "local": _err(local_outs[i], want) if local_outs else None}
                 rows.append(row)
             for j in range(node.num_visible_outputs(), len(outs)):
-                values[(id(node), j)] = outs[j]
+                values[Entry(node, j).key] = outs[j]
     meta = json.loads((directory / "meta.json").read_text()) \
         if (directory / "meta.json").is_file() else {}
     atol, rtol = meta.get("atol", 0.0), meta.get("rtol", 0.0)

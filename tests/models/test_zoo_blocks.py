@@ -60,7 +60,7 @@ def test_zoo_blocks_every_node_matches_mxnet_on_both_its_inputs():
         values = {}
         for node in order:
             if node.op is None:
-                values[(id(node), 0)] = feeds[node.name]
+                values[Entry(node, 0).key] = feeds[node.name]
                 continue
             ins = [values[e.key] for e in node.inputs]
             outs = interpret._run_node(node, ins, types.shapes, types.dtypes)
@@ -69,7 +69,7 @@ def test_zoo_blocks_every_node_matches_mxnet_on_both_its_inputs():
             ref_ins = [r if r is not None else x for r, x in zip(ref_ins, ins)]
             local = interpret._run_node(node, ref_ins, types.shapes, types.dtypes)
             for i, v in enumerate(outs):
-                values[(id(node), i)] = v
+                values[Entry(node, i).key] = v
             name = graph.output_name(Entry(node, 0))
             if name in want:
                 w = want[name]
