@@ -49,6 +49,7 @@ def calibrate(net, inputs: list, log=None) -> dict:
     every statistic, so the exported model is self-consistent.
     """
     import mxnet as mx
+    from mxnet.gluon import nn
 
     done: set[int] = set()
     counts = {"scaled": 0, "batchnorm": 0, "centred": 0}
@@ -82,7 +83,7 @@ def calibrate(net, inputs: list, log=None) -> dict:
                 param.set_data(param.data() * scale)
         out *= scale
         counts["scaled"] += 1
-        if not block.__class__.__name__.startswith("Conv"):
+        if isinstance(block, nn.Dense):
             last_dense[:] = [(block, out)]
 
     handles = []
