@@ -27,6 +27,7 @@ the KServe release ``pyproject.toml`` admits.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any, Callable
@@ -153,8 +154,24 @@ def json_values(where: str, data: Any, datatype: str, shape: list[int]) -> np.nd
     return out
 
 
-#: checks a request's (name -> (datatype, shape)) against a model's inputs; raises RequestError
-Expect = Callable[[dict], None]
+#: checks a request's (name -> (datatype, shape)) against a model's inputs, before any
+#: value is read; raises RequestError, or returns the checked feeds (the runtime's
+#: ``CheckedFeeds``, values given by ``fill``), or None
+Expect = Callable[[dict], Any]
+
+
+@functools.cache
+def _checked_request_type() -> type:
+    """KServe's ``InferRequest`` with the feeds the model checked as it was read."""
+    from kserve.protocol.infer_type import InferRequest
+
+    class CheckedInferRequest(InferRequest):
+        """An ``InferRequest`` whose inputs the model checked while it was decoded:
+        ``checked_feeds`` holds them as the runtime's ``CheckedFeeds``, so that
+        ``predict`` and the session run them without checking them again."""
+
+        checked_feeds: Any = None
+    return CheckedInferRequest
 
 
 def decode_json(body: bytes, model_name: str, max_bytes: int, expect: Expect | None = None):
@@ -210,15 +227,17 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
     from kserve.protocol.infer_type import InferInput, InferRequest, RequestedOutput
     parameters = _object("parameters", request.get("parameters"))
     specs = _input_specs(request.get("inputs"), max_bytes)
+    checked = None
     if expect is not None:
         given: dict = {}
         for where, spec, datatype, shape, _ in specs:
             if spec["name"] in given:
                 raise RequestError(f"{where}.name: input {spec['name']!r} is given twice")
             given[spec["name"]] = (datatype, shape)
-        expect(given)
+        checked = expect(given)
     offset = binary[1] if binary else 0
     tensors = []
+    values = {}
     for where, spec, datatype, shape, params in specs:
         size = (params or {}).get("binary_data_size")
         data = json_values(f"{where}.data", spec["data"], datatype, shape) if "data" in spec else None
@@ -236,11 +255,15 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
                                    f"({math.prod(shape) * _itemsize(datatype)} expected)")
             # KServe's one way to hold a binary input without copying it (its from_bytes
             # copies each element into a list); see the module docstring
-            tensor._raw_data = binary[0][offset:offset + size]
+            tensor._raw_data = raw = binary[0][offset:offset + size]
+            if checked is not None and datatype != "BYTES":
+                values[spec["name"]] = np.frombuffer(raw, numpy_dtype(datatype)).reshape(shape)
             offset += size
         elif data is None:
             raise RequestError(f"{where}.data: missing (or parameters.binary_data_size with "
                                f"the binary extension)")
+        else:
+            values[spec["name"]] = data
         tensors.append(tensor)
     if binary is not None and offset != len(binary[0]):
         raise RequestError(f"request body: {len(binary[0]) - offset} bytes after the last "
@@ -259,8 +282,12 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
     request_id = request.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise RequestError(f"id: a string expected, got {_short(request_id)}")
-    return InferRequest(model_name=model_name, request_id=request_id, parameters=parameters,
-                        infer_inputs=tensors, request_outputs=outputs)
+    kind = InferRequest if checked is None else _checked_request_type()
+    out = kind(model_name=model_name, request_id=request_id, parameters=parameters,
+               infer_inputs=tensors, request_outputs=outputs)
+    if checked is not None:
+        out.checked_feeds = checked.fill(values)
+    return out
 
 
 def check_grpc_request(request: Any, max_bytes: int) -> None:
