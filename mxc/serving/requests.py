@@ -11,6 +11,10 @@ positive integers (not booleans, floats, zero or negative), and the elements a
 shape declares must fit the request's byte limit before any array is made from
 it, so a declared size cannot become a huge allocation.
 
+The questions every layer of the REST stack asks of a request -- which
+model does its path name (:func:`model_path`), is it a binary-extension body
+(:func:`binary_header_length`) -- are answered here too, once each.
+
 JSON values are numbers only (``NaN``/``Infinity`` literals are not JSON and
 are refused by the parser), integers must fit the integer datatype, and a
 finite value must stay finite in a narrower float type.  The results are
@@ -30,12 +34,50 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .errors import RequestError
 from .tensors import NUMPY_DTYPES, numpy_dtype
+
+#: the header of the binary tensor extension: the length of the body's JSON part
+BINARY_HEADER = "inference-header-content-length"
+
+
+def binary_header_length(headers: Mapping[str, str]) -> str | None:
+    """The JSON part's length when a request uses the binary tensor extension (its
+    ``Inference-Header-Content-Length``; *headers* keyed in lower case), else None:
+    the one place that answers "is this a binary request?"."""
+    return headers.get(BINARY_HEADER)
+
+
+#: the ASGI scope key under which :func:`model_path`'s answer travels to inner layers
+MODEL_PATH_KEY = "mxc.model_path"
+
+
+def model_path(path: str) -> tuple[str, str] | None:
+    """``(served model name, the rest)`` of a V2 model path, the one place paths are
+    parsed: ``/v2/models/mlp/infer`` -> ``("mlp", "infer")``, a version's
+    ``/v2/models/mlp/versions/2/infer`` -> ``("mlp@2", "infer")`` (the served name of
+    a version); None for any other path."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[:3] != ["", "v2", "models"] or not parts[3]:
+        return None
+    if len(parts) >= 6 and parts[4] == "versions":
+        return f"{parts[3]}@{parts[5]}", "/".join(parts[6:])
+    return parts[3], "/".join(parts[4:])
+
+
+def decode_request(body: bytes, headers: Mapping[str, str], model_name: str, max_bytes: int,
+                   expect: Expect | None = None):
+    """A V2 infer request body as a KServe ``InferRequest``: the binary extension's
+    when its header is there (:func:`binary_header_length`), else JSON."""
+    length = binary_header_length(headers)
+    if length is None:
+        return decode_json(body, model_name, max_bytes, expect)
+    return decode_binary(body, length, model_name, max_bytes, expect)
+
 
 #: the datatypes a request may name (the V2 spellings); BYTES is refused by the model check
 DATATYPES = frozenset(NUMPY_DTYPES) | {"BYTES"}
