@@ -17,7 +17,9 @@ middleware answers the one hot route itself, JSON and binary alike:
   thread pool, off the event loop, so other clients keep being answered and
   at most that many bodies are being decoded at once;
 * the answer comes from the same data-plane calls KServe's endpoint makes
-  (``model_ready``, ``infer``, ``encode``), refusals from :mod:`mxc.serving.refusals`.
+  (``model_ready``, ``infer``, ``encode``:
+  :func:`mxc.serving.kserve_private.answer_infer`), refusals from
+  :mod:`mxc.serving.refusals`.
 
 CloudEvents (``ce-*`` headers) and every other route go to KServe's app.
 """
@@ -31,6 +33,7 @@ from typing import Any
 
 from .asgi_guards import too_large_headers
 from .errors import PayloadTooLarge, RequestError, RequestTimeout, UnknownModel
+from .kserve_private import answer_infer
 from .refusals import rest_handler
 from .requests import MODEL_PATH_KEY, binary_header_length, decode_request, model_path
 
@@ -77,25 +80,6 @@ async def read_body(receive, limit: int, timeout: float, declared: bytes | None)
             return b"".join(chunks)
 
 
-async def _answer(dataplane: Any, name: str, request: Any, headers: dict):
-    """What KServe's ``V2Endpoints.infer`` answers (kserve 0.21), as a Starlette response."""
-    from fastapi.encoders import jsonable_encoder
-    from fastapi.responses import ORJSONResponse, Response
-    from kserve.protocol.rest.v2_datamodels import InferenceResponse
-
-    response, response_headers = await dataplane.infer(model_name=name, request=request,
-                                                       headers=headers)
-    response, extra = dataplane.encode(model_name=name, response=response, headers=headers,
-                                       req_attributes={})
-    response_headers.update(extra)
-    response_headers.pop("content-length", None)
-    response_headers.pop("content-type", None)
-    if isinstance(response, bytes):
-        return Response(content=response, status_code=200, headers=response_headers)
-    return ORJSONResponse(jsonable_encoder(InferenceResponse.model_validate(response)),
-                          headers=response_headers)
-
-
 def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s: float = 30.0):
     """ASGI middleware over KServe's FastAPI *app* (see the module docstring)."""
     async def respond(scope, receive, send, name: str):
@@ -129,7 +113,7 @@ def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s
                 counted()
             raise
         del body
-        return await _answer(dataplane, name, request, headers)
+        return await answer_infer(dataplane, name, request, headers)
 
     async def middleware(scope, receive, send):
         name = _target(scope)

@@ -21,10 +21,9 @@ finite value must stay finite in a narrower float type.  The results are
 KServe ``InferRequest`` objects whose inputs already hold numpy arrays (JSON)
 or views of the body (binary), so the data plane runs them unchanged.
 
-This is the one module that reaches past KServe's public API: a binary input
-is set as ``InferInput._raw_data`` (what KServe's own decoder sets before it
-copies the bytes into a Python list), so the tensor is read with
-``np.frombuffer`` and never copied here.  ``tests/serving/dataplane_checks.py``
+A binary input keeps its bytes (:func:`mxc.serving.kserve_private.hold_raw_input`,
+where mxc's reaches past KServe's public API live), so the tensor is read
+with ``np.frombuffer`` and never copied here.  ``tests/serving/dataplane_checks.py``
 compares the requests it makes with KServe's ``InferRequest.from_bytes`` for
 the KServe release ``pyproject.toml`` admits.
 """
@@ -39,6 +38,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .errors import RequestError
+from .kserve_private import hold_raw_input
 from .tensors import NUMPY_DTYPES, numpy_dtype
 
 #: the header of the binary tensor extension: the length of the body's JSON part
@@ -295,9 +295,8 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
             if datatype != "BYTES" and size != math.prod(shape) * _itemsize(datatype):
                 raise RequestError(f"{where}: {size} bytes for shape {shape} of {datatype} "
                                    f"({math.prod(shape) * _itemsize(datatype)} expected)")
-            # KServe's one way to hold a binary input without copying it (its from_bytes
-            # copies each element into a list); see the module docstring
-            tensor._raw_data = raw = binary[0][offset:offset + size]
+            raw = binary[0][offset:offset + size]
+            hold_raw_input(tensor, raw)   # uncopied (KServe's own decoder copies it)
             if checked is not None and datatype != "BYTES":
                 values[spec["name"]] = np.frombuffer(raw, numpy_dtype(datatype)).reshape(shape)
             offset += size

@@ -71,10 +71,10 @@ def _app(name: str, max_batch_size: int = 1):
     """``mxc serve``'s REST stack for one model: KServe's app behind the V2 route."""
     from kserve.model_repository import ModelRepository
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
-    from kserve.protocol.rest.server import RESTServer
 
     from mxc.serving.dataplane import MxcDataPlane
     from mxc.serving.infer_route import infer_route
+    from mxc.serving.kserve_private import rest_app
     from mxc.serving.model import MxcModel
     from mxc.serving.refusals import install_rest_handlers
 
@@ -84,9 +84,7 @@ def _app(name: str, max_batch_size: int = 1):
     registry = ModelRepository()
     registry.update(model)
     dp = MxcDataPlane(model_registry=registry)
-    RESTServer("kserve.model_server:app", dp, ModelRepositoryExtension(model_registry=registry),
-               0).create_application()
-    from kserve.model_server import app
+    app = rest_app(dp, ModelRepositoryExtension(model_registry=registry), 0)
     install_rest_handlers(app)
     return infer_route(app, dp, 1 << 30), dp
 
