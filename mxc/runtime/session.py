@@ -7,7 +7,8 @@ Everything that does not depend on the inputs is done once, at load time:
 the step list is turned into an execution plan, parameters are put on the
 device, slot lifetimes are computed.  A call then only checks the feeds (once:
 feeds :meth:`Session.check_feeds` returned are not checked again, see
-:mod:`mxc.runtime.feeds`), moves them to the device, calls the VM functions and copies the outputs out.
+:mod:`mxc.runtime.feeds`), moves them to the device, calls the VM functions
+and copies the outputs out.
 
 ``run`` is thread-safe.  On the CPU, compiled code never runs on the caller's
 thread: calls are handed to the process's few long-lived executor threads
