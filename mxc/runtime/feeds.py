@@ -24,6 +24,7 @@ own way without checking anything itself.
 
 from __future__ import annotations
 
+import collections.abc
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -70,7 +71,10 @@ class InputSpec:
     batch_range: tuple[int, int] | None = None
 
 
-class CheckedFeeds(Mapping[str, Any]):
+_set = object.__setattr__
+
+
+class CheckedFeeds(collections.abc.Mapping):
     """Feeds a :class:`FeedSignature` checked: ``{name: array}`` (read-only), their
     ``batch`` (the size of the ranged dimension; None without one) and the
     ``signature`` that checked them.  Made by :meth:`FeedSignature.check`; a
@@ -78,16 +82,21 @@ class CheckedFeeds(Mapping[str, Any]):
 
     __slots__ = ("_arrays", "batch", "signature")
 
-    def __init__(self, arrays: Mapping[str, Any], batch: int | None, signature: FeedSignature):
-        object.__setattr__(self, "_arrays", dict(arrays))
-        object.__setattr__(self, "batch", batch)
-        object.__setattr__(self, "signature", signature)
+    def __init__(self, arrays: dict[str, Any], batch: int | None, signature: FeedSignature):
+        # a Mapping of collections.abc, not typing's generic one, and the dict taken as
+        # it is (each maker passes a fresh one): made once per call of run()
+        _set(self, "_arrays", arrays)
+        _set(self, "batch", batch)
+        _set(self, "signature", signature)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("CheckedFeeds are read-only")
 
     def __getitem__(self, name: str) -> Any:
         return self._arrays[name]
+
+    def get(self, name: str, default: Any = None) -> Any:   # Mapping's goes through a raise
+        return self._arrays.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._arrays)
@@ -163,6 +172,8 @@ class FeedSignature:
         self.specs: tuple[InputSpec, ...] = tuple(specs)
         self.names: frozenset[str] = frozenset([s.name for s in self.specs] + list(ignored))
         self._required = [s.name for s in self.specs if not s.optional]
+        self._required_set = frozenset(self._required)
+        self._fast = [(s.name, tuple(s.shape), s.dtype, s.batch_axis, s) for s in self.specs]
         self._listed = ", ".join(self._required)
         self._device_tensor = device_tensor
         ranges = {s.batch_range for s in self.specs if s.batch_axis is not None}
@@ -177,34 +188,47 @@ class FeedSignature:
         Feeds this signature already checked are returned as they are."""
         if type(feeds) is CheckedFeeds and feeds.signature is self:
             return feeds
+        arrays, batch = self.check_values(feeds)
+        return CheckedFeeds(arrays, batch, self)
+
+    def check_values(self, feeds: Any) -> tuple[dict[str, Any], int | None]:
+        """:meth:`check` without the :class:`CheckedFeeds` around its answer:
+        ``({name: value}, batch)``, for a session checking the feeds of its own
+        call (``run`` with a plain dict), which needs no proof to hand on."""
         if type(feeds) is not dict and not isinstance(feeds, Mapping):
             raise FeedError(f"run() takes a dict of input name -> array, got "
                             f"{type(feeds).__name__}", "type")
-        if not feeds.keys() <= self.names:
+        keys = feeds.keys()
+        if not keys <= self.names:
             unknown = sorted(set(feeds) - self.names)
             raise FeedError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model's "
                             f"inputs are {self._listed}", "unknown", unknown)
-        missing = [n for n in self._required if n not in feeds]
-        if missing:
+        if not keys >= self._required_set:
+            missing = [n for n in self._required if n not in feeds]
             raise FeedError(f"missing input(s) {', '.join(map(repr, missing))}", "missing",
                             missing)
         out = {}
         batches: dict[str, int] = {}
-        for spec in self.specs:
-            x = feeds.get(spec.name, _MISSING)
+        for name, shape, dtype, axis, spec in self._fast:
+            x = feeds.get(name, _MISSING)
             if x is _MISSING:
                 continue   # optional: the session feeds zeros
-            x = out[spec.name] = self._value(spec, x)
-            if spec.batch_axis is not None:
-                batches[spec.name] = int(x.shape[spec.batch_axis])
-        return CheckedFeeds(out, self._batch(batches), self)
+            # the common case, a numpy array of the compiled dtype and fixed shape, in
+            # line: run() on a small model spends microseconds here
+            if type(x) is np.ndarray and axis is None and x.shape == shape and x.dtype == dtype:
+                out[name] = x
+                continue
+            x = out[name] = self._value(spec, x)
+            if axis is not None:
+                batches[name] = int(x.shape[axis])
+        return out, (self._batch(batches) if batches else None)
 
     def assume_checked(self, arrays: Mapping[str, Any], batch: int | None = None
                        ) -> CheckedFeeds:
         """*arrays* as feeds of this signature, **without checking them**: for runtime
         code that derived them from feeds already checked (a bucket session pads a
         checked batch to its bucket; the batcher concatenates checked requests)."""
-        return CheckedFeeds(arrays, batch, self)
+        return CheckedFeeds(dict(arrays), batch, self)
 
     def check_batch(self, batch: int, name: str | None = None) -> int:
         """*batch* when the ranged inputs take it; a :class:`FeedError` naming the range."""

@@ -435,7 +435,7 @@ class Session(SessionSpellings):
         signature checked them already) in the input slots, zeros for optional
         inputs left out."""
         if type(feeds) is not CheckedFeeds or feeds.signature is not self._signature:
-            feeds = self._signature.check(feeds)
+            feeds = self._signature.check_values(feeds)[0]
         vals = list(self._template)
         for name, slot, shape, dtype in self._input_specs:
             x = feeds.get(name)

@@ -282,12 +282,12 @@ def test_a_padded_batch_is_checked_once_against_the_range(built, monkeypatch):
     path, static, data, row = built["mlp"]
     sess = rt.load(path)
     seen = []
-    value = FeedSignature._value
+    check_values = FeedSignature.check_values
 
-    def spy(self, spec, x):
-        seen.append(spec.name)
-        return value(self, spec, x)
-    monkeypatch.setattr(FeedSignature, "_value", spy)
+    def spy(self, feeds):
+        seen.extend(sorted(feeds))
+        return check_values(self, feeds)
+    monkeypatch.setattr(FeedSignature, "check_values", spy)
     x = np.random.default_rng(5).standard_normal((3, *row)).astype("float32")
     got = sess.run({data: x})[0]
     assert seen == [data]

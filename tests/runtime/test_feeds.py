@@ -4,7 +4,7 @@
 
 Oracles: outputs are compared with the MXNet graph run by mxc's reference executor
 (``mlp_reference``) and with ``run`` on a plain dict; checks are counted with a spy
-on the one per-input check; the batch arithmetic is compared with numpy slicing
+on the one check (``FeedSignature.check_values``); the batch arithmetic is compared with numpy slicing
 written out by hand.
 """
 
@@ -29,14 +29,15 @@ def session(tmp_path_factory):
 
 @pytest.fixture
 def checks(monkeypatch):
-    """The inputs checked against a signature, one entry per input value checked."""
+    """The inputs checked against a signature (every check goes through
+    ``check_values``), one entry per input of each check."""
     seen: list[str] = []
-    value = FeedSignature._value
+    check_values = FeedSignature.check_values
 
-    def spy(self, spec, x):
-        seen.append(spec.name)
-        return value(self, spec, x)
-    monkeypatch.setattr(FeedSignature, "_value", spy)
+    def spy(self, feeds):
+        seen.extend(sorted(feeds))
+        return check_values(self, feeds)
+    monkeypatch.setattr(FeedSignature, "check_values", spy)
     return seen
 
 
