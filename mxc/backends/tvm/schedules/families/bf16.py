@@ -94,6 +94,11 @@ def bf16_refusal(target) -> str | None:
     (``ctx.cpu.bf16_dot``) answers."""
     if target.kind.name != "llvm":
         return f"--precision bf16 applies to CPU targets, not {target.kind.name}"
+    from tvm.target import codegen
+    triple = str(target.attrs.get("mtriple", "") or codegen.llvm_get_system_triple())
+    if triple.startswith(("aarch64", "arm", "thumb")):   # ARM CPUs are judged in ARM terms
+        return (f"--precision bf16 has no ARM kernels yet (BFMMLA/BFDOT), for "
+                f"{target.attrs.get('mcpu') or triple}; use --precision fp32")
     if not target_bf16(target):
         mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
         return (f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
