@@ -195,6 +195,21 @@ class Requantize(_RangeOutputsMixin, OpDef):
         return [q, _range_out(-real), _range_out(real)]
 
 
+def int_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w.T`` of int8/uint8 codes, exact in int64: the one place the quantized FC
+    kernels (``_contrib_quantized_fully_connected``, quantized
+    ``_sg_mkldnn_fully_connected``) form their integer product.
+
+    Exact is what oneDNN computes on a CPU with VNNI (``vpdpbusd`` sums into
+    int32); on one without it, oneDNN's u8s8 GEMM adds byte-pair products in
+    saturating int16 (``vpmaddubsw``), which mxc does not copy
+    (:mod:`mxc.backends.tvm.schedules.base.int8_avx2`).  One function, so that
+    a test can put that CPU's product in its place and show which MXNet
+    outputs were recorded on such a CPU.
+    """
+    return x.astype(np.int64) @ w.astype(np.int64).T
+
+
 def _product_range(min_a, max_a, min_b, max_b, a_levels, b_levels):
     """Float range of int32 products of two quantized operands (symmetric)."""
     la = _F(_max_abs(min_a, max_a) / _F(a_levels))
@@ -374,11 +389,8 @@ class QuantizedFullyConnected(_QuantizedLinearBase):
         nw = 2 if p.no_bias else 3
         data, weight = inputs[0], inputs[1]
         ranges = [_scalar(v) for v in inputs[nw:]]
-        if p.flatten:
-            x = data.reshape(data.shape[0], -1).astype(np.int64)
-        else:
-            x = data.reshape(-1, data.shape[-1]).astype(np.int64)
-        acc = x @ weight.astype(np.int64).T
+        x = data.reshape(data.shape[0], -1) if p.flatten else data.reshape(-1, data.shape[-1])
+        acc = int_dot(x, weight)
         data_levels = K_INT8_RANGE if data.dtype == np.int8 else K_UINT8_RANGE
         if not p.no_bias:
             data_scale = _F(data_levels / _F(_max_abs(ranges[0], ranges[1])))
