@@ -94,7 +94,7 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
     int8: ``q = sat(rint(x * 127.5 / R))`` with ``R = max(|min|, |max|)``, ranges
     ``(-R, R)``.  uint8: ``q = sat(rint(x * 255.5 / R))`` with ranges
     ``(min, max)`` (min is reported, not used as a zero point).  int8/uint8
-    input passes through with the calibrated range, or the type's full range.
+    input passes through (ranges: :meth:`passthrough_range`).
     """
 
     attrs = _calib_attrs("int8")
@@ -105,16 +105,26 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
                              f"must be float32, int8 or uint8, got {in_types[0]}")
         return list(in_types), [self.out_type(p), "float32", "float32"]
 
+    def passthrough_range(self, p, in_dtype) -> tuple[np.float32, np.float32]:
+        """The ``(min, max)`` reported for int8/uint8 input, which passes through.
+
+        The calibrated range, else ``(0, 255.5)`` for uint8 and ``(-127.5, 127.5)``
+        for int8: MXNet's oneDNN ``SgMKLDNNQuantizeOperator`` (the CPU kernel of
+        every MKLDNN build, quantization/mkldnn/mkldnn_quantize_v2-inl.h) writes
+        ``kUint8Range``/``kInt8Range`` there, not the 255/127 of the plain kernel
+        (quantize_v2-inl.h), which a oneDNN build never runs on CPU.
+        """
+        if self.calibrated(p):
+            return _F(p.min_calib_range), _F(p.max_calib_range)
+        if np.dtype(in_dtype) == np.uint8:
+            return _F(0), K_UINT8_RANGE
+        return -K_INT8_RANGE, K_INT8_RANGE
+
     def forward(self, p, inputs, ctx):
         x = inputs[0]
         calib = self.calibrated(p)
         if x.dtype in (np.int8, np.uint8):
-            if calib:
-                lo, hi = _F(p.min_calib_range), _F(p.max_calib_range)
-            elif x.dtype == np.uint8:
-                lo, hi = _F(0), _F(255)
-            else:
-                lo, hi = _F(-127), _F(127)
+            lo, hi = self.passthrough_range(p, x.dtype)
             return [x.astype(self.out_type(p)), _range_out(lo), _range_out(hi)]
         xf = x.astype(_F, copy=False)
         if calib:
