@@ -26,7 +26,7 @@ import pytest
 
 import mxc
 from conftest import corpus_path, require_corpus
-from oracle import assert_close
+from oracle import PRE_VNNI_RECORDED, assert_close, pre_vnni_int_dot
 
 SPLIT = "quantize"
 
@@ -42,11 +42,6 @@ def _int8_cases() -> list[str]:
 
 CASES = _int8_cases() or ["no-corpus"]
 
-#: cases whose MXNet outputs carry oneDNN's saturating pre-VNNI int8 GEMM (module docstring)
-PRE_VNNI_RECORDED = {
-    "model_mlp3_entropy_int8": "classic _contrib_quantized_fully_connected on int8 data",
-    "net_mlp3_none_full_int8": "_sg_mkldnn_fully_connected (calib none) on int8 data",
-}
 
 
 def _load(name):
@@ -106,29 +101,6 @@ def test_int8_model_compiled_matches_mxnet(name, request):
     assert all(sym.graph.find(n) is not None and sym.graph.find(n).op in deliberate
                for n in model.host_nodes), model.host_nodes
     _check(model.session().run(feeds), meta, io, f"{name} (compiled)")
-
-
-def pre_vnni_int_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w.T`` as oneDNN's u8s8 GEMM computes it on a CPU without VNNI.
-
-    int8 data is shifted by +128 to uint8 (the shift is taken back with
-    ``128 * sum(w)``); ``vpmaddubsw`` multiplies the uint8 data by the int8
-    weights and adds products of adjacent k (``2j, 2j + 1``) into int16 with
-    saturation; ``vpmaddwd`` then widens the pair sums to int32 exactly.
-    uint8 data is left exact: no MXNet case here shows it saturating.
-    """
-    if x.dtype != np.int8:
-        return x.astype(np.int64) @ w.astype(np.int64).T
-    xu = x.astype(np.int64) + 128
-    wi = w.astype(np.int64)
-    if xu.shape[1] % 2:
-        xu = np.pad(xu, ((0, 0), (0, 1)))
-        wi = np.pad(wi, ((0, 0), (0, 1)))
-    acc = np.zeros((xu.shape[0], wi.shape[0]), dtype=np.int64)
-    for j in range(0, xu.shape[1], 2):
-        pair = np.outer(xu[:, j], wi[:, j]) + np.outer(xu[:, j + 1], wi[:, j + 1])
-        acc += np.clip(pair, -32768, 32767)
-    return acc - 128 * w.astype(np.int64).sum(axis=1)[None, :]
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -49,6 +49,15 @@ def _check_dtype(p, dtype, allowed, what="data"):
 # ---------------------------------------------------------------------------
 # quantize (legacy), quantize_asym
 # ---------------------------------------------------------------------------
+def quantize_int8(x: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_contrib_quantize(out_type="int8")``: ``sat(rint(x * 127 / R))``, ``R = max(|lo|, |hi|)``,
+    and the ranges ``(-R, R)``.  MXNet's quantizer makes the ``*_weight_quantize`` /
+    ``*_bias_quantize`` params with it (``_quantize_params``), so mxc's does too."""
+    real = _max_abs(lo, hi)
+    q = _saturate_round(np.asarray(x, dtype=_F) * _F(_F(127) / real), np.int8)
+    return q, _range_out(-real), _range_out(real)
+
+
 @register_op("_contrib_quantize")
 class Quantize(OpDef):
     """Legacy quantize with an explicit ``(min_range, max_range)`` input pair.
@@ -80,9 +89,7 @@ class Quantize(OpDef):
         if p.out_type == "uint8":
             q = _saturate_round(x * _F(_F(255) / _scalar(hi)), np.uint8)
             return [q, _range_out(_scalar(lo)), _range_out(_scalar(hi))]
-        real = _max_abs(_scalar(lo), _scalar(hi))
-        q = _saturate_round(x * _F(_F(127) / real), np.int8)
-        return [q, _range_out(-real), _range_out(real)]
+        return list(quantize_int8(x, _scalar(lo), _scalar(hi)))
 
 
 @register_op("_contrib_quantize_asym")

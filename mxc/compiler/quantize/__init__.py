@@ -1,0 +1,75 @@
+"""Post-training INT8 quantization of float32 MXNet graphs, as MXNet 1.9.1's quantizer does it.
+
+:func:`quantize` is ``mxnet.contrib.quantization.quantize_net``'s oneDNN flow
+without MXNet: fuse (:mod:`.fuse`), calibrate the fused float graph
+(:mod:`.calibrate`), rewrite it into the INT8 graph and params MXNet writes
+(:mod:`.rewrite`).  Implemented so far: graphs of FullyConnected layers (each
+optionally followed by its relu), ``calib_mode`` naive and none, every
+``quantized_dtype`` and ``quantize_mode`` (the two modes differ only on
+``kMaybe`` operators, which such graphs do not have).  Everything else is
+refused by :meth:`.options.QuantizeOptions.check` or
+:func:`.fuse.check_supported`, naming what is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+
+from ..ir import Graph
+from .calibrate import naive_min_max
+from .fuse import FUSED_FC, fuse_fully_connected
+from .options import QuantizeError, QuantizeOptions
+from .rewrite import calib_layers, quantized_graph
+
+__all__ = ["QuantizeError", "QuantizeOptions", "QuantizeResult", "quantize"]
+
+
+@dataclass
+class QuantizeResult:
+    """What :func:`quantize` made, and what it did to each layer."""
+
+    graph: Graph
+    params: dict[str, np.ndarray]
+    #: MXNet's calibration table: layer output name -> (min, max); empty for calib "none"
+    thresholds: dict[str, tuple[float, float]]
+    #: the layer outputs calibration was asked for, in MXNet's order
+    calib_layers: list[str]
+    #: (layer, "int8" | "float32", why), one per layer of the float model
+    layers: list[tuple[str, str, str]]
+    #: calibration batches used
+    num_batches: int
+
+
+def quantize(graph: Graph, params: Mapping[str, np.ndarray],
+             calib_batches: Iterable[Mapping[str, np.ndarray]] | None,
+             options: QuantizeOptions | None = None,
+             progress: Callable[[], None] | None = None) -> QuantizeResult:
+    """Quantize *graph* (float32, its ``arg:`` params by name in *params*).
+
+    *calib_batches* yields ``{input name: batch}`` dicts (already cut to the
+    batches to use); it is required unless ``calib_mode`` is ``"none"``, as
+    in MXNet.  *progress* is called once per calibration batch.
+    """
+    opts = options or QuantizeOptions()
+    opts.check()
+    if opts.calib_mode != "none" and calib_batches is None:
+        raise QuantizeError(f"quantize: calib_data must be provided when "
+                            f"calib_mode={opts.calib_mode}")
+    fused = fuse_fully_connected(graph, dict(params))
+    layers = calib_layers(fused, params)
+    table: dict[str, tuple[float, float]] | None = None
+    batches: list[Mapping[str, np.ndarray]] = []
+    if opts.calib_mode == "naive":
+        batches = list(calib_batches)
+        table = naive_min_max(fused, params, batches, layers, progress)
+    qgraph, qparams = quantized_graph(fused, params, opts, table)
+    report = []
+    for n in fused.topo_order():
+        if n.op == FUSED_FC:
+            inner = [x.name for x in n.subgraphs[0].topo_order() if x.op is not None]
+            report.append((" + ".join(inner), "int8", f"quantized_{n.name}"))
+    return QuantizeResult(qgraph, qparams, dict(table or {}), list(layers), report,
+                          len(batches))
