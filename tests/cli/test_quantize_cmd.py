@@ -4,7 +4,7 @@ Oracle: what MXNet 1.9.1's quantizer made of the same float model and
 calibration data (``corpus/quantize/<case>``, its README): the INT8 graph
 (op multiset; node by node where names match: op, inputs and attributes other
 than the thresholds), every threshold of ``int8/thresholds.json`` (naive:
-rtol 1e-5 plus 1e-6 for the 6-decimal attributes), the int8 params, and the
+rtol 1e-5, entropy: rtol 1e-3, plus 1e-6 for the 6-decimal attributes), the int8 params, and the
 outputs of the produced model (reference backend) against MXNet's int8
 outputs within the case's tolerance.  Cases where MXNet refused must be
 refused.  Cases needing what the quantizer does not implement yet are
@@ -100,12 +100,13 @@ def test_quantize_matches_mxnet(name, tmp_path, capsys, monkeypatch):
     assert got["heads"] == want["heads"]
 
     thresholds = json.loads((case / "int8" / "thresholds.json").read_text())
+    rtol = 1e-3 if thresholds["calib_mode"] == "entropy" else 1e-5
     for node in thresholds["nodes"]:
         attrs = g_nodes[node["name"]][0].get("attrs", {})
         for key in calib:
             assert key in attrs, f"{node['name']}: no {key}"
             ours, theirs = float(attrs[key]), node[key]
-            assert abs(ours - theirs) <= 1e-5 * abs(theirs) + 1e-6, \
+            assert abs(ours - theirs) <= rtol * abs(theirs) + 1e-6, \
                 f"{node['name']} {key}: {ours} vs MXNet {theirs}"
 
     params = {k[4:]: np.asarray(v) for k, v in mxc.nd.load(tmp_path / "model-0000.params").items()}
@@ -135,8 +136,7 @@ def test_quantize_refuses_unimplemented_options(tmp_path, capsys):
     base = ["quantize", str(case / "fp32" / "symbol.json"), "--params",
             str(case / "fp32" / "model.params"), "--calib-data", str(case / "calib.npz"),
             "-o", str(tmp_path / "m")]
-    for extra, word in ((["--calib-mode", "entropy"], "calib_mode 'entropy'"),
-                        (["--flow", "model"], "flow 'model'"),
+    for extra, word in ((["--flow", "model"], "flow 'model'"),
                         (["--exclude-layers", "mlp0_dense0_fwd"], "exclude_layers"),
                         (["--quantize-granularity", "channel-wise"], "channel-wise")):
         assert main(base + extra) == 11

@@ -524,18 +524,24 @@ class CalibrateEntropy(OpDef):
         return ["float32", "float32"], ["float32", "float32"]
 
     def forward(self, p, inputs, ctx):
-        hist = np.asarray(inputs[0], dtype=_F).reshape(-1)
-        edges = np.asarray(inputs[1], dtype=_F).reshape(-1)
-        nq = p.num_quantized_bins
-        zero = hist.size // 2
-        best_i, best_div = 0, np.finfo(_F).max
-        thresholds = []
-        for k, i in enumerate(range(nq // 2, zero + 1)):
-            thresholds.append(edges[zero + i + 1])
-            div = _window_divergence(hist, zero - i, zero + i + 1, nq)
-            if div < best_div:
-                best_i, best_div = k, div
-        return [_range_out(thresholds[best_i]), _range_out(_F(best_div))]
+        th, div = calibrate_entropy(inputs[0], inputs[1], p.num_quantized_bins)
+        return [_range_out(th), _range_out(div)]
+
+
+def calibrate_entropy(hist, edges, nq: int) -> tuple[np.float32, np.float32]:
+    """:class:`CalibrateEntropy`'s ``(threshold, divergence)``; also entropy calibration's
+    (:mod:`mxc.compiler.quantize.calibrate`, as MXNet's ``_get_optimal_threshold``)."""
+    hist = np.asarray(hist, dtype=_F).reshape(-1)
+    edges = np.asarray(edges, dtype=_F).reshape(-1)
+    zero = hist.size // 2
+    best_i, best_div = 0, np.finfo(_F).max
+    thresholds = []
+    for k, i in enumerate(range(nq // 2, zero + 1)):
+        thresholds.append(edges[zero + i + 1])
+        div = _window_divergence(hist, zero - i, zero + i + 1, nq)
+        if div < best_div:
+            best_i, best_div = k, div
+    return _F(thresholds[best_i]), _F(best_div)
 
 
 def _smooth(d: np.ndarray, eps=_F(1e-4)):
@@ -558,17 +564,12 @@ def _window_divergence(hist, start, stop, nq) -> np.float32:
     p[0] = _seq_sum(hist[:start + 1])
     p[-1] = _F(p[-1] + _seq_sum(hist[stop:]))
     merged = sliced.size // nq
-    bins = np.array([sliced[j * merged:(j + 1) * merged].sum() for j in range(nq)],
-                    dtype=np.int64)
-    bins[-1] += sliced[nq * merged:].sum()
-    q = np.zeros(sliced.size, dtype=_F)
-    for j in range(nq):
-        a = j * merged
-        b = q.size if j == nq - 1 else (j + 1) * merged
-        norm = int((sliced[a:b] != 0).sum())
-        if norm:
-            sel = p[a:b] != 0
-            q[a:b][sel] = _F(_F(bins[j]) / _F(norm))
+    # bin j of q covers sliced[j*merged:(j+1)*merged], the last one also the remainder
+    group = np.minimum(np.arange(sliced.size) // merged, nq - 1)
+    bins = np.bincount(group, weights=sliced, minlength=nq).astype(np.int64)
+    norm = np.bincount(group, weights=sliced != 0, minlength=nq).astype(np.int64)
+    value = (bins.astype(_F) / np.maximum(norm, 1).astype(_F)).astype(_F)
+    q = np.where((p != 0) & (norm[group] > 0), value[group], _F(0)).astype(_F)
     ps, qs = _smooth(p), _smooth(q)
     if qs is None or ps is None:
         return _F(np.inf)

@@ -4,7 +4,7 @@
 without MXNet: fuse (:mod:`.fuse`), calibrate the fused float graph
 (:mod:`.calibrate`), rewrite it into the INT8 graph and params MXNet writes
 (:mod:`.rewrite`).  Implemented so far: graphs of FullyConnected layers (each
-optionally followed by its relu), ``calib_mode`` naive and none, every
+optionally followed by its relu), ``calib_mode`` naive, entropy and none, every
 ``quantized_dtype`` and ``quantize_mode`` (the two modes differ only on
 ``kMaybe`` operators, which such graphs do not have).  Everything else is
 refused by :meth:`.options.QuantizeOptions.check` or
@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from ..ir import Graph
-from .calibrate import naive_min_max
+from .calibrate import entropy_thresholds, naive_min_max
 from .fuse import FUSED_FC, fuse_fully_connected
 from .options import QuantizeError, QuantizeOptions
 from .rewrite import calib_layers, quantized_graph
@@ -41,6 +41,8 @@ class QuantizeResult:
     layers: list[tuple[str, str, str]]
     #: calibration batches used
     num_batches: int
+    #: entropy calibration: per layer, the histogram facts the corpus records
+    entropy: dict[str, dict]
 
 
 def quantize(graph: Graph, params: Mapping[str, np.ndarray],
@@ -62,9 +64,14 @@ def quantize(graph: Graph, params: Mapping[str, np.ndarray],
     layers = calib_layers(fused, params)
     table: dict[str, tuple[float, float]] | None = None
     batches: list[Mapping[str, np.ndarray]] = []
+    facts: dict[str, dict] = {}
     if opts.calib_mode == "naive":
         batches = list(calib_batches)
         table = naive_min_max(fused, params, batches, layers, progress)
+    elif opts.calib_mode == "entropy":
+        batches = list(calib_batches)
+        table, facts = entropy_thresholds(fused, params, batches, layers,
+                                          opts.quantized_dtype, progress)
     qgraph, qparams = quantized_graph(fused, params, opts, table)
     report = []
     for n in fused.topo_order():
@@ -72,4 +79,4 @@ def quantize(graph: Graph, params: Mapping[str, np.ndarray],
             inner = [x.name for x in n.subgraphs[0].topo_order() if x.op is not None]
             report.append((" + ".join(inner), "int8", f"quantized_{n.name}"))
     return QuantizeResult(qgraph, qparams, dict(table or {}), list(layers), report,
-                          len(batches))
+                          len(batches), facts)

@@ -25,7 +25,7 @@ FLOWS = ("net", "model")
 GRANULARITIES = ("tensor-wise", "channel-wise")
 
 #: what mxc's quantizer implements so far (the others are refused with QuantizeError)
-IMPLEMENTED_CALIB_MODES = ("naive", "none")
+IMPLEMENTED_CALIB_MODES = ("naive", "entropy", "none")
 IMPLEMENTED_FLOWS = ("net",)
 IMPLEMENTED_GRANULARITIES = ("tensor-wise",)
 
