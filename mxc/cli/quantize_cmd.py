@@ -1,4 +1,4 @@
-"""``mxc quantize``: an INT8 model in MXNet's own format from a float32 one, as MXNet's quantizer makes it.
+"""``mxc quantize``: an INT8 model, in MXNet's format, from a float32 one, as MXNet makes it.
 
 ::
 

@@ -136,8 +136,9 @@ def test_quantize_refuses_unimplemented_options(tmp_path, capsys):
     base = ["quantize", str(case / "fp32" / "symbol.json"), "--params",
             str(case / "fp32" / "model.params"), "--calib-data", str(case / "calib.npz"),
             "-o", str(tmp_path / "m")]
-    for extra, word in ((["--flow", "model"], "flow 'model'"),
-                        (["--exclude-layers", "mlp0_dense0_fwd"], "exclude_layers"),
+    for extra, word in ((["--exclude-layers", "mlp0_dense0_fwd"], "exclude_layers"),
+                        (["--exclude-layers-match", "dense0"], "exclude_layers_match"),
+                        (["--exclude-operators", "Activation"], "exclude_operators"),
                         (["--quantize-granularity", "channel-wise"], "channel-wise")):
         assert main(base + extra) == 11
         err = capsys.readouterr().err

@@ -3,10 +3,11 @@
 :func:`quantize` is ``mxnet.contrib.quantization.quantize_net``'s oneDNN flow
 without MXNet: fuse (:mod:`.fuse`), calibrate the fused float graph
 (:mod:`.calibrate`), rewrite it into the INT8 graph and params MXNet writes
-(:mod:`.rewrite`).  Implemented so far: graphs of FullyConnected layers (each
-optionally followed by its relu), ``calib_mode`` naive, entropy and none, every
-``quantized_dtype`` and ``quantize_mode`` (the two modes differ only on
-``kMaybe`` operators, which such graphs do not have).  Everything else is
+(:mod:`.rewrite`); with ``flow="model"`` it is ``quantize_model``'s classic
+flow instead (:mod:`.classic`: no fusion).  Implemented so far: graphs of
+FullyConnected layers (each optionally followed by its relu), ``calib_mode``
+naive, entropy and none, every ``quantized_dtype`` and ``quantize_mode``,
+both flows.  Everything else is
 refused by :meth:`.options.QuantizeOptions.check` or
 :func:`.fuse.check_supported`, naming what is missing.
 """
@@ -20,7 +21,8 @@ import numpy as np
 
 from ..ir import Graph
 from .calibrate import entropy_thresholds, naive_min_max
-from .fuse import FUSED_FC, fuse_fully_connected
+from .classic import classic_calib_layers, classic_graph
+from .fuse import FUSED_FC, check_supported, fuse_fully_connected
 from .options import QuantizeError, QuantizeOptions
 from .rewrite import calib_layers, quantized_graph
 
@@ -60,23 +62,32 @@ def quantize(graph: Graph, params: Mapping[str, np.ndarray],
     if opts.calib_mode != "none" and calib_batches is None:
         raise QuantizeError(f"quantize: calib_data must be provided when "
                             f"calib_mode={opts.calib_mode}")
-    fused = fuse_fully_connected(graph, dict(params))
-    layers = calib_layers(fused, params)
+    if opts.flow == "model":
+        check_supported(graph)
+        calib_graph, layers = graph, classic_calib_layers(graph)
+    else:
+        calib_graph = fuse_fully_connected(graph, dict(params))
+        layers = calib_layers(calib_graph, params)
     table: dict[str, tuple[float, float]] | None = None
     batches: list[Mapping[str, np.ndarray]] = []
     facts: dict[str, dict] = {}
     if opts.calib_mode == "naive":
         batches = list(calib_batches)
-        table = naive_min_max(fused, params, batches, layers, progress)
+        table = naive_min_max(calib_graph, params, batches, layers, progress)
     elif opts.calib_mode == "entropy":
         batches = list(calib_batches)
-        table, facts = entropy_thresholds(fused, params, batches, layers,
+        table, facts = entropy_thresholds(calib_graph, params, batches, layers,
                                           opts.quantized_dtype, progress)
-    qgraph, qparams = quantized_graph(fused, params, opts, table)
-    report = []
-    for n in fused.topo_order():
-        if n.op == FUSED_FC:
-            inner = [x.name for x in n.subgraphs[0].topo_order() if x.op is not None]
-            report.append((" + ".join(inner), "int8", f"quantized_{n.name}"))
+    if opts.flow == "model":
+        qgraph, qparams = classic_graph(graph, params, opts, table)
+        report = [(n.name, "int8", f"quantized_{n.name}") for n in graph.topo_order()
+                  if n.op is not None]
+    else:
+        qgraph, qparams = quantized_graph(calib_graph, params, opts, table)
+        report = []
+        for n in calib_graph.topo_order():
+            if n.op == FUSED_FC:
+                inner = [x.name for x in n.subgraphs[0].topo_order() if x.op is not None]
+                report.append((" + ".join(inner), "int8", f"quantized_{n.name}"))
     return QuantizeResult(qgraph, qparams, dict(table or {}), list(layers), report,
                           len(batches), facts)

@@ -26,7 +26,7 @@ GRANULARITIES = ("tensor-wise", "channel-wise")
 
 #: what mxc's quantizer implements so far (the others are refused with QuantizeError)
 IMPLEMENTED_CALIB_MODES = ("naive", "entropy", "none")
-IMPLEMENTED_FLOWS = ("net",)
+IMPLEMENTED_FLOWS = ("net", "model")
 IMPLEMENTED_GRANULARITIES = ("tensor-wise",)
 
 

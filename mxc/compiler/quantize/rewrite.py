@@ -55,6 +55,51 @@ def calib_layers(fused: Graph, params: Mapping[str, np.ndarray]) -> dict[str, En
     return layers
 
 
+class ParamQuantizer:
+    """``<param>_quantize`` / ``_min`` / ``_max`` variables (made by *var*) and their arrays.
+
+    MXNet's ``_quantize_params``: ``_contrib_quantize(out_type="int8")`` of the float
+    param with its own min and max as the range.
+    """
+
+    def __init__(self, params: Mapping[str, np.ndarray], var):
+        self.params = params
+        self.var = var
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __call__(self, name: str) -> tuple[Node, Node, Node]:
+        if name not in self.params:
+            raise QuantizeError(f"quantize: parameter {name!r} is missing from the params")
+        if f"{name}_quantize" not in self.arrays:
+            w = np.asarray(self.params[name], dtype=np.float32)
+            codes, lo, hi = quantize_int8(w, np.float32(w.min()), np.float32(w.max()))
+            self.arrays.update({f"{name}_quantize": codes, f"{name}_quantize_min": lo,
+                                f"{name}_quantize_max": hi})
+        return (self.var(f"{name}_quantize"), self.var(f"{name}_quantize_min"),
+                self.var(f"{name}_quantize_max"))
+
+
+def input_quantizer(dtype: str, table, var, nodes: list[Node]):
+    """``src -> (codes, min, max)`` entries of the one ``<src>_quantize`` node
+    (``_contrib_quantize_v2``, ``out_type`` the dtype, the calibrated range of *src* when
+    *table* is given) that every quantized consumer of the model input *src* shares."""
+    made: dict[str, Node] = {}
+
+    def quantize_input(src: Node) -> tuple[Entry, Entry, Entry]:
+        if src.name not in made:
+            attrs = {"out_type": dtype}
+            if table is not None:
+                lo, hi = table[src.name]
+                attrs = {"max_calib_range": calib_attr(hi), "min_calib_range": calib_attr(lo),
+                         **attrs}
+            made[src.name] = Node("_contrib_quantize_v2", f"{src.name}_quantize", attrs,
+                                  [Entry(var(src.name), 0)])
+            nodes.append(made[src.name])
+        q = made[src.name]
+        return Entry(q, 0), Entry(q, 1), Entry(q, 2)
+    return quantize_input
+
+
 def quantized_graph(fused: Graph, params: Mapping[str, np.ndarray], opts: QuantizeOptions,
                     table: Mapping[str, tuple[float, float]] | None
                     ) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -62,9 +107,7 @@ def quantized_graph(fused: Graph, params: Mapping[str, np.ndarray], opts: Quanti
     (None for ``calib_mode="none"``)."""
     dtype = opts.quantized_dtype
     nodes: list[Node] = []
-    out_params: dict[str, np.ndarray] = {}
     quantized_of: dict[int, tuple[Entry, Entry, Entry]] = {}   # id(fused node) -> codes, min, max
-    quantize_of: dict[str, Node] = {}
     var_of: dict[str, Node] = {}
     heads = {id(e.node) for e in fused.outputs}
 
@@ -74,28 +117,8 @@ def quantized_graph(fused: Graph, params: Mapping[str, np.ndarray], opts: Quanti
             nodes.append(var_of[name])
         return var_of[name]
 
-    def quantize_input(src: Node) -> tuple[Entry, Entry, Entry]:
-        if src.name not in quantize_of:
-            attrs = {"out_type": dtype}
-            if table is not None:
-                lo, hi = table[src.name]
-                attrs = {"max_calib_range": calib_attr(hi), "min_calib_range": calib_attr(lo),
-                         **attrs}
-            q = Node("_contrib_quantize_v2", f"{src.name}_quantize", attrs, [Entry(var(src.name), 0)])
-            nodes.append(q)
-            quantize_of[src.name] = q
-        q = quantize_of[src.name]
-        return Entry(q, 0), Entry(q, 1), Entry(q, 2)
-
-    def quantize_param(name: str) -> tuple[Node, Node, Node]:
-        if name not in params:
-            raise QuantizeError(f"quantize: parameter {name!r} is missing from the params")
-        w = np.asarray(params[name], dtype=np.float32)
-        codes, lo, hi = quantize_int8(w, np.float32(w.min()), np.float32(w.max()))
-        out_params[f"{name}_quantize"] = codes
-        out_params[f"{name}_quantize_min"] = lo
-        out_params[f"{name}_quantize_max"] = hi
-        return var(f"{name}_quantize"), var(f"{name}_quantize_min"), var(f"{name}_quantize_max")
+    quantize_input = input_quantizer(dtype, table, var, nodes)
+    quantize_param = ParamQuantizer(params, var)
 
     for n in fused.topo_order():
         if n.op != FUSED_FC:
@@ -149,4 +172,4 @@ def quantized_graph(fused: Graph, params: Mapping[str, np.ndarray], opts: Quanti
         outputs.append(Entry(deq, 0))
     graph = Graph(nodes, outputs, dict(fused.attrs))
     order = graph.list_arguments()
-    return graph, {k: out_params[k] for k in order if k in out_params}
+    return graph, {k: quantize_param.arrays[k] for k in order if k in quantize_param.arrays}
