@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     opts.check()
     args.shape = []
     sym, arg, aux = load_model(args)   # aux states: only layers quantize refuses have them
-    check_supported(sym.graph)         # before reading any calibration data
+    check_supported(sym.graph, opts.exclude_operators)   # before reading calibration data
     data_names = [n for n in sym.list_inputs() if n not in arg and n not in aux]
     batches = None
     if args.calib_data is not None and opts.calib_mode != "none":

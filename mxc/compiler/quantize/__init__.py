@@ -5,9 +5,10 @@ without MXNet: fuse (:mod:`.fuse`), calibrate the fused float graph
 (:mod:`.calibrate`), rewrite it into the INT8 graph and params MXNet writes
 (:mod:`.rewrite`); with ``flow="model"`` it is ``quantize_model``'s classic
 flow instead (:mod:`.classic`: no fusion).  Implemented so far: graphs of
-FullyConnected layers (each optionally followed by its relu), ``calib_mode``
-naive, entropy and none, every ``quantized_dtype`` and ``quantize_mode``,
-both flows.  Everything else is
+FullyConnected layers (each optionally followed by its relu), after operators
+MXNet leaves float32 (``quantize_net``'s flow; ``exclude_operators`` for such
+operators), ``calib_mode`` naive, entropy and none, every ``quantized_dtype``
+and ``quantize_mode``, both flows.  Everything else is
 refused by :meth:`.options.QuantizeOptions.check` or
 :func:`.fuse.check_supported`, naming what is missing.
 """
@@ -22,7 +23,7 @@ import numpy as np
 from ..ir import Graph
 from .calibrate import entropy_thresholds, naive_min_max
 from .classic import classic_calib_layers, classic_graph
-from .fuse import FUSED_FC, check_supported, fuse_fully_connected
+from .fuse import FC, FUSED_FC, check_supported, fuse_fully_connected
 from .options import QuantizeError, QuantizeOptions
 from .rewrite import calib_layers, quantized_graph
 
@@ -62,11 +63,16 @@ def quantize(graph: Graph, params: Mapping[str, np.ndarray],
     if opts.calib_mode != "none" and calib_batches is None:
         raise QuantizeError(f"quantize: calib_data must be provided when "
                             f"calib_mode={opts.calib_mode}")
+    float_ops = tuple(opts.exclude_operators)
     if opts.flow == "model":
-        check_supported(graph)
+        check_supported(graph, float_ops)
+        left = sorted({n.op for n in graph.op_nodes() if n.op not in (FC, "Activation")})
+        if left:
+            raise QuantizeError(f"quantize: the classic flow (flow='model') with operators "
+                                f"left float32 ({', '.join(left)}) is not implemented yet")
         calib_graph, layers = graph, classic_calib_layers(graph)
     else:
-        calib_graph = fuse_fully_connected(graph, dict(params))
+        calib_graph = fuse_fully_connected(graph, dict(params), float_ops)
         layers = calib_layers(calib_graph, params)
     table: dict[str, tuple[float, float]] | None = None
     batches: list[Mapping[str, np.ndarray]] = []

@@ -28,6 +28,8 @@ GRANULARITIES = ("tensor-wise", "channel-wise")
 IMPLEMENTED_CALIB_MODES = ("naive", "entropy", "none")
 IMPLEMENTED_FLOWS = ("net", "model")
 IMPLEMENTED_GRANULARITIES = ("tensor-wise",)
+#: the operators this quantizer quantizes (excluding them is not implemented)
+QUANTIZED_HERE = frozenset({"FullyConnected", "Activation", "_sg_mkldnn_fully_connected"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,12 @@ class QuantizeOptions:
             if value not in done:
                 raise QuantizeError(f"quantize: {name} {value!r} is not implemented yet "
                                     f"(implemented: {', '.join(done)})")
-        for name in ("exclude_layers", "exclude_layers_match", "exclude_operators"):
+        for name in ("exclude_layers", "exclude_layers_match"):
             if getattr(self, name):
                 raise QuantizeError(f"quantize: {name} is not implemented yet; quantize "
                                     f"without it, or with MXNet")
+        kept = sorted(set(self.exclude_operators) & QUANTIZED_HERE)
+        if kept:
+            raise QuantizeError(f"quantize: exclude_operators {', '.join(kept)} is not "
+                                f"implemented yet (only operators this quantizer leaves "
+                                f"float32 anyway can be excluded)")

@@ -20,7 +20,9 @@ fused float graph (:mod:`.fuse`):
    folds a calibrated requantize into its FC (the FC takes the ranges) and a
    dequantize after an FC into ``enable_float_output=True`` (the ranges go).
 
-Uncalibrated (``calib_mode="none"``) nothing is folded: the requantize and
+Operators MXNet does not quantize are copied as they are; a quantized FC fed
+by one gets a ``<node>_<output index>_quantize`` before it.  Uncalibrated
+(``calib_mode="none"``) nothing is folded: the requantize and
 dequantize nodes stay, and ranges are found at run time.
 """
 
@@ -32,8 +34,9 @@ import numpy as np
 
 from ..ir import Entry, Graph, Node
 from ..ops.quantized import quantize_int8
-from .fuse import FUSED_FC, fused_output_name
+from .fuse import FUSED_FC, fused_output_name, output_name
 from .options import QuantizeError, QuantizeOptions
+
 
 
 def calib_attr(value: float) -> str:
@@ -48,26 +51,69 @@ def calib_layers(fused: Graph, params: Mapping[str, np.ndarray]) -> dict[str, En
     for n in fused.topo_order():
         if n.op != FUSED_FC:
             continue
-        src = n.inputs[0]
-        key = src.node.name if src.node.op is None else fused_output_name(src.node)
-        layers.setdefault(key, src)
+        layers.setdefault(output_name(n.inputs[0]), n.inputs[0])
         layers.setdefault(fused_output_name(n), Entry(n, 0))
     return layers
 
 
-class ParamQuantizer:
-    """``<param>_quantize`` / ``_min`` / ``_max`` variables (made by *var*) and their arrays.
+def quantize_name(entry: Entry) -> str:
+    """The name the quantize pass gives the ``_contrib_quantize_v2`` of a float value: the
+    node's name, plus ``_<output index>`` for an operator's output (``quantize_graph_pass.cc``
+    adds the output's name instead only for operators with named outputs, which MXNet's
+    single-output float operators do not register)."""
+    node = entry.node
+    if node.op is None:
+        return f"{node.name}_quantize"
+    if node.num_visible_outputs() != 1:
+        raise QuantizeError(f"quantize: node {node.name!r} ({node.op}) has several outputs and "
+                            f"feeds a quantized layer; not implemented yet")
+    return f"{node.name}_{entry.index}_quantize"
 
-    MXNet's ``_quantize_params``: ``_contrib_quantize(out_type="int8")`` of the float
-    param with its own min and max as the range.
-    """
 
-    def __init__(self, params: Mapping[str, np.ndarray], var):
+class Builder:
+    """The nodes of the graph being written, and the helpers both flows share."""
+
+    def __init__(self, params: Mapping[str, np.ndarray], dtype: str,
+                 table: Mapping[str, tuple[float, float]] | None):
         self.params = params
-        self.var = var
+        self.dtype = dtype
+        self.table = table
+        self.nodes: list[Node] = []
         self.arrays: dict[str, np.ndarray] = {}
+        self._vars: dict[str, Node] = {}
+        self._quantized: dict[tuple[int, int], Node] = {}
 
-    def __call__(self, name: str) -> tuple[Node, Node, Node]:
+    def add(self, node: Node) -> Node:
+        self.nodes.append(node)
+        return node
+
+    def var(self, name: str, old: Node | None = None) -> Node:
+        """The variable *name*, made once (with the attributes of *old*, the float graph's)."""
+        if name not in self._vars:
+            self._vars[name] = self.add(Node(None, name, dict(old.attrs) if old else None))
+        return self._vars[name]
+
+    def calibrated(self, attrs: dict, key: str) -> dict:
+        """*attrs* with the calibrated range of *key*, in MXNet's (sorted) attribute order."""
+        if self.table is None:
+            return attrs
+        lo, hi = self.table[key]
+        return {"max_calib_range": calib_attr(hi), "min_calib_range": calib_attr(lo), **attrs}
+
+    def quantize_input(self, old: Entry, new: Entry) -> tuple[Entry, Entry, Entry]:
+        """``(codes, min, max)`` of the one ``_contrib_quantize_v2`` of the float value *old*
+        (*new*: the same value in the graph being written), shared by its consumers."""
+        key = (id(old.node), old.index)
+        if key not in self._quantized:
+            attrs = self.calibrated({"out_type": self.dtype}, output_name(old))
+            self._quantized[key] = self.add(
+                Node("_contrib_quantize_v2", quantize_name(old), attrs, [new]))
+        q = self._quantized[key]
+        return Entry(q, 0), Entry(q, 1), Entry(q, 2)
+
+    def quantize_param(self, name: str) -> tuple[Node, Node, Node]:
+        """``<name>_quantize`` / ``_min`` / ``_max``: MXNet's ``_quantize_params``, i.e.
+        ``_contrib_quantize(out_type="int8")`` of the float param with its own min and max."""
         if name not in self.params:
             raise QuantizeError(f"quantize: parameter {name!r} is missing from the params")
         if f"{name}_quantize" not in self.arrays:
@@ -78,26 +124,18 @@ class ParamQuantizer:
         return (self.var(f"{name}_quantize"), self.var(f"{name}_quantize_min"),
                 self.var(f"{name}_quantize_max"))
 
+    def fc_inputs(self, data: tuple[Entry, Entry, Entry], fc_inputs) -> list[Entry]:
+        """A quantized FC's inputs: data, weight[, bias], then their ``(min, max)`` pairs."""
+        weight = self.quantize_param(fc_inputs[1].node.name)
+        bias = self.quantize_param(fc_inputs[2].node.name) if len(fc_inputs) > 2 else None
+        out = [data[0], Entry(weight[0], 0)] + ([Entry(bias[0], 0)] if bias else [])
+        out += [data[1], data[2], Entry(weight[1], 0), Entry(weight[2], 0)]
+        return out + ([Entry(bias[1], 0), Entry(bias[2], 0)] if bias else [])
 
-def input_quantizer(dtype: str, table, var, nodes: list[Node]):
-    """``src -> (codes, min, max)`` entries of the one ``<src>_quantize`` node
-    (``_contrib_quantize_v2``, ``out_type`` the dtype, the calibrated range of *src* when
-    *table* is given) that every quantized consumer of the model input *src* shares."""
-    made: dict[str, Node] = {}
-
-    def quantize_input(src: Node) -> tuple[Entry, Entry, Entry]:
-        if src.name not in made:
-            attrs = {"out_type": dtype}
-            if table is not None:
-                lo, hi = table[src.name]
-                attrs = {"max_calib_range": calib_attr(hi), "min_calib_range": calib_attr(lo),
-                         **attrs}
-            made[src.name] = Node("_contrib_quantize_v2", f"{src.name}_quantize", attrs,
-                                  [Entry(var(src.name), 0)])
-            nodes.append(made[src.name])
-        q = made[src.name]
-        return Entry(q, 0), Entry(q, 1), Entry(q, 2)
-    return quantize_input
+    def finish(self, outputs: list[Entry], attrs: dict) -> tuple[Graph, dict[str, np.ndarray]]:
+        graph = Graph(self.nodes, outputs, attrs)
+        made = {**self.params, **self.arrays}
+        return graph, {k: made[k] for k in graph.list_arguments() if k in made}
 
 
 def quantized_graph(fused: Graph, params: Mapping[str, np.ndarray], opts: QuantizeOptions,
@@ -105,71 +143,58 @@ def quantized_graph(fused: Graph, params: Mapping[str, np.ndarray], opts: Quanti
                     ) -> tuple[Graph, dict[str, np.ndarray]]:
     """``(int8 graph, its params)`` from the fused float graph and the calibration table
     (None for ``calib_mode="none"``)."""
-    dtype = opts.quantized_dtype
-    nodes: list[Node] = []
-    quantized_of: dict[int, tuple[Entry, Entry, Entry]] = {}   # id(fused node) -> codes, min, max
-    var_of: dict[str, Node] = {}
+    b = Builder(params, opts.quantized_dtype, table)
+    quantized_of: dict[int, tuple[Entry, Entry, Entry]] = {}   # id(fused FC) -> codes, min, max
+    float_of: dict[int, Node] = {}                               # id(float node) -> its copy
     heads = {id(e.node) for e in fused.outputs}
 
-    def var(name: str) -> Node:
-        if name not in var_of:
-            var_of[name] = Node(None, name)
-            nodes.append(var_of[name])
-        return var_of[name]
-
-    quantize_input = input_quantizer(dtype, table, var, nodes)
-    quantize_param = ParamQuantizer(params, var)
+    def copied(e: Entry) -> Entry:
+        return Entry(float_of[id(e.node)], e.index)
 
     for n in fused.topo_order():
-        if n.op != FUSED_FC:
+        if n.op is None:
+            if n.name not in params or any(u.op != FUSED_FC for u in n.users):
+                float_of[id(n)] = b.var(n.name, n)   # a model input, or a float layer's param
             continue
-        src = n.inputs[0].node
-        if src.op is None:
-            if src.name in params:
-                raise QuantizeError(f"quantize: node {n.name!r} reads parameter {src.name!r} "
-                                    f"as its data; only model inputs can be quantized there")
-            data = quantize_input(src)
+        if n.op != FUSED_FC:                         # an operator left float32: copied
+            float_of[id(n)] = b.add(Node(n.op, n.name, dict(n.attrs),
+                                         [copied(e) for e in n.inputs],
+                                         [g.copy() for g in n.subgraphs]))
+            continue
+        src = n.inputs[0]
+        if src.node.op is None and src.node.name in params:
+            raise QuantizeError(f"quantize: node {n.name!r} reads parameter {src.node.name!r} "
+                                f"as its data; only model inputs can be quantized there")
+        if src.node.op == FUSED_FC:
+            if id(src.node) in heads:
+                raise QuantizeError(f"quantize: node {src.node.name!r} is both a model output "
+                                    f"and the input of {n.name!r}; not implemented yet")
+            data = quantized_of[id(src.node)]
         else:
-            if id(src) in heads:
-                raise QuantizeError(f"quantize: node {src.name!r} is both a model output and "
-                                    f"the input of {n.name!r}; not implemented yet")
-            data = quantized_of[id(src)]
-        weight = quantize_param(n.inputs[1].node.name)
-        bias = quantize_param(n.inputs[2].node.name) if len(n.inputs) > 2 else None
-        inputs = [data[0], Entry(weight[0], 0)]
-        if bias is not None:
-            inputs.append(Entry(bias[0], 0))
-        inputs += [data[1], data[2], Entry(weight[1], 0), Entry(weight[2], 0)]
-        if bias is not None:
-            inputs += [Entry(bias[1], 0), Entry(bias[2], 0)]
+            data = b.quantize_input(src, copied(src))
         attrs = {"quantized": "True"}
         if n.attrs.get("with_eltwise") == "True":
             attrs["with_eltwise"] = "True"
-        qfc = Node(FUSED_FC, f"quantized_{n.name}", attrs, inputs,
-                   [g.copy() for g in n.subgraphs])
-        nodes.append(qfc)
+        qfc = b.add(Node(FUSED_FC, f"quantized_{n.name}", attrs, b.fc_inputs(data, n.inputs),
+                         [g.copy() for g in n.subgraphs]))
         if table is None:       # requantize at run time (no calibration to fold in)
-            req = Node("_contrib_requantize", f"requantize_{n.name}", {"out_type": dtype},
-                       [Entry(qfc, 0), Entry(qfc, 1), Entry(qfc, 2)])
-            nodes.append(req)
+            req = b.add(Node("_contrib_requantize", f"requantize_{n.name}",
+                             {"out_type": b.dtype}, [Entry(qfc, 0), Entry(qfc, 1), Entry(qfc, 2)]))
             quantized_of[id(n)] = (Entry(req, 0), Entry(req, 1), Entry(req, 2))
         elif id(n) in heads:    # requantize + dequantize folded: float output
             qfc.attrs["enable_float_output"] = "True"
             quantized_of[id(n)] = (Entry(qfc, 0),) * 3
         else:                   # calibrated requantize folded into the FC
-            lo, hi = table[fused_output_name(n)]
-            qfc.attrs["max_calib_range"] = calib_attr(hi)
-            qfc.attrs["min_calib_range"] = calib_attr(lo)
+            qfc.attrs.update(b.calibrated({}, fused_output_name(n)))
             quantized_of[id(n)] = (Entry(qfc, 0), Entry(qfc, 1), Entry(qfc, 2))
     outputs = []
     for e in fused.outputs:
-        codes = quantized_of[id(e.node)]
-        if table is not None:
-            outputs.append(codes[0])
-            continue
-        deq = Node("_contrib_dequantize", f"{e.node.name}_dequantize", {}, list(codes))
-        nodes.append(deq)
-        outputs.append(Entry(deq, 0))
-    graph = Graph(nodes, outputs, dict(fused.attrs))
-    order = graph.list_arguments()
-    return graph, {k: quantize_param.arrays[k] for k in order if k in quantize_param.arrays}
+        if e.node.op != FUSED_FC:
+            outputs.append(copied(e))
+        elif table is not None:
+            outputs.append(quantized_of[id(e.node)][0])
+        else:
+            deq = b.add(Node("_contrib_dequantize", f"{e.node.name}_dequantize", {},
+                             list(quantized_of[id(e.node)])))
+            outputs.append(Entry(deq, 0))
+    return b.finish(outputs, dict(fused.attrs))
