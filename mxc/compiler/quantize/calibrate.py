@@ -72,15 +72,21 @@ NUM_BINS = 8001
 
 
 def _combine(old, arr, lo, hi, th):
-    """``combine_histogram``: add *arr* to the histogram, widening it by whole bins if needed."""
+    """``combine_histogram``: add *arr* to the histogram, widening it by whole bins if needed.
+
+    The widened range is computed in float64 and given to ``np.histogram`` as Python
+    floats: what numpy 1.23 (MXNet's) did with ``float32 scalar * int`` (float64) and a
+    float64 range over float32 data (value-based casting: float32 bins), which numpy 2
+    would otherwise do in float64 bins.
+    """
     hist, edges, old_lo, old_hi, old_th = old
     if th <= old_th:
         h, _ = np.histogram(arr, bins=len(hist), range=(-old_th, old_th))
         return hist + h, edges, min(old_lo, lo), max(old_hi, hi), old_th
-    step = 2 * old_th / len(hist)
-    half = int((th - old_th) // step + 1)
+    step = 2 * float(old_th) / len(hist)
+    half = int((float(th) - float(old_th)) // step + 1)
     bins = half * 2 + len(hist)
-    new_th = half * step + old_th
+    new_th = half * step + float(old_th)
     h, new_edges = np.histogram(arr, bins=bins, range=(-new_th, new_th))
     h[half:bins - half] += hist
     return h, new_edges, min(old_lo, lo), max(old_hi, hi), new_th
