@@ -4,6 +4,10 @@ A result matches when shapes and dtypes are equal, NaN positions agree and
 ``|got - want| <= atol + rtol * |want|`` elementwise (the corpus README's rule);
 integer outputs must be equal, or within ``atol`` codes when a case allows it
 (quantized ops may differ by one rounding step).
+
+Also the integer product oneDNN computes on a CPU without VNNI
+(:func:`pre_vnni_int_dot`), which explains the corpus cases recorded on one
+(:data:`PRE_VNNI_RECORDED`): a model of that CPU, not a result of mxc's.
 """
 
 from __future__ import annotations
