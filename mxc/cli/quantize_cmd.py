@@ -91,6 +91,7 @@ def _calib_batches(path: str, data_names: list[str], limit: int | None) -> list[
 
 def run(args: argparse.Namespace) -> int:
     from ..compiler.quantize import QuantizeOptions, quantize
+    from ..compiler.quantize.classic import quantized_nodes
     from ..compiler.quantize.fuse import check_supported
     from ..frontend.params import save_params
     from ..frontend.symbol_json_writer import dump_json
@@ -107,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
     opts.check()
     args.shape = []
     sym, arg, aux = load_model(args)   # aux states: only layers quantize refuses have them
-    check_supported(sym.graph, opts.exclude_operators)   # before reading calibration data
+    if opts.flow == "net":
+        check_supported(sym.graph, opts.exclude_operators)   # before reading calibration data
+    else:
+        quantized_nodes(sym.graph, opts)
     data_names = [n for n in sym.list_inputs() if n not in arg and n not in aux]
     batches = None
     if args.calib_data is not None and opts.calib_mode != "none":
@@ -124,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
     symbol_path = prefix.parent / f"{prefix.name}-symbol.json"
     params_path = prefix.parent / f"{prefix.name}-0000.params"
     atomic_write_bytes(symbol_path, dump_json(result.graph).encode())
-    save_params(params_path, {f"arg:{k}": v for k, v in result.params.items()})
+    saved = {f"arg:{k}": v for k, v in result.params.items()}
+    saved.update({f"aux:{k}": aux[k] for k in result.graph.list_auxiliary_states() if k in aux})
+    save_params(params_path, saved)
     if batches:
         print(f"calibrated ({opts.calib_mode}) on {result.num_batches} batch(es): "
               f"{len(result.thresholds)} layer output(s)")

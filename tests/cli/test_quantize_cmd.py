@@ -6,8 +6,9 @@ calibration data (``corpus/quantize/<case>``, its README): the INT8 graph
 than the thresholds), every threshold of ``int8/thresholds.json`` (naive:
 rtol 1e-5, entropy: rtol 1e-3, plus 1e-6 for the 6-decimal attributes), the int8 params, and the
 outputs of the produced model (reference backend) against MXNet's int8
-outputs within the case's tolerance.  Cases where MXNet refused must be
-refused.  Cases needing what the quantizer does not implement yet are
+outputs within the case's tolerance (where MXNet could run its model: for a
+"run"-stage error case the rest is compared).  Cases where MXNet refused
+while quantizing must be refused.  Cases needing what the quantizer does not implement yet are
 refused by it (exit code 11, "not implemented yet") and skip with that
 message, so the gap stays visible.
 """
@@ -83,7 +84,8 @@ def test_quantize_matches_mxnet(name, tmp_path, capsys, monkeypatch):
     if rc != 0:
         assert rc == 11 and "not implemented yet" in err and "Traceback" not in err, err
         pytest.skip(err.strip())
-    assert stage is None, f"{name}: MXNet could not run this model ({stage}); compare by hand"
+    # stage "run": MXNet made the model but cannot run it; mxc may, and the graph, the
+    # thresholds and the params are compared (there are no MXNet outputs)
     got = json.loads((tmp_path / "model-symbol.json").read_text())
     want = json.loads((case / "int8" / "symbol.json").read_text())
     assert Counter(n["op"] for n in got["nodes"]) == Counter(n["op"] for n in want["nodes"])
@@ -117,6 +119,8 @@ def test_quantize_matches_mxnet(name, tmp_path, capsys, monkeypatch):
         assert params[key].dtype == value.dtype, key
         np.testing.assert_array_equal(params[key], value, err_msg=key)
 
+    if stage == "run":
+        return
     meta = json.loads((case / "int8" / "meta.json").read_text())
     io = np.load(case / "int8" / "io.npz")
     if name in PRE_VNNI_RECORDED:   # MXNet's outputs there are those of a CPU without VNNI

@@ -8,9 +8,10 @@ flow instead (:mod:`.classic`: no fusion).  Implemented so far: graphs of
 FullyConnected layers (each optionally followed by its relu), after operators
 MXNet leaves float32 (``quantize_net``'s flow; ``exclude_operators`` for such
 operators), ``calib_mode`` naive, entropy and none, every ``quantized_dtype``
-and ``quantize_mode``, both flows.  Everything else is
-refused by :meth:`.options.QuantizeOptions.check` or
-:func:`.fuse.check_supported`, naming what is missing.
+and ``quantize_mode``, both flows; the classic flow also takes convolutions,
+relu, pooling and flatten, and ``exclude_layers``/``exclude_operators``.  Everything else is
+refused by :meth:`.options.QuantizeOptions.check`, :func:`.fuse.check_supported`
+or :func:`.classic.quantized_nodes`, naming what is missing.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import numpy as np
 
 from ..ir import Graph
 from .calibrate import entropy_thresholds, naive_min_max
-from .classic import classic_calib_layers, classic_graph
-from .fuse import FC, FUSED_FC, check_supported, fuse_fully_connected
+from .classic import classic_calib_layers, classic_graph, quantized_nodes, why_float
+from .fuse import FUSED_FC, fuse_fully_connected
 from .options import QuantizeError, QuantizeOptions
 from .rewrite import calib_layers, quantized_graph
 
@@ -65,12 +66,8 @@ def quantize(graph: Graph, params: Mapping[str, np.ndarray],
                             f"calib_mode={opts.calib_mode}")
     float_ops = tuple(opts.exclude_operators)
     if opts.flow == "model":
-        check_supported(graph, float_ops)
-        left = sorted({n.op for n in graph.op_nodes() if n.op not in (FC, "Activation")})
-        if left:
-            raise QuantizeError(f"quantize: the classic flow (flow='model') with operators "
-                                f"left float32 ({', '.join(left)}) is not implemented yet")
-        calib_graph, layers = graph, classic_calib_layers(graph)
+        marked = quantized_nodes(graph, opts)
+        calib_graph, layers = graph, classic_calib_layers(graph, marked)
     else:
         calib_graph = fuse_fully_connected(graph, dict(params), float_ops)
         layers = calib_layers(calib_graph, params)
@@ -85,9 +82,10 @@ def quantize(graph: Graph, params: Mapping[str, np.ndarray],
         table, facts = entropy_thresholds(calib_graph, params, batches, layers,
                                           opts.quantized_dtype, progress)
     if opts.flow == "model":
-        qgraph, qparams = classic_graph(graph, params, opts, table)
-        report = [(n.name, "int8", f"quantized_{n.name}") for n in graph.topo_order()
-                  if n.op is not None]
+        qgraph, qparams = classic_graph(graph, params, opts, table, marked)
+        report = [(n.name, "int8" if id(n) in marked else "float32",
+                   f"quantized_{n.name}" if id(n) in marked else why_float(n, opts))
+                  for n in graph.topo_order() if n.op is not None]
     else:
         qgraph, qparams = quantized_graph(calib_graph, params, opts, table)
         report = []

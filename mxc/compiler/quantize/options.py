@@ -68,6 +68,11 @@ class QuantizeOptions:
             if value not in done:
                 raise QuantizeError(f"quantize: {name} {value!r} is not implemented yet "
                                     f"(implemented: {', '.join(done)})")
+        if self.flow == "model":
+            if self.exclude_layers_match:
+                raise QuantizeError("quantize: exclude_layers_match is quantize_net's; "
+                                    "quantize_model (flow 'model') has no such argument")
+            return
         for name in ("exclude_layers", "exclude_layers_match"):
             if getattr(self, name):
                 raise QuantizeError(f"quantize: {name} is not implemented yet; quantize "

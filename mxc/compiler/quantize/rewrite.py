@@ -56,17 +56,24 @@ def calib_layers(fused: Graph, params: Mapping[str, np.ndarray]) -> dict[str, En
     return layers
 
 
+#: operators that name their outputs (``FListOutputNames`` in MXNet 1.9.1), among those a
+#: quantized layer may read: the quantize pass puts the output's name in the quantize
+#: node's name for them, the output's index for the others
+NAMED_OUTPUTS = frozenset({
+    "Activation", "BatchNorm", "Concat", "Convolution", "Deconvolution", "Dropout",
+    "FullyConnected", "GroupNorm", "LayerNorm", "LeakyReLU", "LRN", "Pooling", "RNN",
+    "SoftmaxOutput", "UpSampling", "elemwise_add", "softmax", "softmin", "Custom"})
+
+
 def quantize_name(entry: Entry) -> str:
-    """The name the quantize pass gives the ``_contrib_quantize_v2`` of a float value: the
-    node's name, plus ``_<output index>`` for an operator's output (``quantize_graph_pass.cc``
-    adds the output's name instead only for operators with named outputs, which MXNet's
-    single-output float operators do not register)."""
+    """The name the quantize pass gives the ``_contrib_quantize_v2`` of a float value
+    (``quantize_graph_pass.cc``): a variable's name, else the node's name and the output's
+    name (:data:`NAMED_OUTPUTS`) or index, then ``_quantize``."""
     node = entry.node
     if node.op is None:
         return f"{node.name}_quantize"
-    if node.num_visible_outputs() != 1:
-        raise QuantizeError(f"quantize: node {node.name!r} ({node.op}) has several outputs and "
-                            f"feeds a quantized layer; not implemented yet")
+    if node.op in NAMED_OUTPUTS:
+        return f"{output_name(entry)}_quantize"
     return f"{node.name}_{entry.index}_quantize"
 
 
