@@ -175,9 +175,13 @@ def _run(argv: list[str], what: str, network: bool = False, **kw) -> None:
         raise cls(f"{what} failed (exit {proc.returncode}){hint}:\n{text}")
 
 
+#: where a non-root PATH may not look for debootstrap
+SBIN_DIRS = (Path("/usr/sbin"), Path("/sbin"))
+
+
 def _need(tool: str, package: str) -> str:
     path = shutil.which(tool) or next(
-        (str(p) for p in (Path("/usr/sbin") / tool, Path("/sbin") / tool) if p.exists()), None)
+        (str(d / tool) for d in SBIN_DIRS if (d / tool).exists()), None)
     if path is None:
         raise MissingToolError(f"{tool} not found (apt-get install {package})")
     return path
