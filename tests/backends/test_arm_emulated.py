@@ -17,7 +17,8 @@ the emulated CPU's HWCAPs itself: no faked ``/proc/cpuinfo``.
 Oracle: MXNet 1.9.1's recorded outputs.  Emulation is slow (TCG, ~50x), so by
 default a subset that keeps every op family and dtype of the corpus runs
 (:data:`DEFAULT_MODELS`); ``MXC_ARM_MODELS=all`` (or a comma-separated list)
-runs more.  ``--precision bf16`` is refused for ARM (no BFMMLA/BFDOT kernels
+runs more; a Raspberry Pi 4's (``cortex-a72``) and a Graviton3's (``neoverse-v1``: SVE)
+artifacts of small models run beside them.  ``--precision bf16`` is refused for ARM (no BFMMLA/BFDOT kernels
 yet): bfloat16 is covered by the AMP models, whose bf16 parameters and casts
 compile for any CPU.  Skips, naming what is missing, without the cross
 compiler, qemu-user or the root.
@@ -88,23 +89,30 @@ OLDER_CPU_CHECK = (
     "print(json.dumps({'report': report, 'refusal': refusal}))\n")
 
 
+#: other CPUs' artifacts, run in the same process (``-cpu max`` has every feature they use):
+#: a Raspberry Pi 4 (plain NEON) and a Graviton3 (LLVM vectorizes some loops of its lenet
+#: with SVE: 43 SVE instructions, measured with aarch64-linux-gnu-objdump)
+OTHER_CPUS = (("models", "mlp", "cortex-a72"), ("models", "lenet", "neoverse-v1"))
 #: needs a Python custom operator registered in the running process (not an ARM concern)
 NOT_EMULATED = {"custom_softsign_mlp": "a Python Custom op (registered per process)"}
 
 
-def selected_models() -> list[tuple[str, str]]:
+def selected_models() -> list[tuple[str, str, str]]:
+    """(split, model, --cpu) of this run: :data:`DEFAULT_MODELS`, or ``$MXC_ARM_MODELS``
+    (``all``, or names), each for :data:`CPU`; then :data:`OTHER_CPUS`."""
     choice = os.environ.get("MXC_ARM_MODELS", "").strip()
     root = corpus_path()
-    if root is None:
-        return list(DEFAULT_MODELS)
-    every = [(split, p.name) for split in ("models", "wave2/models") if (root / split).is_dir()
+    every = [(split, p.name) for split in ("models", "wave2/models")
+             if root is not None and (root / split).is_dir()
              for p in sorted((root / split).iterdir()) if (p / "symbol.json").exists()]
     if choice == "all":
-        return [m for m in every if m[1] not in NOT_EMULATED]
-    if choice:
+        chosen = [m for m in every if m[1] not in NOT_EMULATED]
+    elif choice:
         names = {n.strip() for n in choice.split(",")}
-        return [m for m in every if m[1] in names]
-    return list(DEFAULT_MODELS)
+        chosen = [m for m in every if m[1] in names]
+    else:
+        chosen = list(DEFAULT_MODELS)
+    return [(split, name, CPU) for split, name in chosen] + list(OTHER_CPUS)
 
 
 MODELS = selected_models()
@@ -125,8 +133,8 @@ def require_emulation() -> Path:
 @dataclass
 class Emulated:
     out: Path
-    compiled: dict = field(default_factory=dict)   # model -> {ok, seconds, error}
-    ran: dict = field(default_factory=dict)        # model -> runner result
+    compiled: dict = field(default_factory=dict)   # "model@cpu" -> {ok, seconds, error}
+    ran: dict = field(default_factory=dict)        # "model@cpu" -> runner result
     seconds: dict = field(default_factory=dict)    # "compile" / "emulated" wall time
     older_cpu: subprocess.CompletedProcess | None = None   # see OLDER_CPU_CHECK
 
@@ -139,11 +147,12 @@ def _feeds(split: str, name: str, out: Path) -> tuple[Path, dict]:
     return path, feeds
 
 
-def _compile_command(split: str, name: str, feeds: dict, artifact: Path) -> list[str]:
-    """``mxc compile`` of a corpus model for :data:`CPU`: no flag beyond ``--cpu``."""
+def _compile_command(split: str, name: str, cpu: str, feeds: dict,
+                     artifact: Path) -> list[str]:
+    """``mxc compile`` of a corpus model for *cpu*: no flag beyond ``--cpu``."""
     root = corpus_path() / split / name
     argv = ["compile", str(root / "symbol.json"), "--params", str(root / "model.params"),
-            "--cpu", CPU, "-q", "-o", str(artifact)]
+            "--cpu", cpu, "-q", "-o", str(artifact)]
     for k, v in feeds.items():
         argv += ["--shape", f"{k}={','.join(map(str, v.shape))}"]
         if v.dtype != np.float32:
@@ -167,13 +176,15 @@ def emulated(tmp_path_factory) -> Emulated:
     claims = build.out / "claims"
     claims.mkdir()
     commands, jobs = {}, []
-    for split, name in MODELS:
+    for split, name, cpu in MODELS:
         inputs, feeds = _feeds(split, name, build.out)
-        artifact = build.out / f"{name}-{CPU}.mxc"
-        commands[name] = _compile_command(split, name, feeds, artifact)
-        jobs.append({"key": name, "artifact": str(artifact), "inputs": str(inputs),
-                     "outputs": str(build.out / f"{name}-out.npz")})
-    weight = {n: (corpus_path() / s / n / "model.params").stat().st_size for s, n in MODELS}
+        key = f"{name}@{cpu}"
+        artifact = build.out / f"{name}-{cpu}.mxc"
+        commands[key] = _compile_command(split, name, cpu, feeds, artifact)
+        jobs.append({"key": key, "artifact": str(artifact), "inputs": str(inputs),
+                     "outputs": str(build.out / f"{name}-{cpu}-out.npz")})
+    weight = {f"{n}@{c}": (corpus_path() / s / n / "model.params").stat().st_size
+              for s, n, c in MODELS}
     spec = build.out / "commands.json"
     spec.write_text(json.dumps({"claims": str(claims), "commands": {
         k: commands[k] for k in sorted(commands, key=lambda k: -weight[k])}}))
@@ -188,8 +199,8 @@ def emulated(tmp_path_factory) -> Emulated:
     for i in range(groups):
         path = build.out / f"compiled-{i}.json"
         build.compiled.update(json.loads(path.read_text()) if path.exists() else {})
-    for name in commands:
-        build.compiled.setdefault(name, {"ok": False, "error": "\n".join(logs)[-4000:]})
+    for key in commands:
+        build.compiled.setdefault(key, {"ok": False, "error": "\n".join(logs)[-4000:]})
 
     runnable = [j for j in jobs if build.compiled[j["key"]]["ok"]]
     jobs_path, result_path = build.out / "jobs.json", build.out / "ran.json"
@@ -197,7 +208,7 @@ def emulated(tmp_path_factory) -> Emulated:
     argv, env = arm_root.emulated_python(root, str(JOBS), "run", str(jobs_path),
                                          str(result_path), cpu=QEMU_CPU)
     older = None
-    if build.compiled.get("mlp", {}).get("ok"):
+    if build.compiled.get(f"mlp@{CPU}", {}).get("ok"):
         o_argv, o_env = arm_root.emulated_python(root, "-c", OLDER_CPU_CHECK,
                                                  str(build.out / f"mlp-{CPU}.mxc"),
                                                  cpu="cortex-a72")
@@ -272,19 +283,20 @@ def _errors(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> tupl
 
 @pytest.mark.corpus
 @pytest.mark.slow
-@pytest.mark.parametrize("split, name", MODELS, ids=[n for _, n in MODELS])
-def test_model_runs_under_aarch64_emulation_like_mxnet(split, name, emulated, capsys):
-    """neoverse-n1 artifact -> qemu-aarch64 ``-cpu max``, mxc's runtime -> MXNet's outputs."""
-    comp = emulated.compiled[name]
-    assert comp["ok"], f"mxc compile {name} --cpu {CPU} failed:\n{comp['error']}"
+@pytest.mark.parametrize("split, name, cpu", MODELS, ids=[f"{n}-{c}" for _, n, c in MODELS])
+def test_model_runs_under_aarch64_emulation_like_mxnet(split, name, cpu, emulated, capsys):
+    """ARM artifact -> qemu-aarch64 ``-cpu max``, mxc's runtime -> MXNet's outputs."""
+    key = f"{name}@{cpu}"
+    comp = emulated.compiled[key]
+    assert comp["ok"], f"mxc compile {name} --cpu {cpu} failed:\n{comp['error']}"
     from mxc.runtime import read_manifest
-    host = read_manifest(emulated.out / f"{name}-{CPU}.mxc")["target"]["host"]
-    assert (host["arch"], host["cpu"]) == ("aarch64", CPU)
-    ran = emulated.ran[name]
+    host = read_manifest(emulated.out / f"{name}-{cpu}.mxc")["target"]["host"]
+    assert (host["arch"], host["cpu"]) == ("aarch64", cpu)
+    ran = emulated.ran[key]
     assert ran["ok"], f"running {name} under qemu-aarch64 failed:\n{ran.get('error')}"
     root = corpus_path() / split / name
     meta = json.loads((root / "meta.json").read_text())
-    got = np.load(emulated.out / f"{name}-out.npz")
+    got = np.load(emulated.out / f"{name}-{cpu}-out.npz")
     report = []
     with np.load(root / "io.npz") as io:
         assert len(got.files) == len(meta["list_outputs"])
@@ -293,9 +305,9 @@ def test_model_runs_under_aarch64_emulation_like_mxnet(split, name, emulated, ca
             err, used = _errors(got[f"out{i}"], want, meta["rtol"], meta["atol"])
             report.append(f"out{i} max|err| {err:.3g} ({used:.0%} of tolerance)")
             assert_close(got[f"out{i}"], want, meta["rtol"], meta["atol"],
-                         f"{name} output {i} (aarch64 {CPU} under qemu -cpu {QEMU_CPU})")
+                         f"{name} output {i} (aarch64 {cpu} under qemu -cpu {QEMU_CPU})")
     with capsys.disabled():
-        print(f"\n  {name}: {'; '.join(report)}; ran {ran['run_s']:.1f} s emulated", end="")
+        print(f"\n  {name} --cpu {cpu}: {'; '.join(report)}; ran {ran['run_s']:.1f} s emulated", end="")
 
 
 @pytest.mark.corpus
@@ -304,7 +316,7 @@ def test_emulated_run_time_is_reported(emulated, capsys):
     """The cost of this check in CI's time (compile here, one emulated process)."""
     require_corpus()
     with capsys.disabled():
-        print(f"\n  aarch64 emulation: {len(MODELS)} models, compiled in "
+        print(f"\n  aarch64 emulation: {len(MODELS)} artifacts, compiled in "
               f"{emulated.seconds['compile']:.0f} s, emulated process "
               f"{emulated.seconds['emulated']:.0f} s", end="")
     assert emulated.seconds["emulated"] < EMULATION_TIMEOUT
