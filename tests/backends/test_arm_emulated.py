@@ -17,10 +17,11 @@ the emulated CPU's HWCAPs itself: no faked ``/proc/cpuinfo``.
 Oracle: MXNet 1.9.1's recorded outputs.  Emulation is slow (TCG, ~50x), so by
 default a subset that keeps every op family and dtype of the corpus runs
 (:data:`DEFAULT_MODELS`); ``MXC_ARM_MODELS=all`` (or a comma-separated list)
-runs more; a Raspberry Pi 4's (``cortex-a72``) and a Graviton3's (``neoverse-v1``: SVE)
-artifacts of small models run beside them.  ``--precision bf16`` is refused for ARM (no BFMMLA/BFDOT kernels
-yet): bfloat16 is covered by the AMP models, whose bf16 parameters and casts
-compile for any CPU.  Skips, naming what is missing, without the cross
+runs more; a Raspberry Pi 4's (``cortex-a72``) and a Graviton3's
+(``neoverse-v1``: SVE) artifacts of small models run beside them.
+``--precision bf16`` is refused for ARM (no BFMMLA/BFDOT kernels yet):
+bfloat16 is covered by the AMP models, whose bf16 parameters and casts compile
+for any CPU.  Skips, naming what is missing, without the cross
 compiler, qemu-user or the root.
 """
 
@@ -283,7 +284,8 @@ def _errors(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> tupl
 
 @pytest.mark.corpus
 @pytest.mark.slow
-@pytest.mark.parametrize("split, name, cpu", MODELS, ids=[f"{n}-{c}" for _, n, c in MODELS])
+@pytest.mark.parametrize("split, name, cpu", MODELS,
+                         ids=[f"{n}-{c}" for _, n, c in MODELS])
 def test_model_runs_under_aarch64_emulation_like_mxnet(split, name, cpu, emulated, capsys):
     """ARM artifact -> qemu-aarch64 ``-cpu max``, mxc's runtime -> MXNet's outputs."""
     key = f"{name}@{cpu}"
