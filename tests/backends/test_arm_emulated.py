@@ -309,7 +309,8 @@ def test_model_runs_under_aarch64_emulation_like_mxnet(split, name, cpu, emulate
             assert_close(got[f"out{i}"], want, meta["rtol"], meta["atol"],
                          f"{name} output {i} (aarch64 {cpu} under qemu -cpu {QEMU_CPU})")
     with capsys.disabled():
-        print(f"\n  {name} --cpu {cpu}: {'; '.join(report)}; ran {ran['run_s']:.1f} s emulated", end="")
+        print(f"\n  {name} --cpu {cpu}: {'; '.join(report)}; ran {ran['run_s']:.1f} s emulated",
+              end="")
 
 
 @pytest.mark.corpus
