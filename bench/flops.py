@@ -88,7 +88,7 @@ def _accumulate(graph, inferred, out: dict) -> None:
             params = node.params
         except Exception:  # noqa: BLE001 - attribute errors: count without params
             params = {}
-        n = node_flops(node.op, params, in_shapes, inferred.get((id(node), 0)))
+        n = node_flops(node.op, params, in_shapes, inferred.get((node, 0)))
         if n is None:
             out["unknown"].append(node.name)
             continue

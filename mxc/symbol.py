@@ -208,9 +208,9 @@ class Symbol:
 
     def _collect(self, values: Mapping, convert) -> tuple[list, list, list]:
         g = self.graph
-        arg = [convert(values.get((id(n), 0))) for n in g.argument_nodes()]
+        arg = [convert(values.get((n, 0))) for n in g.argument_nodes()]
         out = [convert(values.get(e.key)) for e in g.outputs]
-        aux = [convert(values.get((id(n), 0))) for n in g.aux_nodes()]
+        aux = [convert(values.get((n, 0))) for n in g.aux_nodes()]
         return arg, out, aux
 
     def infer_shape_partial(self, *args, **kwargs) -> tuple[list, list, list]:

@@ -239,6 +239,8 @@ OPTIONAL_NEEDS = (
     ("the MXNet corpus", re.compile(r"corpus", re.I), "set MXC_CORPUS"),
     ("Graphviz's dot", re.compile(r"\bdot\b|graphviz", re.I), "apt-get install graphviz"),
     ("headless Chromium", re.compile(r"chromium", re.I), "apt-get install chromium"),
+    ("an ARM cross compiler", re.compile(r"cross compiler", re.I),
+     "apt-get install g++-aarch64-linux-gnu g++-arm-linux-gnueabihf"),
     ("a C/C++ compiler", re.compile(r"g\+\+|gcc|C\+\+ compiler|C compiler", re.I), "apt-get install g++"),
     ("nvcc", re.compile(r"nvcc|CUDA", re.I), "the CUDA toolkit"),
     ("the [tune] extra", re.compile(r"xgboost|tornado|\[tune\]", re.I), 'pip install ".[tune]"'),

@@ -113,3 +113,46 @@ def simulate_host(monkeypatch, target_text: str) -> str | None:
     monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda: text)
     monkeypatch.setattr(targets, "_host_cpu", lambda: cpu)
     return cpu
+
+
+# ---------------------------------------------------------------------------
+# ARM hosts: the kernel's HWCAP words (what getauxval returns there, and under qemu-user)
+# ---------------------------------------------------------------------------
+#: HWCAP/HWCAP2 values of ARM CPUs as their kernels report them (bit names:
+#: :data:`mxc.runtime.cpu_features.HWCAP_NAMES`)
+ARM_HWCAPS = {
+    # Raspberry Pi 4 (cortex-a72): fp asimd evtstrm crc32 cpuid -- no crypto, no dotprod
+    "cortex-a72": ("aarch64", 0b1000_1000_0111, 0),
+    # Graviton2 (neoverse-n1): fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp
+    # asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs
+    "neoverse-n1": ("aarch64", (1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 5 | 1 << 6
+                                | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12
+                                | 1 << 15 | 1 << 16 | 1 << 20 | 1 << 28), 0),
+    # Raspberry Pi 2 (cortex-a7, 32-bit): half thumb fastmult vfp edsp neon vfpv3 tls vfpv4
+    # idiva idivt vfpd32 lpae evtstrm
+    "cortex-a7": ("arm", (1 << 1 | 1 << 2 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 12 | 1 << 13
+                         | 1 << 15 | 1 << 16 | 1 << 17 | 1 << 18 | 1 << 19 | 1 << 20
+                         | 1 << 21), 0),
+}
+
+#: what ``/proc/cpuinfo`` says under qemu-user on an x86 machine: the x86 host's CPU
+QEMU_CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763\n"
+                "flags\t\t: fpu sse sse2 avx avx2 fma\n")
+
+
+def simulate_arm_host(monkeypatch, cpu: str, cpuinfo: str | None = QEMU_CPUINFO,
+                      auxv: bool = True) -> None:
+    """Make this process see an ARM CPU of :data:`ARM_HWCAPS` as its own: the kernel's
+    architecture, its HWCAP words (*auxv* False: none, as where libc lacks
+    ``getauxval``) and a ``/proc/cpuinfo`` text (default: qemu-user's, the x86 host's).
+    Nothing runs ARM code: the tests that use it ask what the loader, the compiler's
+    default target and ``mxc inspect --host`` make of such a host."""
+    from mxc.backends.tvm import targets
+    from mxc.runtime import cpu_features
+
+    arch, hwcap, hwcap2 = ARM_HWCAPS[cpu]
+    monkeypatch.setattr(cpu_features, "machine_arch", lambda: arch)
+    monkeypatch.setattr(cpu_features, "read_auxv",
+                        lambda arch=None: (hwcap, hwcap2) if auxv else None)
+    monkeypatch.setattr(cpu_features, "read_cpuinfo", lambda: cpuinfo)
+    monkeypatch.setattr(targets, "_host_cpu", lambda: cpu)

@@ -20,16 +20,19 @@ def parse_dtype_arg(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(f"unknown dtype {value!r} in {text!r}") from None
 
 
-def parse_target(text: str, cpu: str | None = None, cuda_arch: str | None = None):
+def parse_target(text: str, cpu: str | None = None, cuda_arch: str | None = None,
+                 triple: str | None = None):
     """``llvm``, ``cuda``, TVM's ``llvm -mcpu=...`` form or a JSON dict; unsupported
-    kinds refused (see :mod:`mxc.backends.tvm.targets`); ``--cpu``, ``--cuda-arch`` applied."""
+    kinds refused (see :mod:`mxc.backends.tvm.targets`); ``--cpu``, ``--triple``,
+    ``--cuda-arch`` applied."""
     from ..backends.tvm.targets import parse_target_text, with_cpu, with_cuda_arch
-    return with_cuda_arch(with_cpu(parse_target_text(text), cpu), cuda_arch)
+    return with_cuda_arch(with_cpu(parse_target_text(text), cpu, triple), cuda_arch)
 
 
 def target_of(args):
     """The target the compile options of *args* name."""
-    return parse_target(args.target, getattr(args, "cpu", None), getattr(args, "cuda_arch", None))
+    return parse_target(args.target, getattr(args, "cpu", None), getattr(args, "cuda_arch", None),
+                        getattr(args, "triple", None))
 
 
 def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) -> None:
@@ -45,7 +48,15 @@ def add_compile_arguments(p: argparse.ArgumentParser, tuning_db: bool = True) ->
     p.add_argument("--cpu", metavar="CPU", default=None,
                    help="CPU the host code is built for: host (this CPU, default), generic "
                         "(the architecture's baseline: portable to any x86-64 CPU) or an LLVM "
-                        "CPU name (haswell, skylake-avx512, znver3 ...)")
+                        "CPU name (haswell, skylake-avx512, znver3 ...); ARM CPUs are "
+                        "cross-compiled, their triple implied: cortex-a72 (Raspberry Pi 4), "
+                        "cortex-a76 (Pi 5), neoverse-n1/-v1/-v2 (Graviton2/3/4), cortex-a78ae "
+                        "(Jetson Orin), cortex-a7 (32-bit ARM)")
+    p.add_argument("--triple", metavar="TRIPLE", default=None,
+                   help="build for another architecture: an LLVM target triple such as "
+                        "aarch64-linux-gnu or armv7l-linux-gnueabihf (hard-float ABI implied), "
+                        "with --cpu naming its CPU (default: the architecture's baseline); "
+                        "links with TRIPLE-g++ (or $CXX)")
     p.add_argument("--cuda-arch", metavar="SM", default=None,
                    help="GPU architecture for --target cuda, e.g. sm_80 (default: the GPU "
                         "present, else $MXC_CUDA_ARCH, else sm_75); PTX is embedded as well, "

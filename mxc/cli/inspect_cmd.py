@@ -105,15 +105,18 @@ def _shape_text(shape) -> str:
 def cpu_needs_line(host: dict) -> str:
     """The instruction-set extensions the artifact's CPU code uses, and whether this CPU
     has them (the runtime refuses it otherwise)."""
-    from ..runtime.artifact import machine_arch, missing_cpu_features
+    from ..runtime.artifact import canonical_arch, missing_cpu_features
+    from ..runtime.cpu_features import host_cpu
     features = list(host.get("features") or ())
     simd = [f for f in features if f.startswith(_SIMD_PREFIXES) or f in _SIMD_NAMES]
     if not features:
         return "CPU features needed: the architecture's baseline (portable)"
-    arch = host.get("arch") or machine_arch()
-    missing = missing_cpu_features(features, arch) if arch == machine_arch() else None
+    here_arch = host_cpu().arch
+    arch = canonical_arch(host.get("arch") or here_arch)
+    missing = missing_cpu_features(features, arch) if arch == here_arch else None
     here = ("this CPU has them" if missing == [] else
-            f"this CPU lacks {', '.join(missing)}" if missing else "built for another arch")
+            f"this CPU lacks {', '.join(missing)}" if missing else
+            f"built for {arch}, this machine is {here_arch}")
     line = (f"CPU features needed: {', '.join(simd) or 'no vector extensions'} "
             f"({len(features)} LLVM features in all; {here}; --cpu generic builds a "
             f"portable one)")
@@ -160,7 +163,7 @@ def winograd_line(wino: dict, man: dict) -> str:
 
 #: LLVM feature names of vector/matrix instruction sets worth showing
 _SIMD_PREFIXES = ("sse", "avx", "amx", "fma", "neon", "sve", "dotprod", "i8mm", "bf16", "fp16")
-_SIMD_NAMES = {"f16c", "ssse3"}
+_SIMD_NAMES = {"f16c", "ssse3", "fullfp16", "fp16fml", "rdm", "vfp3", "vfp4", "d32"}
 
 
 def inspect_artifact(path: str, as_json: bool) -> int:

@@ -7,7 +7,7 @@ lets ``infer_shape(data=...)`` find weight shapes (a Convolution knows its
 weight shape from the data shape and ``num_filter``) and lets a ``_zeros`` with
 ``shape=(0, 32)`` learn its batch size from the op that consumes it.
 
-Results are keyed by ``Entry.key`` (``(id(node), output index)``).
+Results are keyed by ``Entry.key`` (``(node, output index)``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from ..errors import DTypeError, MxcError, ShapeError
 from .ir import Entry, Graph, Node
+from .ir.types import Key  # (node, output index): Entry.key
 from .ops.common import fmt_shape, from_mxnet_shape, merge_shape
 from .ops.registry import DTYPE_FROM_FLAG, check_supported
 
-Key = tuple[int, int]
 
 
 def _hidden_shape(node: Node, np_shape: bool = False):
@@ -138,7 +138,7 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
                 v = check_declared_shape(v, f"shape given for {node.ref}")
             if v is None and seeds is None:   # (seeded: the seeds decide)
                 v = hidden(node, graph.is_np_shape) if kind == "shape" else hidden(node)
-            values[(id(node), 0)] = v
+            values[(node, 0)] = v
     for key, v, what in seeds or ():
         try:
             values[key] = merge(values.get(key), _normalize(kind, v))
@@ -150,7 +150,7 @@ def _sweep(graph: Graph, given: Mapping[str, object], *, kind: str,
         p = node.params
         ins_keys = [e.key for e in node.inputs]
         nout = node.num_outputs()
-        out_keys = [(id(node), i) for i in range(nout)]
+        out_keys = [(node, i) for i in range(nout)]
         ins = [values.get(k) for k in ins_keys]
         outs = [values.get(k) for k in out_keys]
         hook: Callable = getattr(node.opdef, hook_name)

@@ -19,6 +19,7 @@ from ..errors import ExecutionError, MxcError
 from ..memory_limits import checked_nbytes
 from .infer import inference_memo
 from .ir import Graph, Node
+from .ir.types import Key
 from .ops.registry import ForwardContext
 
 __all__ = ["Executor", "run_graph", "unused_inputs"]
@@ -51,28 +52,28 @@ def _run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray
     shapes, dtypes = types.shapes, types.dtypes
     for n in order:
         if n.op is None and n.name not in arrays:
-            shape = shapes.get((id(n), 0))
+            shape = shapes.get((n, 0))
             if shape is None or None in shape:
                 raise ExecutionError(f"input {n.name!r} is not read in inference, but its shape "
                                      f"cannot be inferred to fill it with zeros; feed it")
-            dtype = np.dtype(dtypes.get((id(n), 0)) or np.float32)
+            dtype = np.dtype(dtypes.get((n, 0)) or np.float32)
             checked_nbytes(shape, dtype.itemsize, f"zero-filled input {n.name!r}")
             arrays[n.name] = np.zeros(shape, dtype=dtype)
-    remaining: dict[tuple[int, int], int] = {}
+    remaining: dict[Key, int] = {}
     for n in order:
         for e in n.inputs:
             remaining[e.key] = remaining.get(e.key, 0) + 1
     for e in graph.outputs:
         remaining[e.key] = remaining.get(e.key, 0) + 1 << 20  # outputs live to the end
-    values: dict[tuple[int, int], np.ndarray] = {}
+    values: dict[Key, np.ndarray] = {}
     for node in order:
         if node.op is None:
-            values[(id(node), 0)] = arrays[node.name]
+            values[(node, 0)] = arrays[node.name]
             continue
         ins = [values[e.key] for e in node.inputs]
         outs = _run_node(node, ins, shapes, dtypes)
         for i, v in enumerate(outs):
-            values[(id(node), i)] = v
+            values[(node, i)] = v
         for e in node.inputs:
             left = remaining[e.key] - 1
             remaining[e.key] = left
@@ -85,8 +86,8 @@ def _run_node(node: Node, ins: Sequence[np.ndarray], shapes, dtypes) -> list[np.
     nout = node.num_outputs()
     ctx = ForwardContext(
         node=node,
-        out_shapes=[shapes.get((id(node), i)) for i in range(nout)],
-        out_dtypes=[dtypes.get((id(node), i)) for i in range(nout)],
+        out_shapes=[shapes.get((node, i)) for i in range(nout)],
+        out_dtypes=[dtypes.get((node, i)) for i in range(nout)],
         in_shapes=[x.shape for x in ins],
         in_dtypes=[x.dtype.name for x in ins],
     )

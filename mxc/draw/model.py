@@ -94,14 +94,14 @@ def from_graph(graph, title: str, shapes: Mapping[str, tuple] | None = None,
     params = _param_names(graph, {k: v for k, v in (shapes or {}).items() if k not in weights})
     params |= weights & set(graph.list_inputs())
     has_regions = any(n.op is not None and n.subgraphs for n in graph.nodes)
-    # entry (id(node), index) -> the DNode id that produces it
+    # entry (node, index) -> the DNode id that produces it
     producer: dict[tuple[int, int], str] = {}
     for node in graph.topo_order():
         if node.op is None:
             if node.name in params and not show_params:
                 continue
-            shape = _shape_text(known.get((id(node), 0)))
-            producer[(id(node), 0)] = b.node(node.name, "input",
+            shape = _shape_text(known.get((node, 0)))
+            producer[(node, 0)] = b.node(node.name, "input",
                                              notes=[f"shape: {shape}"] if shape else []).id
             continue
         if node.subgraphs:
@@ -109,13 +109,13 @@ def from_graph(graph, title: str, shapes: Mapping[str, tuple] | None = None,
             continue
         dn = b.node(node.name, node.op, host=has_regions, **_facts(node, params, known))
         for e in node.inputs:
-            _edge(b, producer, (id(e.node), e.index), dn.id, known)
+            _edge(b, producer, (e.node, e.index), dn.id, known)
         for k in range(max(1, node.num_outputs())):
-            producer[(id(node), k)] = dn.id
+            producer[(node, k)] = dn.id
     for k, e in enumerate(graph.outputs):
-        shape = _shape_text(known.get((id(e.node), e.index)))
+        shape = _shape_text(known.get((e.node, e.index)))
         out = b.node(graph.output_name(e), "output", notes=[f"shape: {shape}"] if shape else [])
-        _edge(b, producer, (id(e.node), e.index), out.id, known)
+        _edge(b, producer, (e.node, e.index), out.id, known)
     return b.d
 
 
@@ -132,7 +132,7 @@ def _region(b: _Builder, node, producer, known, params: set[str]) -> None:
     region = DRegion(f"r{len(b.d.regions)}", node.name, backend, node.op)
     b.d.regions.append(region)
     names = inner.list_inputs()
-    outer_of = {name: (id(e.node), e.index) for name, e in zip(names, node.inputs)}
+    outer_of = {name: (e.node, e.index) for name, e in zip(names, node.inputs)}
     inner_shapes = {name: known.get(key) for name, key in outer_of.items()
                     if known.get(key) is not None}
     try:
@@ -147,21 +147,21 @@ def _region(b: _Builder, node, producer, known, params: set[str]) -> None:
         if inode.op is None:
             key = outer_of.get(inode.name)
             if key is not None:
-                inner_known.setdefault((id(inode), 0), known.get(key))
+                inner_known.setdefault((inode, 0), known.get(key))
             if key in producer:
-                local[(id(inode), 0)] = producer[key]
+                local[(inode, 0)] = producer[key]
             continue
         dn = b.node(inode.name, inode.op, region,
                     **_facts(inode, set(outer_names), inner_known, outer_names))
         for e in inode.inputs:
-            _edge(b, local, (id(e.node), e.index), dn.id, inner_known)
+            _edge(b, local, (e.node, e.index), dn.id, inner_known)
         for k in range(max(1, inode.num_outputs())):
-            local[(id(inode), k)] = dn.id
+            local[(inode, k)] = dn.id
     for k, e in enumerate(inner.outputs):
-        src = local.get((id(e.node), e.index))
+        src = local.get((e.node, e.index))
         if src is not None:
-            producer[(id(node), k)] = src
-            known.setdefault((id(node), k), inner_known.get((id(e.node), e.index)))
+            producer[(node, k)] = src
+            known.setdefault((node, k), inner_known.get((e.node, e.index)))
 
 
 def _facts(node, params: set[str], known, rename: Mapping[str, str] | None = None) -> dict:
@@ -169,13 +169,13 @@ def _facts(node, params: set[str], known, rename: Mapping[str, str] | None = Non
     out), its parameter inputs with their shapes, and its input/output shapes."""
     weights, ins = [], []
     for e in node.inputs:
-        shape = _shape_text(known.get((id(e.node), e.index)))
+        shape = _shape_text(known.get((e.node, e.index)))
         if e.node.op is None and e.node.name in params:
             name = (rename or {}).get(e.node.name, e.node.name)
             weights.append((name, shape or "shape unknown"))
         else:
             ins.append(shape or "?")
-    outs = [_shape_text(known.get((id(node), k))) or "?"
+    outs = [_shape_text(known.get((node, k))) or "?"
             for k in range(max(1, node.num_outputs()))]
     notes = []
     if any(s != "?" for s in ins + outs):

@@ -101,20 +101,20 @@ class Executor:
             if node.op is None:
                 if node.name not in feeds:
                     raise MXNetError(f"no array is bound to input {node.ref}")
-                values[(id(node), 0)] = raw_value(feeds[node.name])
+                values[(node, 0)] = raw_value(feeds[node.name])
                 continue
             n_out = node.num_outputs()
             ins = [values[e.key] for e in node.inputs]
             try:
                 outs = run_node(node, ins,
-                                out_shapes=[shapes.get((id(node), i)) for i in range(n_out)],
-                                out_dtypes=[dtypes.get((id(node), i)) for i in range(n_out)])
+                                out_shapes=[shapes.get((node, i)) for i in range(n_out)],
+                                out_dtypes=[dtypes.get((node, i)) for i in range(n_out)])
             except MXNetError:
                 raise
             except MxcError as exc:
                 raise mxnet_error(exc) from exc
             for i, v in enumerate(outs):
-                values[(id(node), i)] = v
+                values[(node, i)] = v
         self._values = values
         self.outputs = [wrap_output(values[e.key], self._ctx) for e in graph.outputs]
         return self.outputs
@@ -146,7 +146,7 @@ class Executor:
             if node.op is None:
                 continue
             n_out = node.num_outputs()
-            keys = [(id(node), i) for i in range(n_out)]
+            keys = [(node, i) for i in range(n_out)]
             if not any(k in grads for k in keys):
                 continue
             outs = [values[k] for k in keys]
@@ -162,7 +162,7 @@ class Executor:
                 continue
             req = self._grad_req.get(node.name, "null")
             target = self.grad_dict[node.name]
-            g = grads.get((id(node), 0))
+            g = grads.get((node, 0))
             if req == "null" or target is None:
                 continue
             if g is None:

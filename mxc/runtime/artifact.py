@@ -46,7 +46,7 @@ from ..errors import ArtifactError, MxcError
 from ..atomic_files import atomic_open, clean_stale
 from ..memory_limits import allocatable_bytes, checked_nbytes
 from .bfloat16 import npz_arrays, npz_bytes
-from .cpu_features import host_cpu, machine_arch  # noqa: F401 - machine_arch: API
+from .cpu_features import ARCH_NAMES, canonical_arch, host_cpu, machine_arch  # noqa: F401 - machine_arch: API
 from .signing import SIGNATURE
 from .plan import Plan
 from .validate import validate_dynamic, validate_manifest
@@ -371,7 +371,17 @@ def missing_cpu_features(features: list[str], arch: str) -> list[str]:
     report (:func:`~mxc.runtime.cpu_features.host_cpu`, which the compiler asks too);
     [] for another architecture's features or where the kernel reports nothing."""
     host = host_cpu()
-    return host.missing(features) if arch == host.arch else []
+    return host.missing(features) if canonical_arch(arch) == host.arch else []
+
+
+#: per architecture, the ``--cpu`` that builds for its oldest common CPUs: what a refusal
+#: for missing features suggests (in the terms of the artifact's architecture)
+OLDER_CPU_HINTS = {
+    "x86_64": "--cpu x86-64-v2, or --target '{\"kind\": \"llvm\", \"mcpu\": \"x86-64-v2\"}'",
+    "aarch64": "--cpu cortex-a72, the Raspberry Pi 4's, or --cpu generic "
+               "--triple aarch64-linux-gnu",
+    "arm": "--cpu cortex-a7, or --cpu generic --triple armv7l-linux-gnueabihf",
+}
 
 
 def check_target_runnable(target: Mapping[str, Any], path: Any = "artifact") -> None:
@@ -381,22 +391,29 @@ def check_target_runnable(target: Mapping[str, Any], path: Any = "artifact") -> 
     the VM's host side of a ``cuda`` one): its architecture must be this
     machine's and every CPU feature it was compiled for must be present.
     A ``cuda`` target also needs a usable GPU of a compatible architecture.
+    The messages speak of the artifact's architecture (an aarch64 artifact is never
+    told to use an x86 CPU).
     """
     kind = target.get("kind")
     if kind not in ("llvm", "cuda"):
         raise ArtifactError(f"{path}: the mxc runtime cannot run target kind {kind!r} "
                             f"(supported: llvm, cuda)")
     host = target.get("host") or {}
-    arch = host.get("arch")
-    if arch and arch != machine_arch():
-        raise ArtifactError(f"{path}: compiled for {arch} CPUs ({target.get('string')}), this "
-                            f"machine is {machine_arch()}; recompile the model on this machine")
-    missing = missing_cpu_features(list(host.get("features") or ()), arch or machine_arch())
+    arch = canonical_arch(host["arch"]) if host.get("arch") else None
+    here = host_cpu().arch   # the one "this CPU" (a test simulating an ARM host sets it)
+    if arch and arch != here:
+        raise ArtifactError(f"{path}: compiled for {ARCH_NAMES.get(arch, arch)} CPUs "
+                            f"({host.get('cpu') or 'generic'}, "
+                            f"{host.get('triple') or target.get('string')}), this machine is "
+                            f"{ARCH_NAMES.get(here, here)}; recompile the model for this "
+                            f"machine (--cpu host)")
+    missing = missing_cpu_features(list(host.get("features") or ()), arch or here)
     if missing:
+        hint = OLDER_CPU_HINTS.get(arch or here, "--cpu generic")
         raise ArtifactError(
-            f"{path}: compiled for CPU {host.get('cpu') or '?'!r} using "
-            f"{', '.join(missing)}, which this CPU lacks; recompile on this machine or for an "
-            f"older CPU (--target '{{\"kind\": \"llvm\", \"mcpu\": \"x86-64-v2\"}}')")
+            f"{path}: compiled for {ARCH_NAMES.get(arch or here, arch or here)} CPU "
+            f"{host.get('cpu') or '?'!r} using {', '.join(missing)}, which this CPU lacks; "
+            f"recompile on this machine or for an older CPU ({hint})")
     if "amx-tile" in (host.get("features") or ()):
         from .amx_permission import request_tiles
         refused = request_tiles()

@@ -46,7 +46,7 @@ def _params(graph, seed=0):
     for n in graph.input_nodes():
         if n.name == "data":
             continue
-        shape = shapes[(id(n), 0)]
+        shape = shapes[(n, 0)]
         if n.name.endswith("moving_var"):
             params[n.name] = rng.uniform(0.5, 2.0, shape).astype("float32")
         else:

@@ -36,7 +36,7 @@ def _weights(graph, shapes, seed=0):
     for n in graph.input_nodes():
         if n.name in shapes:
             continue
-        shape = inferred[(id(n), 0)]
+        shape = inferred[(n, 0)]
         value = rng.uniform(0.5, 2.0, shape) if n.name.endswith("var") else rng.randn(*shape)
         out[n.name] = value.astype(np.float32)
     return out

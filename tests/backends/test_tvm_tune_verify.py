@@ -51,7 +51,7 @@ def _params(graph):
     from mxc.compiler.infer import infer_shapes
     shapes = infer_shapes(graph, SHAPE)
     rng = np.random.RandomState(0)
-    return {n.name: rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
+    return {n.name: rng.uniform(-0.5, 0.5, shapes[(n, 0)]).astype("float32")
             for n in graph.input_nodes() if n.name not in SHAPE}
 
 

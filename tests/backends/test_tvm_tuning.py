@@ -43,7 +43,7 @@ def _params(graph, data_shapes, seed=0):
     for n in graph.input_nodes():
         if n.name in data_shapes:
             continue
-        shape = shapes[(id(n), 0)]
+        shape = shapes[(n, 0)]
         if n.name.endswith("moving_var"):
             params[n.name] = rng.uniform(0.5, 2.0, shape).astype("float32")
         else:

@@ -254,7 +254,7 @@ def _tiny_checkpoint(root: Path) -> Path:
                      act_type="relu", name="relu")
     shapes = infer_shapes(y.graph, {"data": (1, 4, 8, 8)})
     rng = np.random.RandomState(0)
-    params = {f"arg:{n.name}": rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
+    params = {f"arg:{n.name}": rng.uniform(-0.5, 0.5, shapes[(n, 0)]).astype("float32")
               for n in y.graph.input_nodes() if n.name != "data"}
     y.save(str(root / "tiny-symbol.json"))
     save_params(str(root / "tiny-0000.params"), params)

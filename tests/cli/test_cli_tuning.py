@@ -37,7 +37,7 @@ def write_tiny_model(root):
     sym = _tiny_conv()
     shapes = infer_shapes(sym.graph, {"data": SHAPE})
     rng = np.random.RandomState(0)
-    params = {n.name: rng.uniform(-0.5, 0.5, shapes[(id(n), 0)]).astype("float32")
+    params = {n.name: rng.uniform(-0.5, 0.5, shapes[(n, 0)]).astype("float32")
               for n in sym.graph.input_nodes() if n.name != "data"}
     symbol, params_file = root / "tiny-symbol.json", root / "tiny-0000.params"
     sym.save(str(symbol))

@@ -10,6 +10,8 @@ cache's counters.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -132,7 +134,7 @@ def test_reordering_and_copying_keep_the_types_without_inferring_again():
     assert _runs() == before
     assert dict(moved) == _fresh(copy, shapes)
     for node in graph.topo_order():           # the copy's keys name the copy's nodes
-        assert moved[(id(mapping[id(node)]), 0)] == kept[(id(node), 0)]
+        assert moved[(mapping[id(node)], 0)] == kept[(node, 0)]
     copy.node("fc1").attrs["num_hidden"] = "9"     # the copy's edits leave the original be
     assert graph.inferred_shapes(shapes) is kept
     assert copy.types(shapes).shape(copy.node("fc1")) == (2, 9)
@@ -239,3 +241,19 @@ def test_entries_of_other_outputs_key_by_index():
     fc1 = graph.node("fc1")
     assert types.shape(Entry(fc1, 0)) == types.shape(fc1) == (2, 4)
     assert types.full_shape(fc1) == (2, 4)
+
+
+def test_inferred_types_are_keyed_by_the_graphs_own_entries():
+    graph, shapes = _mlp_graph()
+    inferred = graph.inferred_shapes(shapes)
+    reachable = set(graph.topo_order())
+    # every key is (node of this graph, output index), the form Entry.key gives
+    assert all(node in reachable and isinstance(i, int) for node, i in inferred)
+    fc1 = graph.node("fc1")
+    assert inferred[fc1.out.key] == inferred[(fc1, 0)] == (2, 4)
+    # a key holds its node: while an answer is held, no node it speaks of can be freed
+    # and its number handed to a newcomer that would then read the freed node's shape
+    watch = weakref.ref(fc1)
+    del graph, fc1
+    gc.collect()
+    assert watch() is not None and inferred[(watch(), 0)] == (2, 4)

@@ -98,7 +98,7 @@ def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     from mxc.compiler.infer import infer_shapes
     shapes = infer_shapes(graph)
     rng = np.random.RandomState(seed)
-    return {n.name: rng.uniform(size=shapes[(id(n), 0)]).astype(np.float32)
+    return {n.name: rng.uniform(size=shapes[(n, 0)]).astype(np.float32)
             for n in graph.input_nodes()}
 
 

@@ -276,9 +276,9 @@ def test_extra_inputs_from_a_graph_pass(partitioners, runtime_attrs):
         assert p.list_inputs() == ["a", "b", "_op0_input"]
         p.verify()
         shapes = infer_shapes(p, SHAPES)
-        assert shapes[(id(node), 0)] == (3, 2)
-        assert shapes[(id(p.node("_op0_input")), 0)] is None  # extra inputs are not inferred
-        assert infer_types(p, DTYPES)[(id(node), 0)] == "float32"
+        assert shapes[(node, 0)] == (3, 2)
+        assert shapes[(p.node("_op0_input"), 0)] is None  # extra inputs are not inferred
+        assert infer_types(p, DTYPES)[(node, 0)] == "float32"
         feeds = {**ONES, "_op0_input": np.zeros((1,), np.float32)}
         np.testing.assert_array_equal(run_graph(p, feeds)[0], run_graph(graph, ONES)[0])
         assert runtime_attrs[-1] == ({EXTRA_INPUTS_ATTR: "1", "__ext_shape__": "[]",

@@ -48,6 +48,7 @@ def _serve_extra_found() -> bool:
 
 #: what a block may require, and how to tell it is here
 NEEDS = {"corpus": _corpus_found, "g++": lambda: shutil.which("g++") is not None,
+         "aarch64-linux-gnu-g++": lambda: shutil.which("aarch64-linux-gnu-g++") is not None,
          "serve": _serve_extra_found, "ray": lambda: _found("ray")}
 
 

@@ -43,11 +43,11 @@ def test_op_case(case_id):
     args = graph.argument_nodes()
     for n in args:
         want = inf["arg_shapes"].get(n.name)
-        got = shapes.get((id(n), 0))
+        got = shapes.get((n, 0))
         assert (list(got) if got is not None else None) == want, f"arg {n.name}"
     for n in graph.aux_nodes():
         want = inf["aux_shapes"].get(n.name)
-        got = shapes.get((id(n), 0))
+        got = shapes.get((n, 0))
         assert (list(got) if got is not None else None) == want, f"aux {n.name}"
     for e, want in zip(graph.outputs, inf["out_shapes"]):
         got = shapes.get(e.key)

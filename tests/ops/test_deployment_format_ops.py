@@ -57,11 +57,11 @@ def _check_inference(graph, case):
     inf = case["infer"]
     shapes = infer_shapes(graph, {k: tuple(v) for k, v in inf["given"].items()})
     for n in graph.argument_nodes():
-        got = _shape(shapes.get((id(n), 0)))
+        got = _shape(shapes.get((n, 0)))
         assert _arg_shape_matches(got, inf["arg_shapes"].get(n.name), inf["given"].get(n.name)), \
             f"arg {n.name}: {got} vs MXNet's {inf['arg_shapes'].get(n.name)}"
     for n in graph.aux_nodes():
-        assert _shape(shapes.get((id(n), 0))) == inf["aux_shapes"].get(n.name), f"aux {n.name}"
+        assert _shape(shapes.get((n, 0))) == inf["aux_shapes"].get(n.name), f"aux {n.name}"
     for e, want, spec in zip(graph.outputs, inf["out_shapes"], case["outputs"]):
         got = _shape(shapes.get(e.key))
         if want is None and not inf.get("complete", True):

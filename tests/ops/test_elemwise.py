@@ -43,7 +43,7 @@ def shapes(op: str, attrs: dict | None, given: dict, inputs=None, out=None):
         g = Graph([*g.nodes, sink, both], [Entry(both, 0)])
     res = infer_shapes(g, given)
     ins = {e.node.name: res.get(e.key) for e in node.inputs}
-    return ins, res.get((id(node), 0))
+    return ins, res.get((node, 0))
 
 
 # ---------------------------------------------------------------------------

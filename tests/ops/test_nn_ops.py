@@ -275,7 +275,7 @@ def test_batchnorm_aux_inputs_hidden_outputs_and_float16_params():
     types = infer_types(g, {"data": "float16"})
     node = g.outputs[0].node
     assert [types[e.key] for e in node.inputs] == ["float16"] + ["float32"] * 4
-    assert [types[(id(node), i)] for i in range(3)] == ["float16", "float32", "float32"]
+    assert [types[(node, i)] for i in range(3)] == ["float16", "float32", "float32"]
 
 
 def test_batchnorm_fix_gamma_ignores_gamma_and_outputs_inverse_std():

@@ -38,8 +38,8 @@ def _run(op, attrs, all_outputs=False, **feeds):
 def _shapes(op, attrs, names, given):
     g, node, vs = _build(op, attrs, names)
     res = infer_shapes(g, given)
-    ins = {v.name: res.get((id(v), 0)) for v in vs}
-    outs = [res.get((id(node), i)) for i in range(node.num_outputs())]
+    ins = {v.name: res.get((v, 0)) for v in vs}
+    outs = [res.get((node, i)) for i in range(node.num_outputs())]
     return ins, outs
 
 
@@ -131,16 +131,16 @@ def test_quantized_dtypes():
     g, node, vs = _build("_contrib_quantized_fully_connected", dict(num_hidden=2), names,
                          all_outputs=True)
     res = infer_types(g, {"data": "uint8"})
-    assert [res[(id(v), 0)] for v in vs] == ["uint8", "int8", "int8"] + ["float32"] * 6
-    assert [res[(id(node), i)] for i in range(3)] == ["int32", "float32", "float32"]
+    assert [res[(v, 0)] for v in vs] == ["uint8", "int8", "int8"] + ["float32"] * 6
+    assert [res[(node, i)] for i in range(3)] == ["int32", "float32", "float32"]
     with pytest.raises(DTypeError):
         infer_types(g, {"data": "float32"})
     g, node, _ = _build("_contrib_quantize_v2", dict(out_type="auto", min_calib_range=0.0,
                                                      max_calib_range=1.0), ["data"])
-    assert infer_types(g, {"data": "float32"})[(id(node), 0)] == "uint8"
+    assert infer_types(g, {"data": "float32"})[(node, 0)] == "uint8"
     g, node, _ = _build("_contrib_requantize", dict(out_type="uint8"),
                         ["data", "min_range", "max_range"])
-    assert infer_types(g, {"data": "int32"})[(id(node), 0)] == "uint8"
+    assert infer_types(g, {"data": "int32"})[(node, 0)] == "uint8"
 
 
 def test_deformable_conv_shapes_with_groups():

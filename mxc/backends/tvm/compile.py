@@ -88,6 +88,8 @@ class CompiledModel(ManifestTensors):
     _library: bytes | None = field(default=None, repr=False)
     _session: Any = field(default=None, repr=False)
     sign: Any = field(default=None, repr=False)
+    #: the compiler that links the library (:func:`.toolchain.linker_for`; None: TVM's)
+    linker: str | None = field(default=None, repr=False)
 
     @property
     def runtime_graph(self) -> dict:
@@ -117,6 +119,9 @@ class CompiledModel(ManifestTensors):
                 except BackendError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - TVM / C compiler errors
+                    if "Compilation error" in str(exc):   # the linker's, in one line
+                        from .toolchain import link_error
+                        raise link_error(exc, self._triple(), self.linker) from exc
                     raise BackendError(f"exporting the compiled library failed: "
                                        f"{type(exc).__name__}: {exc}") from exc
                 self._library = Path(path).read_bytes()
@@ -128,7 +133,9 @@ class CompiledModel(ManifestTensors):
         """The linker drops the kernels' debug information (a tenth of a small model's
         artifact; nothing reads it at run time).  CUDA: device code goes in as a
         fatbin (SASS + PTX), see :mod:`.cuda_binary`."""
-        options = {"options": ["-Wl,-S"]}
+        options: dict[str, Any] = {"options": ["-Wl,-S"]}
+        if self.linker:
+            options["cc"] = self.linker
         target = self.manifest["target"]
         if target.get("kind") != "cuda":
             return options
@@ -136,6 +143,9 @@ class CompiledModel(ManifestTensors):
         from .targets import DEFAULT_CUDA_ARCH
         return {**options,
                 "fpack_imports": pack_imports(target.get("arch") or DEFAULT_CUDA_ARCH)}
+
+    def _triple(self) -> str | None:
+        return (self.manifest["target"].get("host") or {}).get("triple")
 
     def save(self, path: str | os.PathLike, *, sign: Any = None) -> Path:
         """Write the ``.mxc`` artifact to *path* (atomically); returns the path.
@@ -305,6 +315,8 @@ def compile_with(sym: Any, params: Any = None, shapes: Mapping[str, Any] | None 
                                     progress=progress, check_inputs=check_inputs))
         model.sign = sign
         return model
+    if options.target not in (None, "llvm", "cpu", "host", "cuda", "gpu"):
+        _linker(options)   # another architecture without its cross linker fails now
     if options.precision == "bf16":   # a CPU without bf16 fails now, before the passes;
         from .precision import check_request   # the one check of the precision's target
         from .targets import resolve_target
@@ -341,4 +353,12 @@ def _compile(sym, params, shapes, dtypes, options: CompileOptions,
     manifest = build_manifest(plan, lowered, options, record)
     lowered.timings["runtime graph"] = prog.done(f"{len(plan.steps)} step(s)")
     return CompiledModel(lowered.graph, plan, manifest, rt_params, executable,
-                         lowered.host_reasons, lowered.timings)
+                         lowered.host_reasons, lowered.timings, linker=_linker(options))
+
+
+def _linker(options: CompileOptions) -> str | None:
+    """The compiler that links the library for the options' target (:mod:`.toolchain`)."""
+    from .targets import resolve_target
+    from .toolchain import linker_for, target_triple
+    return linker_for(target_triple(resolve_target(options.target, cuda_arch=options.cuda_arch)),
+                      options.cxx)

@@ -14,9 +14,10 @@ the op in ``mxc/compiler/ops/``::
 
 A converter returns one expression per output (a list/tuple for multi-output
 ops, or a Relax tuple value); hidden outputs that nothing reads may be left
-out.  ``supports(node, shapes, dtypes)`` (optional) answers ``True`` or a
-reason string for attribute combinations the converter does not handle, so
-those nodes stay on the host.
+out.  ``supports(node, io)`` (optional; *io* is the node's :class:`NodeIO`, its
+inputs' and outputs' inferred shapes and dtypes, read from the graph once)
+answers ``True`` or a reason string for attribute combinations the converter
+does not handle, so those nodes stay on the host.
 
 Lowering is shape-specialised: every shape is known and static when a
 converter runs (``ctx.in_shapes``, ``ctx.out_shapes`` are tuples of ints), so
@@ -36,13 +37,13 @@ from tvm import relax
 from tvm.ir.expr import Constant as _Constant
 
 from ...compiler.ir import Graph, Node
+from ...compiler.ir.types import Key  # (node, output index): Entry.key
 from ...errors import BackendError, MxcError
 from ...registry import Registry
 
 log = logging.getLogger(__name__)
 
-Key = tuple[int, int]
-SupportsFn = Callable[[Node, Mapping, Mapping], "bool | str | None"]
+SupportsFn = Callable[[Node, "NodeIO"], "bool | str | None"]
 
 #: operators whose converters are checked on bfloat16 (AMP graphs): they compute through
 #: float32 and round once to bfloat16 (nearest even), as MXNet's oneDNN kernels do; any
@@ -158,8 +159,8 @@ def node_io(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, Any]) ->
     return NodeIO(
         in_shapes=[shapes.get(e.key) for e in node.inputs],
         in_dtypes=[dtypes.get(e.key) for e in node.inputs],
-        out_shapes=[shapes.get((id(node), i)) for i in range(nout)],
-        out_dtypes=[dtypes.get((id(node), i)) for i in range(nout)],
+        out_shapes=[shapes.get((node, i)) for i in range(nout)],
+        out_dtypes=[dtypes.get((node, i)) for i in range(nout)],
     )
 
 
@@ -205,7 +206,7 @@ def support_reason(node: Node, shapes: Mapping[Key, Any], dtypes: Mapping[Key, A
                 return f"{what} {i} has dtype {t}, which the TVM backend does not handle"
     if conv.supports is not None:
         try:
-            verdict = conv.supports(node, shapes, dtypes)
+            verdict = conv.supports(node, io)
         except MxcError as exc:
             return str(exc)
         if isinstance(verdict, str):
@@ -252,8 +253,8 @@ def unsupported_nodes(graph: Graph, shapes: Mapping | None = None,
 def _is_inferred(mapping: Mapping | None) -> bool:
     if not mapping:
         return False
-    return all(isinstance(k, tuple) and len(k) == 2 and all(isinstance(x, int) for x in k)
-               for k in mapping)
+    return all(isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], Node)
+               and isinstance(k[1], int) for k in mapping)
 
 
 def _resolve_types(graph: Graph, shapes, dtypes, params):
@@ -275,7 +276,7 @@ def _resolve_types(graph: Graph, shapes, dtypes, params):
         dtype_map = graph.inferred_dtypes(given_t)
         # MXNet's default dtype for inputs nothing says anything about
         missing = {n.name: "float32" for n in graph.input_nodes()
-                   if dtype_map.get((id(n), 0)) is None and "__dtype__" not in n.attrs}
+                   if dtype_map.get((n, 0)) is None and "__dtype__" not in n.attrs}
         if missing:
             dtype_map = graph.inferred_dtypes({**missing, **given_t})
     return shape_map, dtype_map
@@ -446,7 +447,7 @@ class ModuleBuilder:
         fparams: list = []
         info = FunctionInfo(name, [], [], [])
         for var in graph.input_nodes():
-            key = (id(var), 0)
+            key = (var, 0)
             shape = shape_map.get(key)
             dtype = dtype_map.get(key)
             if not _static(shape) or dtype is None:
@@ -509,7 +510,7 @@ class ModuleBuilder:
         except Exception as exc:
             raise ctx.error(f"lowering to TVM failed: {type(exc).__name__}: {exc}") from exc
         for i, x in enumerate(outs):
-            env[(id(node), i)] = x
+            env[(node, i)] = x
 
     def _normalize(self, ctx: Lowering, result) -> list:
         bb = self.bb

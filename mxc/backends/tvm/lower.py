@@ -53,7 +53,7 @@ class LoweredModel:
     params:
         Parameter arrays after the passes (folded BatchNorms ...).
     shapes, dtypes:
-        Inferred types of *graph*, keyed by entry (``(id(node), index)``).
+        Inferred types of *graph*, keyed by entry (``(node, index)``).
     output_names:
         The model's output names, in order.
     regions, host:
@@ -280,7 +280,7 @@ def _given_types(graph: Graph, params, shapes, dtypes):
     given_dtypes.update({k: v for k, v in dtypes.items() if k in names})
     inferred = graph.inferred_dtypes(given_dtypes)
     for node in graph.input_nodes():  # MXNet binds float32 where nothing says otherwise
-        if inferred.get((id(node), 0)) is None and "__dtype__" not in node.attrs:
+        if inferred.get((node, 0)) is None and "__dtype__" not in node.attrs:
             given_dtypes[node.name] = "float32"
     return given_shapes, given_dtypes
 
@@ -292,7 +292,7 @@ def _static(shape) -> bool:
 def _check_inputs(pg: Graph, params, shapes, dtypes) -> None:
     bad = []
     for node in pg.input_nodes():
-        key = (id(node), 0)
+        key = (node, 0)
         if node.name in params:
             continue
         if not _static(shapes.get(key)) or dtypes.get(key) is None:

@@ -130,5 +130,7 @@ def target_info(tgt, emulate_amx: bool = False) -> dict:
 
 
 def _arch_of(triple: str) -> str:
-    arch = triple.split("-", 1)[0].lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+    """The architecture as the runtime's :func:`~mxc.runtime.cpu_features.machine_arch`
+    names it (armv7l-... -> arm), so the loader compares like with like."""
+    from ...runtime.cpu_features import canonical_arch
+    return canonical_arch(triple.split("-", 1)[0])

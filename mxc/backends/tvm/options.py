@@ -38,7 +38,13 @@ ENV_STRICT_SCHEDULES = "MXC_STRICT_SCHEDULES"
 #: without AMX; :mod:`.schedules.base.amx_steps`); read into the options' ``emulate_amx``
 #: when they are made, never during a build
 ENV_EMULATE_AMX = "MXC_EMULATE_AMX"
-#: every variable :meth:`CompileOptions.from_env` reads, with the option it supplies
+#: the C++ compiler that links the library (the usual variable, TVM's too): for another
+#: architecture it replaces the ``<triple>-g++`` mxc looks for (:mod:`.toolchain`).  Read
+#: by :meth:`CompileOptions.from_env` but not recorded in the manifest: it picks the
+#: linker, not the code, and is commonly set in a developer's shell
+ENV_CXX = "CXX"
+#: every variable :meth:`CompileOptions.from_env` reads and records, with the option it
+#: supplies
 ENVIRONMENT = {ENV_TUNING_DB: "db", ENV_WINOGRAD: "winograd", ENV_CUDA_ARCH: "cuda_arch"}
 
 #: the ``winograd`` choices (:mod:`mxc.backends.tvm.schedules.families.winograd`): auto (where
@@ -175,6 +181,9 @@ class CompileOptions:
         build AMX tile steps as their scalar emulation (``$MXC_EMULATE_AMX=1``, read by
         :meth:`from_env`; tests of the AMX kernels on a CPU without AMX).  A field, not a
         variable read mid-build, so one compile's code and manifest agree on it.
+    cxx:
+        the C++ compiler that links the library (``$CXX``); None: this machine's for its
+        own architecture, ``<triple>-g++`` for another (:mod:`.toolchain`).
     strict:
         a schedule rule's exception fails the build (``$MXC_STRICT_SCHEDULES``, read by
         :meth:`from_env`; the test suite sets it); None: the build context reads the
@@ -196,6 +205,7 @@ class CompileOptions:
     precision: str = "fp32"
     emulate_amx: bool = False
     strict: bool | None = None
+    cxx: str | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -213,6 +223,9 @@ class CompileOptions:
         settings are fixed before any of its stages runs."""
         given = {**given, "db": resolve_database(given.get("db"))}
         given = _build_switches(given, environ)
+        if given.get("cxx") is None:
+            given["cxx"] = ((os.environ if environ is None else environ).get(ENV_CXX)
+                            or "").strip() or None
         given, used = _from_environment(given, environ, ENVIRONMENT)
         return cls(**given, environment=used)
 

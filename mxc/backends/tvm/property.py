@@ -134,7 +134,7 @@ def merge_regions(graph: Graph, regions: list[Node], name: str) -> Node:
     region reads that region's copied head.  *graph* is edited in place.
     """
     variables: dict[int, Node] = {}      # id(outer variable) -> merged nested variable
-    heads: dict[tuple[int, int], Entry] = {}  # (id(region), output) -> merged nested entry
+    heads: dict[tuple[Node, int], Entry] = {}  # (region, output) -> merged nested entry
 
     def outer_to_inner(e: Entry) -> Entry:
         if e.node.op is None:
@@ -160,7 +160,7 @@ def merge_regions(graph: Graph, regions: list[Node], name: str) -> Node:
             copies[id(inner)] = copy
             nodes.append(copy)
         for i, h in enumerate(nested.outputs):
-            heads[(id(region), i)] = feeds[id(h.node)] if h.node.op is None else \
+            heads[(region, i)] = feeds[id(h.node)] if h.node.op is None else \
                 Entry(copies[id(h.node)], h.index, h.version)
     merged_outputs = [outer_to_inner(e) for e in graph.outputs]
     nested = Graph(list(variables.values()) + nodes, merged_outputs)
@@ -195,9 +195,9 @@ def _require_input_shapes(graph: Graph, shapes) -> None:
     """TVM compiles static shapes only: without the inputs' shapes no node can be
     taken, which would silently make 0 regions.  Say what is needed instead."""
     from ...errors import PartitionError
-    unknown = [n.name for n in graph.input_nodes() if shapes.get((id(n), 0)) is None]
-    if unknown and not any(n.op is not None and (id(n), 0) in shapes and
-                           shapes[(id(n), 0)] is not None for n in graph.nodes):
+    unknown = [n.name for n in graph.input_nodes() if shapes.get((n, 0)) is None]
+    if unknown and not any(n.op is not None and (n, 0) in shapes and
+                           shapes[(n, 0)] is not None for n in graph.nodes):
         shown = ", ".join(unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4
                                           else "")
         raise PartitionError(

@@ -56,7 +56,7 @@ def plan_model(lowered: "LoweredModel") -> tuple[Plan, dict[str, np.ndarray]]:
             pending.append(({"kind": RegionStep, "name": node.name, "function": info.name,
                              "inputs": tuple(ins), "num_nodes": len(nested.op_nodes()),
                              "ops": nested.op_counts()},
-                            [(id(node), i) for i in range(len(nested.outputs))]))
+                            [(node, i) for i in range(len(nested.outputs))]))
         else:
             unused = set(node.opdef.unused_inputs(node.params))
             ins = []
@@ -78,7 +78,7 @@ def plan_model(lowered: "LoweredModel") -> tuple[Plan, dict[str, np.ndarray]]:
     optional_inputs -= needed_inputs
     inputs, ignored = [], []
     for var in pg.input_nodes():
-        key = (id(var), 0)
+        key = (var, 0)
         if var.name in params:
             continue
         if var.name in needed_inputs or var.name in optional_inputs:
@@ -91,8 +91,8 @@ def plan_model(lowered: "LoweredModel") -> tuple[Plan, dict[str, np.ndarray]]:
     for var in pg.input_nodes():
         if var.name in used_params:
             rt_params[var.name] = np.ascontiguousarray(
-                np.asarray(params[var.name]).astype(dtypes[(id(var), 0)], copy=False))
-            param_slots.append(ParamSlot(var.name, slot((id(var), 0))))
+                np.asarray(params[var.name]).astype(dtypes[(var, 0)], copy=False))
+            param_slots.append(ParamSlot(var.name, slot((var, 0))))
     plan = Plan(num_slots=len(slots), inputs=tuple(inputs), params=tuple(param_slots),
                 steps=tuple(steps), outputs=tuple(outputs), ignored_inputs=tuple(ignored))
     return plan, rt_params
@@ -107,7 +107,7 @@ def _note_var(e, params, needed_inputs: set, used_params: set) -> None:
 def _host_step(node: Node, ins: tuple, lowered: "LoweredModel") -> tuple[dict, list]:
     from ...runtime.host import encode_graph
     shapes, dtypes = lowered.shapes, lowered.dtypes
-    keys = [(id(node), i) for i in range(node.num_outputs())]
+    keys = [(node, i) for i in range(node.num_outputs())]
     bodies = lowered.bodies.get(id(node)) or ()
     fields = {"kind": HostStep, "name": node.name, "op": node.op, "inputs": ins,
               "attrs": dict(node.attrs), "params": _encode_params(node),

@@ -17,6 +17,15 @@ loader asks too), not the features LLVM implies from the CPU's name:
 ``-mattr`` what the kernel says differs.  :func:`check_cpu` refuses a CPU
 name LLVM does not know, which LLVM would only warn about.
 
+Other architectures are cross-compiled: :data:`ARM_CPUS` names the ARM CPUs by
+the boards and servers users know them from (``--cpu cortex-a72``, the
+Raspberry Pi 4), and the target triple follows from the name -- as do the ISA
+features (LLVM's model of the CPU: NEON, dotprod, i8mm, bf16, SVE) and, for
+32-bit ARM, the hard-float ABI (:func:`complete_spec`; an ``armhf`` library
+linked without it fails with "uses VFP register arguments").  Any other CPU
+is ``--triple TRIPLE --cpu NAME``.  The linker for a foreign triple is found
+by :mod:`.toolchain`.
+
 :func:`resolve_target` turns what the user gave (shorthand, dict or
 ``tvm.target.Target``) into the Target to build for; it lives here, not in
 ``build.py``, so tuning and its workers resolve targets without importing the
@@ -31,7 +40,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError
-from ...runtime.cpu_features import HostCpu, host_cpu
+from ...runtime.cpu_features import HostCpu, canonical_arch, host_cpu, machine_arch
 
 if TYPE_CHECKING:  # annotations only: tvm is imported once the thread pool is sized
     import tvm
@@ -42,6 +51,25 @@ SUPPORTED_KINDS = {"llvm": "CPU", "cuda": "NVIDIA GPU"}
 SHORTHANDS = {"llvm": "llvm", "cpu": "llvm", "host": "llvm", "cuda": "cuda", "gpu": "cuda"}
 #: ``--cpu`` values that mean "no particular CPU": the baseline of the architecture
 GENERIC_CPUS = ("generic", "portable")
+
+#: ARM CPUs by name -> (the triple they imply, what has them).  One table: ``--cpu``,
+#: ``-mcpu`` in a target string or dict, and the refusal of unknown names all read it.
+#: ``cortex-a53`` is 64-bit here (Raspberry Pi 3 with a 64-bit OS); a 32-bit OS on it is
+#: ``--cpu cortex-a53 --triple armv7l-linux-gnueabihf``, and ``cortex-a7`` is 32-bit ARM.
+ARM_CPUS: dict[str, tuple[str, str]] = {
+    "cortex-a72": ("aarch64-linux-gnu", "Raspberry Pi 4"),
+    "cortex-a76": ("aarch64-linux-gnu", "Raspberry Pi 5"),
+    "cortex-a53": ("aarch64-linux-gnu", "Raspberry Pi 3, 64-bit OS"),
+    "cortex-a57": ("aarch64-linux-gnu", "Jetson Nano/TX2"),
+    "carmel": ("aarch64-linux-gnu", "Jetson Xavier"),
+    "cortex-a78ae": ("aarch64-linux-gnu", "Jetson Orin"),
+    "neoverse-n1": ("aarch64-linux-gnu", "AWS Graviton2, Ampere Altra"),
+    "neoverse-v1": ("aarch64-linux-gnu", "AWS Graviton3"),
+    "neoverse-v2": ("aarch64-linux-gnu", "AWS Graviton4, NVIDIA Grace"),
+    "cortex-a7": ("armv7l-linux-gnueabihf", "Raspberry Pi 2, 32-bit ARM boards"),
+}
+#: the architectures mxc can cross-compile for (``--triple``'s first word, canonical)
+CROSS_ARCHS = ("x86_64", "aarch64", "arm")
 
 #: LLVM feature-name prefixes that are scheduling hints, not instructions
 _TUNING_PREFIXES = ("tuning-", "fast-", "slow-", "no-bypass", "false-deps", "prefer-",
@@ -88,6 +116,7 @@ def parse_target_text(text: str) -> Any:
         if not isinstance(spec, dict) or "kind" not in spec:
             raise BackendError(f"JSON target {text!r} needs a \"kind\" key")
         check_kind(spec["kind"])
+        spec = complete_spec(spec)
         _check_spec_cpu(spec)
         return spec
     words = text.split()
@@ -102,22 +131,66 @@ def parse_target_text(text: str) -> Any:
                                f"got {word!r}")
         key, sep, value = word.lstrip("-").partition("=")
         spec[key] = _value(key, value) if sep else True
+    spec = complete_spec(spec)
     _check_spec_cpu(spec)
     return spec
 
 
-def with_cpu(target: Any, cpu: str | None) -> Any:
+def triple_arch(triple: str | None) -> str:
+    """The architecture of *triple* (None: this machine's) as the runtime names it."""
+    return canonical_arch(triple.split("-", 1)[0]) if triple else machine_arch()
+
+
+def complete_spec(spec: dict) -> dict:
+    """A CPU target dict completed from what its names imply: the triple of an
+    :data:`ARM_CPUS` CPU given without one, and the hard-float ABI of a 32-bit ARM
+    ``...hf`` triple (``mfloat-abi=hard``, without which LLVM emits soft-float calls the
+    ``armhf`` linker refuses).  A CUDA target's host is completed the same way."""
+    spec = dict(spec)
+    if spec.get("kind") == "cuda" and isinstance(spec.get("host"), dict):
+        spec["host"] = complete_spec({"kind": "llvm", **spec["host"]})
+    if spec.get("kind", "llvm") != "llvm":
+        return spec
+    cpu = str(spec.get("mcpu") or "")
+    if cpu in ARM_CPUS and not spec.get("mtriple"):
+        spec["mtriple"] = ARM_CPUS[cpu][0]
+    triple = str(spec.get("mtriple") or "")
+    if triple_arch(triple) == "arm" and triple.endswith("hf") and "mfloat-abi" not in spec:
+        spec["mfloat-abi"] = "hard"
+    return spec
+
+
+def with_cpu(target: Any, cpu: str | None, triple: str | None = None) -> Any:
     """*target* with its host CPU set by ``--cpu`` (``host``: this CPU; ``generic``:
-    the architecture's baseline, runs on any CPU of it; else an LLVM CPU name)."""
-    if cpu in (None, "host", "native"):
+    the architecture's baseline, runs on any CPU of it; else an LLVM CPU name, an
+    :data:`ARM_CPUS` one implying its triple) and ``--triple`` (another architecture;
+    the CPU then defaults to its baseline)."""
+    if triple is None and cpu in (None, "host", "native"):
         return target
-    check_cpu(cpu, "--cpu")
+    if triple is not None:
+        if triple_arch(triple) not in CROSS_ARCHS:
+            raise BackendError(f"--triple {triple!r}: expected a triple of "
+                               f"{', '.join(CROSS_ARCHS)} (aarch64-linux-gnu, "
+                               f"armv7l-linux-gnueabihf, x86_64-linux-gnu)")
+        if cpu in ("host", "native") and triple_arch(triple) != machine_arch():
+            raise BackendError(f"--cpu {cpu} with --triple {triple}: this machine is "
+                               f"{machine_arch()}; name the {triple_arch(triple)} CPU "
+                               f"(--cpu generic for its baseline)")
+        if cpu in (None, "host", "native"):
+            cpu = "generic"
+    check_cpu(cpu, "--cpu", triple or (ARM_CPUS[cpu][0] if cpu in ARM_CPUS else None))
     spec = dict(target) if isinstance(target, dict) else {"kind": SHORTHANDS.get(target, target)}
-    cpu_spec = {"kind": "llvm"} if cpu in GENERIC_CPUS else {"kind": "llvm", "mcpu": cpu}
+    cpu_spec: dict[str, Any] = {"kind": "llvm"}
+    if cpu not in GENERIC_CPUS:
+        cpu_spec["mcpu"] = cpu
+    if triple:
+        cpu_spec["mtriple"] = triple
+    cpu_spec = complete_spec(cpu_spec)
     if spec["kind"] == "cuda":
         spec["host"] = cpu_spec
         return spec
-    spec.pop("mcpu", None)
+    for key in ("mcpu", "mtriple", "mfloat-abi"):
+        spec.pop(key, None)
     spec.update(cpu_spec)
     return spec
 
@@ -132,20 +205,31 @@ def known_cpus(triple: str | None = None) -> list[str]:
     return sorted(n for n in names if "_" not in n)
 
 
+def arm_cpus_text() -> str:
+    """:data:`ARM_CPUS` as the refusals list it."""
+    return ", ".join(f"{name} ({what})" for name, (_, what) in ARM_CPUS.items())
+
+
 def check_cpu(cpu: str, option: str = "-mcpu", triple: str | None = None) -> None:
     """Refuse a CPU name LLVM does not know (LLVM itself would only warn and build
-    generic code), naming the closest known ones and listing them all."""
+    generic code), naming the closest known ones and listing them all, and the ARM
+    CPUs mxc cross-compiles for by name."""
     _tvm()
     from tvm.target import codegen
+    if triple is None and cpu in ARM_CPUS:
+        triple = ARM_CPUS[cpu][0]
     triple = triple or str(codegen.llvm_get_system_triple())
     if cpu in GENERIC_CPUS or codegen.llvm_is_valid_cpu(cpu, triple):
         return
     known = known_cpus(triple)
-    close = difflib.get_close_matches(cpu, known, n=3, cutoff=0.5)
+    arm = [] if triple_arch(triple) in ("aarch64", "arm") else list(ARM_CPUS)
+    close = difflib.get_close_matches(cpu, known + arm, n=3, cutoff=0.5)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     raise BackendError(f"{option} {cpu!r} is not a CPU LLVM knows for {triple.split('-')[0]}"
                        f"{hint}; known CPUs: "
-                       f"{', '.join(dict.fromkeys([*GENERIC_CPUS, 'host', *known]))}")
+                       f"{', '.join(dict.fromkeys([*GENERIC_CPUS, 'host', *known]))}; "
+                       f"ARM, cross-compiled: {arm_cpus_text()}; any other: --triple TRIPLE "
+                       f"--cpu NAME")
 
 
 def _check_spec_cpu(spec: dict) -> None:
@@ -167,9 +251,11 @@ def isa_features(target) -> list[str]:
 
 
 def _cpu_name_features(cpu: str | None) -> frozenset[str]:
-    """The ISA features LLVM implies from CPU name *cpu* (None: the baseline)."""
+    """The ISA features LLVM implies from CPU name *cpu* (None: the baseline) on the
+    kernel's architecture."""
     tvm = _tvm()
-    spec = {"kind": "llvm", **({"mcpu": cpu} if cpu else {})}
+    spec = complete_spec({"kind": "llvm", **({"mcpu": cpu} if cpu else {}),
+                          **({"mtriple": _host_triple()} if _host_triple() else {})})
     return frozenset(isa_features(tvm.target.Target(spec)))
 
 
@@ -177,8 +263,12 @@ def missing_on_host(target) -> list[str]:
     """The ISA features CPU *target* needs that this machine's CPU lacks ([]: it runs here).
 
     "Lacks" is the kernel's word (:func:`mxc.runtime.cpu_features.host_cpu`, which the
-    artifact loader asks too); where the kernel reports nothing, LLVM's view of the host."""
+    artifact loader asks too); where the kernel reports nothing, LLVM's view of the host.
+    Code for another architecture lacks everything: ``["aarch64 instructions"]``."""
     host = host_cpu()
+    triple = str(target.attrs.get("mtriple", "") or "")
+    if triple and triple_arch(triple) != host.arch:   # another architecture: nothing runs here
+        return [f"{triple_arch(triple)} instructions"]
     needed = isa_features(target)
     if host.features() is None:
         return sorted(set(needed) - _cpu_name_features(_host_cpu()))
@@ -253,10 +343,28 @@ def _host_cpu() -> str | None:
     return None
 
 
+#: a triple per architecture, for a host whose kernel's architecture is not LLVM's default
+#: triple's (a 32-bit ARM userland on a 64-bit kernel; a test simulating an ARM host)
+ARCH_TRIPLES = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu",
+                "arm": "armv7l-linux-gnueabihf"}
+
+
+def _host_triple() -> str | None:
+    """None where LLVM's default triple is the kernel's architecture (the usual case),
+    else a triple of :data:`ARCH_TRIPLES` for the kernel's architecture."""
+    from tvm.target import codegen
+    arch = host_cpu().arch
+    if triple_arch(str(codegen.llvm_get_system_triple())) == arch:
+        return None
+    return ARCH_TRIPLES.get(arch)
+
+
 def host_target() -> dict[str, Any]:
     """The host CPU as a TVM target dict: LLVM's name for it, with the features the
     kernel reports (:func:`host_mattr`) where the name implies others."""
     target: dict[str, Any] = {"kind": "llvm"}
+    if _host_triple():
+        target = complete_spec({**target, "mtriple": _host_triple()})
     cpu = _host_cpu()
     if cpu:
         target["mcpu"] = cpu
@@ -299,7 +407,7 @@ def resolve_target(target: Any = "llvm", *, cuda_arch: str | None = None) -> "tv
         return tvm.target.Target({"kind": "cuda", "arch": _cuda_arch(cuda_arch)},
                                  host=host_target())
     if isinstance(target, dict):
-        spec = dict(target)
+        spec = complete_spec(target)
         _check_spec_cpu(spec)
         if spec.get("kind") == "cuda":
             spec.setdefault("arch", _cuda_arch(cuda_arch))

@@ -50,9 +50,14 @@ class Entry:
         return f"Entry({self.node.ref}, {self.index})"
 
     @property
-    def key(self) -> tuple[int, int]:
-        """Identity of the value, ignoring the version."""
-        return (id(self.node), self.index)
+    def key(self) -> tuple["Node", int]:
+        """Identity of the value, ignoring the version: ``(node, index)``.
+
+        Inference results and every per-value table are keyed by it.  It holds the
+        node itself (hashed by identity), not ``id(node)``: a key then keeps its node
+        alive, so a number freed by a dropped node can never be mistaken for a new
+        node's entry."""
+        return (self.node, self.index)
 
 
 class Node:

@@ -41,8 +41,8 @@ from .node import Entry, Node
 
 __all__ = ["GraphTypes", "TypeCache", "Key", "ops_generation"]
 
-#: an entry's identity in inference results: ``(id(node), output index)`` (:attr:`Entry.key`)
-Key = tuple[int, int]
+#: an entry's identity in inference results: ``(node, output index)`` (:attr:`Entry.key`)
+Key = tuple[Node, int]
 #: a question: ``(kind, ((input name, given value), ...))``, names sorted
 Question = tuple[str, tuple[tuple[str, Any], ...]]
 
@@ -91,7 +91,7 @@ class GraphTypes:
 
 
 def _key(entry: Entry | Node) -> Key:
-    return (id(entry), 0) if isinstance(entry, Node) else entry.key
+    return (entry, 0) if isinstance(entry, Node) else entry.key
 
 
 class _Answer:
@@ -193,11 +193,11 @@ class TypeCache:
             return
         for question, values in held:
             moved = {}
-            for (node_id, index), value in values.items():
-                new = mapping.get(node_id)
+            for (node, index), value in values.items():
+                new = mapping.get(id(node))
                 if new is None:
                     break
-                moved[(id(new), index)] = value
+                moved[(new, index)] = value
             else:
                 graph._types._store(graph, question, MappingProxyType(moved))
 

@@ -82,7 +82,7 @@ def _check_cached_types(graph: Graph, where: str) -> None:
             continue
         for node in graph.topo_order():
             for index in range(node.num_outputs()):
-                key = (id(node), index)
+                key = (node, index)
                 if cached.get(key) != fresh.get(key):
                     raise VerificationError(
                         f"{where}: cached {kind} of node {node.ref} output {index} is "

@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ...errors import DTypeError, ExecutionError, MxcError, OpError, ShapeError
+from ..ir.types import Key
 from .registry import OpDef, Params, get_op, has_op, register_op, unregister_op
 
 __all__ = ["EXTRA_INPUTS_ATTR", "SubgraphOp", "CachedOp", "register_subgraph_op",
@@ -210,17 +211,17 @@ def evaluate_nested(graph, inputs: Sequence[np.ndarray], shapes: dict,
     """Run *graph* node by node with already inferred *shapes*/*dtypes* (keyed by entry);
     *inputs* are given in ``list_inputs()`` order."""
     from .registry import ForwardContext
-    values: dict[tuple[int, int], np.ndarray] = {}
+    values: dict[Key, np.ndarray] = {}
     for node, x in zip(graph.input_nodes(), inputs):
-        values[(id(node), 0)] = np.asarray(x)
+        values[(node, 0)] = np.asarray(x)
     for node in graph.topo_order():
         if node.op is None:
             continue
         ins = [values[e.key] for e in node.inputs]
         nout = node.num_outputs()
         ctx = ForwardContext(node=node,
-                             out_shapes=[shapes.get((id(node), i)) for i in range(nout)],
-                             out_dtypes=[dtypes.get((id(node), i)) for i in range(nout)],
+                             out_shapes=[shapes.get((node, i)) for i in range(nout)],
+                             out_dtypes=[dtypes.get((node, i)) for i in range(nout)],
                              in_shapes=[x.shape for x in ins],
                              in_dtypes=[x.dtype.name for x in ins])
         try:
@@ -235,7 +236,7 @@ def evaluate_nested(graph, inputs: Sequence[np.ndarray], shapes: dict,
             want = ctx.out_dtypes[i]
             if want is not None and v.dtype.name != want:
                 v = v.astype(want)
-            values[(id(node), i)] = v
+            values[(node, i)] = v
     return [values[e.key] for e in graph.outputs]
 
 
@@ -251,12 +252,12 @@ def infer_nested(graph, kind: str, in_values: list, out_values: list,
     """
     from ..infer import infer_seeded
     inputs = graph.input_nodes()
-    seeds = [((id(node), 0), v, f"input {node.ref}") for node, v in zip(inputs, in_values)]
+    seeds = [((node, 0), v, f"input {node.ref}") for node, v in zip(inputs, in_values)]
     seeds += [(e.key, v, f"output {k}") for k, (e, v) in enumerate(zip(graph.outputs, out_values))]
     values = infer_seeded(graph, kind, seeds)
     if full:
         return values
-    return ([values.get((id(n), 0)) for n in inputs],
+    return ([values.get((n, 0)) for n in inputs],
             [values.get(e.key) for e in graph.outputs])
 
 
@@ -341,7 +342,7 @@ def cached_op_output_names(graph) -> list[str]:
     ``<name>_<k>_copy``, until nothing merges.
     """
     heads = graph.outputs
-    if len({(id(e.node), e.index, e.version) for e in heads}) == len(heads) \
+    if len({(e.node, e.index, e.version) for e in heads}) == len(heads) \
             and not _may_merge(graph.nodes):
         return [_plain_name(e.node, e.index) for e in heads]
     mirror: dict[int, _FwdNode] = {}
@@ -351,7 +352,7 @@ def cached_op_output_names(graph) -> list[str]:
     outputs: list[tuple[_FwdNode, int]] = []
     seen: dict[tuple[int, int, int], int] = {}
     for e in graph.outputs:
-        key = (id(e.node), e.index, e.version)
+        key = (e.node, e.index, e.version)
         src = mirror[id(e.node)]
         if key in seen:
             copy = _FwdNode("_copy", f"{src.name}_copy{seen[key]}", {}, [(src, e.index)])
@@ -407,7 +408,7 @@ def _may_merge(nodes) -> bool:
     for n in nodes:
         if n.op is None or not n.inputs:
             continue
-        key = (_canonical(n.op), tuple((id(e.node), e.index) for e in n.inputs))
+        key = (_canonical(n.op), tuple((e.node, e.index) for e in n.inputs))
         group = seen.setdefault(key, [])
         for other in group:
             if other.attrs == n.attrs:

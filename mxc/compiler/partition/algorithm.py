@@ -127,7 +127,7 @@ class _Builder(_CycleChecks, _Replacement):
     slot) pairs, kept current while regions are replaced), ``label``
     (region tag or -1).  Entry positions (MXNet's ``TopSortEntries``) are
     ``slot_pos[slot_base[n] + k]`` for input slot *k* of node *n*,
-    ``out_pos[k]`` for graph output *k*, and ``extra_pos[(id(node), k)]``
+    ``out_pos[k]`` for graph output *k*, and ``extra_pos[(node, k)]``
     for the input slots of subgraph nodes created during the run.
     """
 

@@ -187,7 +187,7 @@ def clear_partitions(graph: Graph) -> Graph:
             if any(id(e.node) in feeds for e in inner.inputs):
                 inner.inputs = [_rewire(e, feeds) for e in inner.inputs]
         for i, head in enumerate(nested.outputs):
-            repl[(id(node), i)] = _rewire(head, feeds)
+            repl[(node, i)] = _rewire(head, feeds)
     if changed:
         graph.outputs = [remap(e) for e in graph.outputs]
         graph.nodes = post_order_fast(e.node for e in graph.outputs)

@@ -351,15 +351,15 @@ def _subgraph_params(subgraph: Graph, params: dict[str, Any]) -> dict[str, dict[
 
 def annotate_ext_attrs(nodes, shapes: dict | None, dtypes: dict | None) -> None:
     """Set MXNet's ``__ext_shape__``/``__ext_dtype__`` on *nodes* from inferred
-    ``shapes``/``dtypes`` (keyed by ``(id(node), output)``; None: leave unset)."""
+    ``shapes``/``dtypes`` (keyed by ``(node, output)``; None: leave unset)."""
     if shapes is not None:
         for node in nodes:
             node.attrs[EXT_SHAPE_ATTR] = "[" + ",".join(
-                _fmt_shape(shapes.get((id(node), i))) for i in range(_num_outputs(node))) + "]"
+                _fmt_shape(shapes.get((node, i))) for i in range(_num_outputs(node))) + "]"
     if dtypes is not None:
         for node in nodes:
             node.attrs[EXT_DTYPE_ATTR] = "[" + ",".join(
-                _fmt_dtype(dtypes.get((id(node), i))) for i in range(_num_outputs(node))) + "]"
+                _fmt_dtype(dtypes.get((node, i))) for i in range(_num_outputs(node))) + "]"
 
 
 def _review_result(result: Any, where: str, sid: int) -> tuple[bool, dict]:
@@ -394,7 +394,7 @@ class _SupportedIdsSelector(SubgraphSelector):
         sid = self.supported.get(id(new))
         if sid is None:
             return False
-        return sid == ANY_SUBGRAPH or self.supported.get(id(node), 0) == sid
+        return sid == ANY_SUBGRAPH or self.supported.get(node, 0) == sid
 
     def select_input(self, node: Node, input_node: Node) -> bool:
         return self._join(node, input_node)

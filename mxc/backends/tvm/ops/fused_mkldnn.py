@@ -61,7 +61,7 @@ def _saturate_as(ctx: Lowering, y, stored: str, dtype: str):
     return ctx.astype(y, dtype)
 
 
-def _quantized_only(node, shapes, dtypes):
+def _quantized_only(node, io):
     if not node.params.get("quantized"):
         return "float fused nodes are inlined by the inline-fused pass, not lowered whole"
     return True

@@ -20,7 +20,7 @@ def _clip_or_wrap(ctx: Lowering, j, size: int, mode: str):
     return ctx.emit(R.clip(j, 0, size - 1))
 
 
-@register_converter("take", supports=lambda node, shapes, dtypes: (
+@register_converter("take", supports=lambda node, io: (
     True if node.params.mode != "raise"
     else "take mode='raise' checks indices at run time; the TVM backend clips instead"))
 def take(ctx: Lowering):
@@ -78,7 +78,7 @@ def _nd_indices(ctx: Lowering, idx, sizes):
     return ctx.emit(R.permute_dims(j, list(range(1, rank)) + [0]))
 
 
-@register_converter("gather_nd", supports=lambda node, shapes, dtypes: (
+@register_converter("gather_nd", supports=lambda node, io: (
     "gather_nd must raise on out-of-range indices as MXNet does; compiled code cannot check "
     "at run time (Relax dataflow has no assertion), so it runs on the host"))
 def gather_nd(ctx: Lowering):

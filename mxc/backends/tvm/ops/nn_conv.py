@@ -15,8 +15,8 @@ _LAYOUTS = {"NCW": ("NCW", "OIW"), "NCHW": ("NCHW", "OIHW"), "NCDHW": ("NCDHW", 
 _CHANNELS_FIRST = ("NCW", "NCHW", "NCDHW")
 
 
-def _float_only(node, shapes, dtypes):
-    dt = dtypes.get(node.inputs[0].key)
+def _float_only(node, io):
+    dt = io.in_dtypes[0]
     if dt not in ("float16", "bfloat16", "float32", "float64"):
         return f"{node.op} on {dt} data is not lowered (float data only)"
     return True
@@ -45,8 +45,8 @@ def convolution(ctx: Lowering):
     return ctx.astype(_bias(ctx, y, layout, dt), ctx.out_dtype)
 
 
-def _deconv_supported(node, shapes, dtypes):
-    verdict = _float_only(node, shapes, dtypes)
+def _deconv_supported(node, io):
+    verdict = _float_only(node, io)
     if verdict is not True:
         return verdict
     p = node.params

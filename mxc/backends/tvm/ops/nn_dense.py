@@ -38,7 +38,7 @@ def fully_connected(ctx: Lowering):
     return ctx.astype(y, ctx.out_dtype)
 
 
-@register_converter("Dropout", supports=lambda node, shapes, dtypes: (
+@register_converter("Dropout", supports=lambda node, io: (
     True if node.params.mode != "always"
     else "Dropout mode='always' drops at random even in inference"))
 def dropout(ctx: Lowering):

@@ -23,13 +23,13 @@ _AVG = {1: R.nn.avg_pool1d, 2: R.nn.avg_pool2d, 3: R.nn.avg_pool3d}
 _CHANNELS_FIRST = (None, "NCW", "NCHW", "NCDHW")
 
 
-def _pool_supported(node, shapes, dtypes):
+def _pool_supported(node, io):
     p = node.params
     if p.layout not in _CHANNELS_FIRST:
         return f"Pooling layout {p.layout} is not lowered (channels-first layouts only)"
     if p.pooling_convention == "same":
         return "Pooling pooling_convention='same' is not lowered"
-    if dtypes.get(node.inputs[0].key) not in ("float16", "bfloat16", "float32", "float64"):
+    if io.in_dtypes[0] not in ("float16", "bfloat16", "float32", "float64"):
         return "Pooling is lowered for float data only"
     return True
 

@@ -35,8 +35,8 @@ class _FlatParams:
         return self.ctx.reshape(part, shape)
 
 
-def _rnn_supported(node, shapes, dtypes):
-    if dtypes.get(node.inputs[0].key) not in ("float16", "float32", "float64"):
+def _rnn_supported(node, io):
+    if io.in_dtypes[0] not in ("float16", "float32", "float64"):
         return "RNN is lowered for float data only"
     return True
 

@@ -12,7 +12,7 @@ from ..converter import Lowering, register_converter, register_host_only
 from ._common import R, compute_dtype
 
 
-def _upsampling_supported(node, shapes, dtypes):
+def _upsampling_supported(node, io):
     if node.params.sample_type != "nearest":
         return "UpSampling sample_type='bilinear' (a learned depthwise deconvolution) " \
                "is not lowered"

@@ -23,7 +23,7 @@ from ...converter import Lowering, get_converter, register_converter
 _OWN_CONVERTER = {"_npi_concatenate", "_np_dot", "_npi_flip"}
 
 
-def _reduction_supported(node, shapes, dtypes):
+def _reduction_supported(node, io):
     p = node.params
     if getattr(p, "initial", None) is not None:
         return "initial= is not lowered"
@@ -46,17 +46,17 @@ def _twin_of(op: str) -> str:
 
 
 def _supports(op: str):
-    def supports(node, shapes, dtypes):
+    def supports(node, io):
         extra = _EXTRA_SUPPORTS.get(op)
         if extra is not None:
-            verdict = extra(node, shapes, dtypes)
+            verdict = extra(node, io)
             if verdict is not True:
                 return verdict
         twin = get_converter(_twin_of(op))
         if twin is None:
             return f"its legacy twin {_twin_of(op)} has no TVM converter"
         if twin.supports is not None:
-            return twin.supports(node, shapes, dtypes)
+            return twin.supports(node, io)
         return True
     return supports
 

@@ -12,9 +12,9 @@ from .._common import R
 from ._twins import register_twins
 
 
-def _dot_is_matmul(node, shapes, dtypes):
-    b = shapes.get(node.inputs[1].key)
-    a = shapes.get(node.inputs[0].key)
+def _dot_is_matmul(node, io):
+    b = io.in_shapes[1]
+    a = io.in_shapes[0]
     if b is None or a is None or len(b) > 2 or len(a) == 0 or len(b) == 0:
         return "dot with a right operand of rank > 2 (or a scalar) is not lowered"
     return True

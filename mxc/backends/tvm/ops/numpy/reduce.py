@@ -44,7 +44,7 @@ def logical_reduce(ctx: Lowering):
     return ctx.reshape(ctx.astype(ctx.emit(red), "bool"), ctx.out_shape)
 
 
-def _moments_supported(node, shapes, dtypes):
+def _moments_supported(node, io):
     p = node.params
     if p.ddof != 0 or p.dtype is not None:
         return "std/var with ddof != 0 or an explicit dtype are not lowered"

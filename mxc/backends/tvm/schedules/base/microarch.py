@@ -9,7 +9,8 @@ compiled for a Zen 3 8-lane tiles over 16 -- whatever machine compiles it.
 
 The row is chosen from the target: its ``mcpu`` when the table names it
 (:data:`ALIASES` maps LLVM's CPU names onto rows), otherwise from the ISA
-features the target enables (AVX-512F, AVX2, SSE2, NEON).
+features the target enables (AVX-512F, AVX2, SSE2, NEON; NEON on 32-bit ARM has
+half of AArch64's 32 vector registers, so the register tiles are sized for 16).
 
 Port counts are in *full-width* operations: Zen 4 executes a 512-bit FMA or
 load as two 256-bit halves, so it issues one zmm FMA and one zmm load per
@@ -100,6 +101,8 @@ MICROARCHS: dict[str, CpuInfo] = {r.name: r for r in (
     _row("znver4",           16,  32,   1,   1,   2,   2,   4,  32,  1024),
     _row("znver5",           16,  32,   2,   2,   2,   2,   4,  48,  1024),
     _row("neon",              4,  32,   2,   2,   2,   2,   4,  64,  1024),
+    # 32-bit ARM (armv7, AArch32): 16 quad registers, one 128-bit FMA a cycle at best
+    _row("neon-armv7",        4,  16,   1,   1,   1,   1,   4,  32,   512),
 )}
 
 #: LLVM CPU names -> the :data:`MICROARCHS` row that describes them
@@ -140,7 +143,9 @@ def microarch(target: Target) -> CpuInfo:
         elif _has(target, "avx2"):
             row = MICROARCHS["generic-avx2"]
         elif _has(target, "neon"):
-            row = MICROARCHS["neon"]
+            triple = str(target.attrs.get("mtriple", "") or "")
+            row = MICROARCHS["neon-armv7" if triple.startswith(("arm", "thumb"))
+                             and not triple.startswith("arm64") else "neon"]
         else:
             row = MICROARCHS["generic-sse"]
     log.debug("cost model for %s: %s", mcpu or "the target", row)
@@ -199,7 +204,7 @@ def kernel_class(info: CpuInfo) -> str:
         return "avx512-vnni" if info.int8_dot == "avx512vnni" else "avx512"
     if info.lanes == 8:
         return "avx2-vnni" if info.int8_dot == "avxvnni" else "avx2"
-    return "neon" if info.name == "neon" else "sse"
+    return "neon" if info.name.startswith("neon") else "sse"
 
 
 def int8_dot(target: Target) -> str:

@@ -86,6 +86,11 @@ def bf16_refusal(target, cpu) -> str | None:
     settling on fp32); within a build the context's CPU (``ctx.cpu.bf16_dot``) answers."""
     if target.kind.name != "llvm" or cpu is None:
         return f"--precision bf16 applies to CPU targets, not {target.kind.name}"
+    from tvm.target import codegen
+    triple = str(target.attrs.get("mtriple", "") or codegen.llvm_get_system_triple())
+    if triple.startswith(("aarch64", "arm", "thumb")):   # ARM CPUs are judged in ARM terms
+        return (f"--precision bf16 has no ARM kernels yet (BFMMLA/BFDOT), for "
+                f"{target.attrs.get('mcpu') or triple}; use --precision fp32")
     if not cpu.bf16_dot:
         mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
         return (f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
