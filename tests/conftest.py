@@ -241,6 +241,8 @@ OPTIONAL_NEEDS = (
     ("headless Chromium", re.compile(r"chromium", re.I), "apt-get install chromium"),
     ("an ARM cross compiler", re.compile(r"cross compiler", re.I),
      "apt-get install g++-aarch64-linux-gnu g++-arm-linux-gnueabihf"),
+    ("ARM emulation", re.compile(r"qemu|arm64 root", re.I),
+     "apt-get install qemu-user-static debootstrap; python tools/arm_root.py"),
     ("a C/C++ compiler", re.compile(r"g\+\+|gcc|C\+\+ compiler|C compiler", re.I), "apt-get install g++"),
     ("nvcc", re.compile(r"nvcc|CUDA", re.I), "the CUDA toolkit"),
     ("the [tune] extra", re.compile(r"xgboost|tornado|\[tune\]", re.I), 'pip install ".[tune]"'),

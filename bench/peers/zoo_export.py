@@ -20,6 +20,12 @@ and input sizes an MXNet user would run them at (issue 26's compile-time and
 reference-speed set); ``--all DIR`` exports every one of them into DIR/NAME::
 
     python zoo_export.py --all zoo-models [--only icnet_resnet50_citys ...]
+
+``--calibrate`` gives issue 40's calibrated weights instead (``zoo_calibrate.py``):
+every convolution/dense layer rescaled to unit-RMS output, each BatchNorm's running
+statistics those of its real input, classifier logits centred -- measured on a seeded
+calibration batch (``--calibration-batch``, 4 images by default) in one imperative pass
+before ``hybridize()``, so that activations have the range real weights give them.
 """
 
 from __future__ import annotations
@@ -59,6 +65,15 @@ NETWORKS = {
     "dla34": ("gluoncv", {}, {"data": (1, 3, 224, 224)}),
     # dataset_name would download book_corpus_wiki_en_uncased's vocabulary (no network here):
     # a synthetic vocabulary of its size (30,522) gives the same network
+    # issue 40's held-out set: the classifiers, pose and R-CNN networks that differed from
+    # MXNet with calibrated weights (--calibrate), and passing controls
+    "resnest50": ("gluoncv", {}, {"data": (1, 3, 224, 224)}),
+    "senet_154": ("gluoncv", {}, {"data": (1, 3, 224, 224)}),
+    "resnet50_v1b": ("gluoncv", {}, {"data": (1, 3, 224, 224)}),
+    "resnet101_v1b": ("gluoncv", {}, {"data": (1, 3, 224, 224)}),
+    "alpha_pose_resnet101_v1b_coco": ("gluoncv", _DET, {"data": (1, 3, 256, 192)}),
+    "danet_resnet50_citys": ("gluoncv", _SEG, {"data": (1, 3, 512, 512)}),
+    "mask_rcnn_resnet18_v1b_coco": ("gluoncv", _DET, {"data": (1, 3, 600, 800)}),
     "bert_12_768_12": ("gluonnlp", {"use_decoder": False, "use_classifier": False},
                        {"inputs": (1, 128), "token_types": (1, 128), "valid_length": (1,)}),
 }
@@ -115,6 +130,15 @@ def _inputs(shapes: dict, seed: int) -> dict:
     return {k: rng.uniform(-1.0, 1.0, v).astype(np.float32) for k, v in shapes.items()}
 
 
+def _calibration_shapes(shapes: dict, batch: int = 4) -> dict:
+    """The calibration batch: *batch* images where the net takes one image, so that a
+    BatchNorm after global pooling (1x1 maps: ResNeSt's split attention) sees more than one
+    value per channel -- with one, its variance is 0 and it divides by sqrt(eps)."""
+    if set(shapes) == {"data"} and shapes["data"][0] == 1:
+        return {"data": (batch, *shapes["data"][1:])}
+    return shapes
+
+
 def _flatten(outs) -> list:
     if isinstance(outs, (list, tuple)):
         return [o for item in outs for o in _flatten(item)]
@@ -130,7 +154,8 @@ def fixed_affine(name: str, grad_req: str) -> bool:
     return grad_req == "null" and name.endswith(("gamma", "beta"))
 
 
-def export(model: str, out: Path, seed: int = 0) -> dict:
+def export(model: str, out: Path, seed: int = 0, calibrated: bool = False,
+           calibration_batch: int = 4) -> dict:
     import mxnet as mx
     import numpy as np
 
@@ -148,6 +173,13 @@ def export(model: str, out: Path, seed: int = 0) -> dict:
         # decode to boxes of 1e37 through exp() (float32 noise then reads as large errors)
         if model not in NETWORKS or not isinstance(param.init, mx.init.Initializer):
             param.set_data(mx.nd.array(_synthetic(name, param, seed).astype(param.dtype)))
+    if calibrated:       # on an input of its own (seed + 1), imperatively, before hybridize()
+        try:
+            from .zoo_calibrate import calibrate
+        except ImportError:          # run as a script: the module sits beside this one
+            from zoo_calibrate import calibrate
+        batch = _inputs(_calibration_shapes(shapes, calibration_batch), seed + 1)
+        calibrate(net, [mx.nd.array(v) for v in batch.values()])
     net.hybridize(static_alloc=False)
     outs = _flatten(net(*args))
     tmp = out.with_name(out.name + ".tmp")
@@ -166,6 +198,8 @@ def export(model: str, out: Path, seed: int = 0) -> dict:
     meta = {"name": model, "mxnet_version": mx.__version__,
             "source": f"{source}; synthetic deterministic weights (seed {seed}"
                       + ("; a block's own initializer where it declares one" * (model in NETWORKS))
+                      + (f"; calibrated on a seed+1 batch of {calibration_batch} (zoo_calibrate.py)"
+                         * calibrated)
                       + "); hybridize(); export()",
             "inputs": {k: {"shape": list(v.shape), "dtype": "float32"} for k, v in feeds.items()},
             "gluon_inputs": list(given),
@@ -186,18 +220,26 @@ def main(argv=None) -> int:
                     help="export every network of NETWORKS into DIR/NAME")
     ap.add_argument("--only", nargs="*", default=None, help="with --all: these names only")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calibrate", action="store_true",
+                    help="issue 40's calibrated weights: unit-RMS conv/dense outputs, BatchNorm "
+                         "statistics of each layer's real input, centred logits")
+    ap.add_argument("--calibration-batch", type=int, default=4,
+                    help="images in the calibration batch (1 leaves a BatchNorm after global "
+                         "pooling with zero variance)")
     args = ap.parse_args(argv)
     import os
     os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")  # the reference: no oneDNN fusion
     if args.all is None:
         if not args.model or args.out is None:
             ap.error("MODEL and --out, or --all DIR")
-        print(json.dumps(export(args.model, args.out, args.seed)))
+        print(json.dumps(export(args.model, args.out, args.seed, args.calibrate,
+                                args.calibration_batch)))
         return 0
     failed = 0
     for name in args.only or NETWORKS:
         try:                     # one network failing to export must not hide the others
-            print(json.dumps(export(name, args.all / name, args.seed)), flush=True)
+            print(json.dumps(export(name, args.all / name, args.seed, args.calibrate,
+                                    args.calibration_batch)), flush=True)
         except Exception as e:   # noqa: BLE001  (reported per network, as JSON)
             failed += 1
             print(json.dumps({"model": name, "error": f"{type(e).__name__}: {e}"}), flush=True)

@@ -34,8 +34,8 @@ COMMANDS: Registry[Command] = Registry(
     "commands", noun="command", error=ValueError,
     builtins=("mxc.cli.compile_cmd", "mxc.cli.draw_cmd", "mxc.cli.export_cmd",
               "mxc.cli.inspect_cmd", "mxc.cli.keygen_cmd", "mxc.cli.opt_cmd",
-              "mxc.cli.partition_cmd", "mxc.cli.run_cmd", "mxc.cli.serve_cmd",
-              "mxc.cli.tune_cmd"))
+              "mxc.cli.partition_cmd", "mxc.cli.quantize_cmd", "mxc.cli.run_cmd",
+              "mxc.cli.serve_cmd", "mxc.cli.tune_cmd"))
 _COMMANDS = COMMANDS  # the former private dict's name
 
 

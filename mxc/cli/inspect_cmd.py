@@ -39,9 +39,11 @@ def host_report() -> dict:
               "llvm_cpu": None, "default_target": None}
     try:
         from ..backends.tvm.targets import host_cpu_name, host_target
-    except ImportError:   # no TVM: the kernel's report alone
-        return report
-    report["llvm_cpu"], report["default_target"] = host_cpu_name(), host_target()
+        report["llvm_cpu"], report["default_target"] = host_cpu_name(), host_target()
+    except (ImportError, AttributeError, OSError):
+        # no TVM, or TVM's runtime library alone (a board's runtime-only install: the
+        # compiler library, with LLVM's CPU detection, is not there): the kernel's report
+        report["llvm_cpu"] = report["default_target"] = None
     return report
 
 

@@ -21,7 +21,9 @@ their reference kernels when it is loaded (see :mod:`mxc.runtime.host`).
   (loading runs the artifact's native code: ``verify_key=`` accepts only
   artifacts signed with a trusted key, see :mod:`mxc.runtime.signing`);
 * :class:`Session` -- ``run(feeds)``, ``inputs``/``outputs`` metadata,
-  thread-safe, ``profile=True`` for per-step times;
+  thread-safe, ``profile=True`` for per-step times; ``check_feeds(feeds)`` checks
+  feeds once for callers that hand them on (:mod:`mxc.runtime.feeds`; batches are
+  joined and split by :mod:`mxc.runtime.batching`);
 * :func:`InferenceSession` -- ONNX Runtime's constructor (a path or an artifact's
   bytes, ``providers=[...]``, a :class:`SessionOptions`), with
   :func:`get_available_providers`; sessions also take ORT's ``run(None, feeds)``,

@@ -12,6 +12,12 @@ row (so ops like log or division see real values), the outputs sliced back to
 compiler proved the rows of the batch independent before writing the artifact
 (:mod:`mxc.backends.tvm.buckets`).
 
+Feeds are checked once, against the artifact's ranged signature (the batch in
+its range, every other dimension the compiled one; :mod:`mxc.runtime.feeds`);
+the padded batch goes to its bucket's session as feeds that session's
+signature takes without a second check.  Padding and slicing are
+:mod:`mxc.runtime.batching`'s.
+
 Each bucket's library is loaded on first use, not at load: every library holds
 its own copy of the compiled-in weights, so a server that only ever sees small
 batches maps only the small buckets.  Every member is still read and its
@@ -26,7 +32,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import ArtifactError, ExecutionError
+from . import batching
 from .artifact import GRAPH, LIBRARY, PARAMS, read_npz
+from .feeds import CheckedFeeds, FeedSignature, InputSpec
 from .info import SessionSpellings, TensorInfo
 from .plan import Plan
 
@@ -87,6 +95,14 @@ class BucketSession(SessionSpellings):
         self._make_session = make_session
         self._origin = origin if reload is not None else None
         self._reload = reload
+        plan = self._parts[self.buckets[-1]][0]
+        if not isinstance(plan, Plan):
+            plan = Plan.from_json(plan, source)
+        self._signature = FeedSignature(
+            [InputSpec(i.name, tuple(i.shape), np.dtype(i.dtype), i.optional,
+                       self._axes.get(i.name),
+                       self.batch_range if i.name in self._axes else None)
+             for i in plan.inputs], plan.ignored_inputs)
 
     # -- metadata ------------------------------------------------------------------
     def _info(self, t: Mapping, axes: Mapping[str, int]) -> TensorInfo:
@@ -110,7 +126,7 @@ class BucketSession(SessionSpellings):
 
     def __getattr__(self, name: str) -> Any:   # device, threads, regions, host_nodes, ...
         if name.startswith("__") or name in ("_parts", "_sessions", "buckets", "_make_session",
-                                             "_origin", "_reload"):
+                                             "_origin", "_reload", "_signature"):
             raise AttributeError(name)
         return getattr(self.bucket_session(self.buckets[-1]), name)
 
@@ -145,36 +161,20 @@ class BucketSession(SessionSpellings):
                     self._sessions[bucket] = sess
         return sess
 
-    def batch_of(self, feeds: Mapping[str, Any]) -> int:
-        """The batch of *feeds* (the size of their ranged dimension); an
-        :class:`~mxc.errors.ExecutionError` naming the range when it lies outside."""
-        if not isinstance(feeds, Mapping):
-            raise ExecutionError(f"run() takes a dict of input name -> array, got "
-                                 f"{type(feeds).__name__}")
-        sizes = {}
-        for name, axis in self._axes.items():
-            if name in feeds:
-                shape = getattr(feeds[name], "shape", None)
-                shape = tuple(shape) if shape is not None else np.shape(feeds[name])
-                if len(shape) <= axis:
-                    raise ExecutionError(f"input {name!r}: shape {shape} has no dimension "
-                                         f"{axis}, the batch (range {self.range_text()})")
-                sizes[name] = int(shape[axis])
-        if not sizes:
-            missing = ", ".join(map(repr, self._axes))
-            raise ExecutionError(f"missing input(s) {missing}")
-        if len(set(sizes.values())) > 1:
-            listing = ", ".join(f"{n}: {b}" for n, b in sizes.items())
-            raise ExecutionError(f"inputs have different batch sizes ({listing}); they share "
-                                 f"one batch in {self.range_text()}")
-        b = next(iter(sizes.values()))
-        lo, hi = self.batch_range
-        if not lo <= b <= hi:
-            name = next(iter(sizes))
-            raise ExecutionError(f"input {name!r}: batch {b} (dimension {self._axes[name]}) is "
-                                 f"outside the artifact's batch range {lo}..{hi}; split the "
-                                 f"batch or compile a wider range")
-        return b
+    @property
+    def input_names(self) -> frozenset[str]:
+        """:attr:`mxc.runtime.Session.input_names`."""
+        return self._signature.names
+
+    @property
+    def feed_signature(self) -> FeedSignature:
+        """What :meth:`check_feeds` checks feeds against: the batch axis takes the range."""
+        return self._signature
+
+    def check_feeds(self, feeds: Mapping[str, Any]) -> CheckedFeeds:
+        """:meth:`mxc.runtime.Session.check_feeds`: the batch of ranged inputs must lie in
+        :attr:`batch_range` and be the same for all (``checked.batch``)."""
+        return self._signature.check(feeds)
 
     # -- running -------------------------------------------------------------------
     def submit(self, feeds: Mapping[str, Any]):
@@ -192,21 +192,20 @@ class BucketSession(SessionSpellings):
             outs, prof = result if profile else (result, None)
             picked = [outs[i] for i in wanted]
             return (picked, prof) if profile else picked
-        b = self.batch_of(feeds)
+        checked = self._signature.check(feeds)
+        if checked.declared:
+            raise ExecutionError("run() was given declared tensors without values "
+                                 "(CheckedFeeds.fill gives them theirs)")
+        b = checked.batch
         bucket = next(x for x in self.buckets if x >= b)
         sess = self.bucket_session(bucket)
-        if bucket == b:
-            return sess.run(feeds, profile=profile)
-        rows = np.minimum(np.arange(bucket), b - 1)   # the last row repeated
-        padded = {k: (np.take(np.asarray(v), rows, axis=self._axes[k]) if k in self._axes
-                      else v) for k, v in feeds.items()}
+        # the bucket's fixed shapes are the checked ones with the batch padded to it
+        padded = sess.feed_signature.assume_checked(batching.pad(checked, self._axes, b, bucket))
         result = sess.run(padded, profile=profile)
+        if bucket == b:
+            return result
         outs, prof = result if profile else (result, None)
-        sliced = []
-        for info, out in zip(self.outputs, outs):
-            axis = info.batch_axis
-            view = out[(slice(None),) * axis + (slice(0, b),)]
-            sliced.append(view if axis == 0 else np.ascontiguousarray(view))
+        sliced = batching.first_rows(outs, [self._out_axes[o.name] for o in self.outputs], b)
         return (sliced, prof) if profile else sliced
 
 

@@ -190,6 +190,8 @@ def parse_cpuinfo(text: str | None, arch: str | None = None,
     arch = arch or machine_arch()
     model = re.search(r"^(?:model name|Model Name|CPU part)\s*:\s*(.*)$", text or "", re.M)
     model_name = model.group(1).strip() if model else ""
+    if arch in HWCAP_NAMES and re.search(r"^flags\s*:", text or "", re.M):
+        model_name = ""   # qemu-user: the cpuinfo (and its model name) is the x86 host's
     if arch in HWCAP_NAMES:
         if auxv is not None:
             return HostCpu(arch, hwcap_flags(arch, *auxv), model_name)

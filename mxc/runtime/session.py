@@ -5,8 +5,10 @@ numbered value slots.  A step is either a compiled region (one function of
 the library, run by TVM's Relax VM) or a host node (a reference kernel).
 Everything that does not depend on the inputs is done once, at load time:
 the step list is turned into an execution plan, parameters are put on the
-device, slot lifetimes are computed.  A call then only validates the feeds,
-moves them to the device, calls the VM functions and copies the outputs out.
+device, slot lifetimes are computed.  A call then only checks the feeds (once:
+feeds :meth:`Session.check_feeds` returned are not checked again, see
+:mod:`mxc.runtime.feeds`), moves them to the device, calls the VM functions
+and copies the outputs out.
 
 ``run`` is thread-safe.  On the CPU, compiled code never runs on the caller's
 thread: calls are handed to the process's few long-lived executor threads
@@ -34,6 +36,7 @@ from ..errors import ArtifactError, ExecutionError, MxcError
 from . import _tvm
 from . import threads as _threads
 from .executors import EXECUTORS, submit_elsewhere
+from .feeds import CheckedFeeds, Declared, FeedSignature, InputSpec
 from .info import (ORT_ELEMENT_TYPES, Profile, SessionSpellings, StepTime,  # noqa: F401
                    TensorInfo)
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
@@ -53,9 +56,6 @@ class _ThreadState:
         self.vm = vm
         self.fns = fns
         self.staging: dict = {}
-
-
-_MISSING = object()
 
 
 def _positions(n: int) -> str:
@@ -150,7 +150,21 @@ class Session(SessionSpellings):
     def input_names(self) -> frozenset[str]:
         """Every name :meth:`run` accepts in its feeds: the inputs, and the optional or
         ignored ones (labels) that :attr:`inputs` does not list."""
-        return self._known
+        return self._signature.names
+
+    @property
+    def feed_signature(self) -> FeedSignature:
+        """What :meth:`check_feeds` checks feeds against (:mod:`mxc.runtime.feeds`)."""
+        return self._signature
+
+    def check_feeds(self, feeds: Mapping[str, Any]) -> CheckedFeeds:
+        """*feeds* checked against the inputs (names, dtypes, shapes), array-likes
+        converted: :class:`~mxc.runtime.feeds.CheckedFeeds`, which :meth:`run` and
+        :meth:`submit` take without checking them again.  Values may be
+        :class:`~mxc.runtime.feeds.Declared` (a dtype and shape, the values read
+        later: ``checked.fill(values)``).  Raises :class:`~mxc.runtime.feeds.FeedError`
+        (an :class:`~mxc.errors.ExecutionError`) naming the input."""
+        return self._signature.check(feeds)
 
     def __reduce__(self):
         """A session pickles as its artifact's path and load options; the receiving
@@ -189,10 +203,11 @@ class Session(SessionSpellings):
             info = TensorInfo(spec.name, tuple(spec.shape), spec.dtype)
             if not spec.optional:
                 self._inputs.append(info)
-            self._input_specs.append((info.name, spec.slot, info.shape, np.dtype(info.dtype),
-                                      spec.optional))
+            self._input_specs.append((info.name, spec.slot, info.shape, np.dtype(info.dtype)))
             producer[spec.slot] = "input"
-        self._known = frozenset([s[0] for s in self._input_specs] + list(g.ignored_inputs))
+        self._signature = FeedSignature(
+            [InputSpec(s.name, tuple(s.shape), np.dtype(s.dtype), s.optional) for s in g.inputs],
+            g.ignored_inputs, device_tensor=self._device_tensor)
         for spec in g.params:
             if spec.name not in params:
                 raise ArtifactError(f"{self.source}: parameter {spec.name!r} is missing from "
@@ -301,7 +316,8 @@ class Session(SessionSpellings):
 
         Values may be numpy arrays, anything ``np.asarray`` accepts, or
         DLPack tensors (``__dlpack__``; a GPU tensor is used in place by a
-        CUDA model).  Dtypes and shapes must be the compiled ones.  With
+        CUDA model).  Dtypes and shapes must be the compiled ones; *feeds*
+        returned by :meth:`check_feeds` are not checked again.  With
         ``profile=True`` returns ``(outputs, Profile)`` instead, with the time
         of every step (GPU steps synchronised).
 
@@ -415,58 +431,34 @@ class Session(SessionSpellings):
         return outputs
 
     def _feed(self, feeds: Mapping[str, Any]) -> list:
-        if type(feeds) is not dict and not isinstance(feeds, Mapping):
-            raise ExecutionError(f"run() takes a dict of input name -> array, got "
-                                 f"{type(feeds).__name__}")
-        if not feeds.keys() <= self._known:
-            unknown = sorted(set(feeds) - self._known)
-            raise ExecutionError(f"unknown input(s) {', '.join(map(repr, unknown))}; the model's "
-                                 f"inputs are {', '.join(i.name for i in self._inputs)}")
+        """The value slots of a call: *feeds* (checked here unless this session's
+        signature checked them already) in the input slots, zeros for optional
+        inputs left out."""
+        if type(feeds) is not CheckedFeeds or feeds.signature is not self._signature:
+            feeds = self._signature.check_values(feeds)[0]
         vals = list(self._template)
-        for name, slot, shape, dtype, optional in self._input_specs:
-            x = feeds.get(name, _MISSING)
-            if x is _MISSING:
-                if optional:
-                    vals[slot] = np.zeros(shape, dtype)
-                    continue
-                missing = [s[0] for s in self._input_specs if not s[4] and s[0] not in feeds]
-                raise ExecutionError(f"missing input(s) {', '.join(map(repr, missing))}")
-            vals[slot] = self._check(name, x, shape, dtype)
+        for name, slot, shape, dtype in self._input_specs:
+            x = feeds.get(name)
+            if type(x) is Declared:
+                raise ExecutionError(f"input {name!r}: a declared tensor without values "
+                                     f"(CheckedFeeds.fill gives them theirs)")
+            vals[slot] = np.zeros(shape, dtype) if x is None else x
         return vals
 
-    def _check(self, name: str, x: Any, shape: tuple, dtype: np.dtype):
-        if type(x) is not np.ndarray:
-            if hasattr(x, "__dlpack__") and not isinstance(x, np.generic):
-                return self._check_dlpack(name, x, shape, dtype)
-            try:
-                x = np.asarray(x, dtype=dtype)
-            except (TypeError, ValueError) as exc:
-                raise ExecutionError(f"input {name!r}: cannot convert to {dtype.name} "
-                                     f"({exc})") from None
-        if x.dtype != dtype:
-            raise ExecutionError(f"input {name!r}: expected dtype {dtype.name}, got {x.dtype.name} "
-                                 f"(cast it with .astype({dtype.name!r}))")
-        if x.shape != shape:
-            raise ExecutionError(f"input {name!r}: expected shape {shape}, got {x.shape}; the "
-                                 f"model was compiled for fixed shapes (recompile with "
-                                 f"--shape {name}={','.join(map(str, x.shape))})")
-        return x
-
-    def _check_dlpack(self, name: str, x: Any, shape: tuple, dtype: np.dtype):
+    def _device_tensor(self, spec: InputSpec, x: Any):
+        """A DLPack feed: a host array when it lives on the host, else the device
+        tensor itself, for a CUDA model (:class:`~mxc.runtime.feeds.FeedSignature`
+        checks its dtype and shape)."""
         try:
             dev_type = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
         except Exception:  # noqa: BLE001
             dev_type = 1
         if dev_type == _tvm.KDL_CPU:
-            return self._check(name, np.from_dlpack(x), shape, dtype)
+            return np.from_dlpack(x)
         if self._cpu or dev_type != _tvm.KDL_CUDA:
-            raise ExecutionError(f"input {name!r}: a tensor on DLPack device {dev_type} cannot "
-                                 f"feed a {self._kind} model; pass a host array")
-        t = _tvm.ffi().from_dlpack(x)
-        if str(t.dtype) != dtype.name or tuple(t.shape) != shape:
-            raise ExecutionError(f"input {name!r}: expected {dtype.name}{list(shape)}, got "
-                                 f"{t.dtype}{list(t.shape)}")
-        return t
+            raise ExecutionError(f"input {spec.name!r}: a tensor on DLPack device {dev_type} "
+                                 f"cannot feed a {self._kind} model; pass a host array")
+        return _tvm.ffi().from_dlpack(x)
 
     def _to_device(self, st: _ThreadState, step: str, i: int, v):
         """A value as a tensor the VM can take: 64-byte aligned, compact, on the device."""

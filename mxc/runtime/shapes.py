@@ -4,7 +4,8 @@ A compiled input takes exactly the shape it was compiled for.  Callers that
 check a shape before running (``mxc run --shape``, tools that size their
 inputs from a session) ask :func:`accepts` and print :func:`shape_text`, so
 that when an input can take more than one shape (a range of batch sizes)
-only these two functions learn it.
+only these two functions learn it; the test itself is
+:func:`mxc.runtime.feeds.takes_shape`, the one ``Session.check_feeds`` makes.
 """
 
 from __future__ import annotations
@@ -13,22 +14,18 @@ from typing import Sequence
 
 import numpy as np
 
+from .feeds import takes_shape
 from .info import TensorInfo
 
 
 def accepts(info: TensorInfo, shape: Sequence[int]) -> bool:
     """True when the input *info* can be fed an array of *shape* (any batch in its
     range on a dynamic-batch artifact's batch axis)."""
-    if len(shape) != len(info.shape) or not all(isinstance(d, (int, np.integer))
-                                                for d in shape):
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
         return False
-    for axis, (d, want) in enumerate(zip(shape, info.shape)):
-        if axis == info.batch_axis and info.batch_range is not None:
-            if not info.batch_range[0] <= int(d) <= info.batch_range[1]:
-                return False
-        elif int(d) != want:
-            return False
-    return True
+    ranged = info.batch_range is not None
+    return takes_shape(info.shape, tuple(int(d) for d in shape),
+                       info.batch_axis if ranged else None, info.batch_range)
 
 
 def shape_text(info: TensorInfo) -> str:

@@ -55,12 +55,17 @@ def v2_compat(app):
     served name of a version (KServe has no versions).  (JSON infer bodies without a
     ``Content-Type``, as tritonclient sends them, need nothing here: the infer route
     reads any body without the binary header as JSON.)"""
+    from .requests import MODEL_PATH_KEY, model_path
+
     async def middleware(scope, receive, send):
         if scope["type"] == "http":
-            parts = scope["path"].split("/")
-            if len(parts) >= 6 and parts[1:3] == ["v2", "models"] and parts[4] == "versions":
-                path = "/".join(parts[:3] + [f"{parts[3]}@{parts[5]}"] + parts[6:])
-                scope = dict(scope, path=path, raw_path=path.encode())
+            target = model_path(scope["path"])   # parsed once: the infer route reads it
+            if target is not None:
+                scope = dict(scope, **{MODEL_PATH_KEY: target})
+                parts = scope["path"].split("/", 6)
+                if len(parts) >= 6 and parts[4] == "versions":
+                    path = f"/v2/models/{target[0]}" + (f"/{parts[6]}" if len(parts) > 6 else "")
+                    scope.update(path=path, raw_path=path.encode())
         await app(scope, receive, send)
     return middleware
 

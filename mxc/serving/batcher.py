@@ -22,7 +22,11 @@ every batch in two (1, then the rest).  Requests that arrive while a batch
 runs queue up and are grouped for the next run, so batches grow with the load.
 
 Requests are grouped only with requests of the same trailing shapes and
-dtypes (they are concatenated along axis 0).  The batcher knows nothing of
+dtypes (they are concatenated along axis 0).  The batch range and the
+joining and splitting of batches are the runtime's
+(:mod:`mxc.runtime.batching`); requests the session checked
+(``Session.check_feeds``) are joined into feeds it runs without checking
+them again.  The batcher knows nothing of
 HTTP: ``submit(feeds)`` returns the request's own outputs, and a failed run
 fails every request of its batch with the same exception.
 """
@@ -38,60 +42,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..runtime.batching import BatchRange, batch_range, concat, request_batch, split
+
+__all__ = ["AdaptiveBatcher", "BatchRange", "batch_range", "request_batch"]
+
 log = logging.getLogger(__name__)
 
 Feeds = Mapping[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class BatchRange:
-    """The batch sizes a session runs: ``lo == hi`` for a static artifact; ``hi``
-    None when a dynamic one declares no upper bound."""
-
-    lo: int
-    hi: int | None
-
-    @property
-    def dynamic(self) -> bool:
-        return self.hi != self.lo
-
-
-def _declared_range(owner: Any) -> tuple[int, int | None] | None:
-    rng = getattr(owner, "batch_range", None)
-    if rng is None:
-        return None
-    lo, hi = rng
-    return int(lo or 1), (int(hi) if hi is not None else None)
-
-
-def batch_range(session: Any) -> BatchRange | None:
-    """The batch sizes *session* runs, read from its inputs; None when its inputs do
-    not share a leading batch dimension (then nothing is batched)."""
-    fixed: set[int] = set()
-    dynamic = False
-    declared = _declared_range(session)
-    for info in session.inputs:
-        if not info.shape:
-            return None
-        lead = info.shape[0]
-        if isinstance(lead, (int, np.integer)) and lead >= 0:
-            fixed.add(int(lead))
-        else:
-            dynamic = True
-            declared = declared or _declared_range(info)
-    if dynamic and not fixed:
-        lo, hi = declared or (1, None)
-        return BatchRange(lo, hi)
-    if len(fixed) == 1 and not dynamic:
-        (b,) = fixed
-        return BatchRange(b, b)
-    return None
-
-
-def request_batch(feeds: Feeds) -> int | None:
-    """The leading dimension all of a request's inputs share (None when they differ)."""
-    sizes = {np.shape(v)[0] if np.ndim(v) else None for v in feeds.values()}
-    return sizes.pop() if len(sizes) == 1 else None
 
 
 @dataclass
@@ -219,9 +176,7 @@ class AdaptiveBatcher:
     async def _run_group(self, group: list[_Pending]) -> None:
         try:
             started = time.perf_counter()
-            names = list(group[0].feeds)
-            feeds = ({n: group[0].feeds[n] for n in names} if len(group) == 1 else
-                     {n: np.concatenate([np.asarray(g.feeds[n]) for g in group]) for n in names})
+            feeds = concat([g.feeds for g in group])
             try:
                 outs = await self._call(feeds)
             except Exception as exc:  # noqa: BLE001 - every request of the batch gets it
@@ -232,12 +187,9 @@ class AdaptiveBatcher:
             self._last_size = sum(g.size for g in group)
             if self._observe:
                 self._observe(self._last_size, [started - g.queued_at for g in group])
-            start = 0
-            for g in group:
-                stop = start + g.size
+            for g, mine in zip(group, split(outs, [g.size for g in group])):
                 if not g.future.done():
-                    g.future.set_result([np.asarray(o)[start:stop] for o in outs])
-                start = stop
+                    g.future.set_result(mine)
         finally:
             self._active -= 1
             self._slots.release()

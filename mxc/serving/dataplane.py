@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kserve.constants.constants import INFERENCE_CONTENT_LENGTH_HEADER
 from kserve.protocol.dataplane import DataPlane
 from kserve.protocol.infer_type import InferRequest
 
 from .errors import RequestError
-from .requests import decode_binary
+from .requests import BINARY_HEADER, binary_header_length, decode_binary
 
 
 class MxcDataPlane(DataPlane):
@@ -33,8 +32,8 @@ class MxcDataPlane(DataPlane):
     def decode_inference_request(self, body: Any, headers: dict, model_name: str) -> InferRequest:
         if not isinstance(body, bytes):
             return super().decode_inference_request(body, headers, model_name)
-        json_length = headers.get(INFERENCE_CONTENT_LENGTH_HEADER)
+        json_length = binary_header_length({k.lower(): v for k, v in headers.items()})
         if json_length is None:
-            raise RequestError(f"a binary body needs the '{INFERENCE_CONTENT_LENGTH_HEADER}' "
+            raise RequestError(f"a binary body needs the '{BINARY_HEADER}' "
                                f"header (the length of its JSON part): the header is missing")
         return decode_binary(body, str(json_length), model_name, self.max_request_bytes)

@@ -17,7 +17,9 @@ middleware answers the one hot route itself, JSON and binary alike:
   thread pool, off the event loop, so other clients keep being answered and
   at most that many bodies are being decoded at once;
 * the answer comes from the same data-plane calls KServe's endpoint makes
-  (``model_ready``, ``infer``, ``encode``), refusals from :mod:`mxc.serving.refusals`.
+  (``model_ready``, ``infer``, ``encode``:
+  :func:`mxc.serving.kserve_private.answer_infer`), refusals from
+  :mod:`mxc.serving.refusals`.
 
 CloudEvents (``ce-*`` headers) and every other route go to KServe's app.
 """
@@ -26,18 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .asgi_guards import too_large_headers
 from .errors import PayloadTooLarge, RequestError, RequestTimeout, UnknownModel
+from .kserve_private import answer_infer
 from .refusals import rest_handler
+from .requests import MODEL_PATH_KEY, binary_header_length, decode_request, model_path
 
 log = logging.getLogger(__name__)
 
-_INFER = re.compile(r"/v2/models/([^/]+)/infer")
-_BINARY_HEADER = b"inference-header-content-length"
 #: bodies up to this size are decoded on the event loop (a thread hop costs more)
 INLINE_DECODE_BYTES = 64 << 10
 _DECODERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mxc-decode")
@@ -47,12 +48,12 @@ def _target(scope: dict) -> str | None:
     """The model name when *scope* is a V2 infer request this route answers."""
     if scope["type"] != "http" or scope.get("method") != "POST":
         return None
-    match = _INFER.fullmatch(scope["path"])
-    if match is None:
+    target = scope.get(MODEL_PATH_KEY) or model_path(scope["path"])  # v2_compat parsed it
+    if target is None or target[1] != "infer":
         return None
     if any(k[:3].lower() == b"ce-" for k, _ in scope.get("headers") or []):
         return None  # a CloudEvent: KServe's route
-    return match.group(1)
+    return target[0]
 
 
 async def read_body(receive, limit: int, timeout: float, declared: bytes | None) -> bytes | None:
@@ -79,38 +80,12 @@ async def read_body(receive, limit: int, timeout: float, declared: bytes | None)
             return b"".join(chunks)
 
 
-def _decode(body: bytes, header_length: str | None, name: str, max_bytes: int, expect):
-    from .requests import decode_binary, decode_json
-    if header_length is None:
-        return decode_json(body, name, max_bytes, expect)
-    return decode_binary(body, header_length, name, max_bytes, expect)
-
-
-async def _answer(dataplane: Any, name: str, request: Any, headers: dict):
-    """What KServe's ``V2Endpoints.infer`` answers (kserve 0.21), as a Starlette response."""
-    from fastapi.encoders import jsonable_encoder
-    from fastapi.responses import ORJSONResponse, Response
-    from kserve.protocol.rest.v2_datamodels import InferenceResponse
-
-    response, response_headers = await dataplane.infer(model_name=name, request=request,
-                                                       headers=headers)
-    response, extra = dataplane.encode(model_name=name, response=response, headers=headers,
-                                       req_attributes={})
-    response_headers.update(extra)
-    response_headers.pop("content-length", None)
-    response_headers.pop("content-type", None)
-    if isinstance(response, bytes):
-        return Response(content=response, status_code=200, headers=response_headers)
-    return ORJSONResponse(jsonable_encoder(InferenceResponse.model_validate(response)),
-                          headers=response_headers)
-
-
 def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s: float = 30.0):
     """ASGI middleware over KServe's FastAPI *app* (see the module docstring)."""
     async def respond(scope, receive, send, name: str):
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers") or []}
-        header_length = headers.get(_BINARY_HEADER.decode())
+        binary = binary_header_length(headers) is not None
         model = dataplane.model_registry.get_model(name)
         if model is None:
             raise UnknownModel(f"model {name!r} is not served")
@@ -118,7 +93,7 @@ def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s
             from kserve.errors import ModelNotReady
             raise ModelNotReady(name)  # 503 with Retry-After: it is loading
         limit = max_request_bytes
-        if header_length is None:
+        if not binary:
             limit = min(getattr(model, "json_limit", None) or limit, limit)
         declared = headers.get("content-length")
         body = await read_body(receive, limit, body_timeout_s,
@@ -128,17 +103,17 @@ def infer_route(app: Any, dataplane: Any, max_request_bytes: int, body_timeout_s
         expect = getattr(model, "check_request", None)
         try:
             if len(body) <= INLINE_DECODE_BYTES:
-                request = _decode(body, header_length, name, max_request_bytes, expect)
+                request = decode_request(body, headers, name, max_request_bytes, expect)
             else:
                 request = await asyncio.get_running_loop().run_in_executor(
-                    _DECODERS, _decode, body, header_length, name, max_request_bytes, expect)
+                    _DECODERS, decode_request, body, headers, name, max_request_bytes, expect)
         except RequestError:
             counted = getattr(model, "count_refused", None)
             if counted is not None:
                 counted()
             raise
         del body
-        return await _answer(dataplane, name, request, headers)
+        return await answer_infer(dataplane, name, request, headers)
 
     async def middleware(scope, receive, send):
         name = _target(scope)

@@ -4,9 +4,16 @@
 REST and gRPC, JSON and binary tensors, health and metadata routes -- and this
 class answers with the artifact.  ``load()`` verifies the artifact (with the
 server's ``--verify-key``, before any of its native code is loaded) and opens a
-:class:`~mxc.runtime.Session`; ``predict`` checks the request against the
-manifest's inputs, hands it to the :class:`~mxc.serving.batcher.AdaptiveBatcher`
-and answers with one output tensor per model output.
+:class:`~mxc.runtime.Session`; ``predict`` hands the request's feeds to the
+:class:`~mxc.serving.batcher.AdaptiveBatcher` and answers with one output
+tensor per model output.
+
+A request is checked once, by the session (:meth:`check_request`, which
+calls ``Session.check_feeds``): the infer route calls it while it reads the
+request, before any value is converted, and the request it hands on carries
+the checked feeds (``checked_feeds``), which ``predict`` and the session take
+as they are.  A request that comes another way (gRPC, CloudEvents) is checked
+in ``predict``, the same way, once.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from . import metrics
 from .batcher import AdaptiveBatcher, batch_range
 from .errors import RequestError
 from .requests import json_limit
-from .tensors import as_array, check_feeds, output_tensor, tensor_metadata
+from .tensors import as_array, check_request, output_tensor, tensor_metadata
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +71,11 @@ class MxcModel(kserve.Model):
                  tensor_metadata(self.session.inputs), self.batcher.batching)
         return True
 
-    def check_request(self, given: dict) -> None:
-        """Refuse a request whose inputs (name -> (V2 datatype, shape)) do not match this
-        model's; the infer route calls it before reading any tensor's values."""
-        check_feeds(self.name, self.session.inputs, given)
+    def check_request(self, given: dict):
+        """The session's check of a request's inputs (name -> (V2 datatype, shape)),
+        before any of their values is read: its ``CheckedFeeds`` (``fill(values)``
+        takes the values), or a :class:`RequestError` naming the input."""
+        return check_request(self.name, self.session, given)
 
     def count_refused(self) -> None:
         """Count a request refused before it reached :meth:`predict`."""
@@ -98,18 +106,21 @@ class MxcModel(kserve.Model):
             self._requests[outcome].inc()
             self._latency.observe(time.perf_counter() - started)
 
-    def _feeds(self, payload: Any) -> dict:
+    def _feeds(self, payload: Any):
         if not isinstance(payload, InferRequest):
             raise RequestError(f"model {self.name!r} speaks the V2 protocol: "
                                f"POST /v2/models/{self.name}/infer")
+        checked = getattr(payload, "checked_feeds", None)
+        if checked is not None and checked.signature is self.session.feed_signature:
+            return checked   # checked by this session as the request was read
         given = {}
         for t in payload.inputs:
             if t.name in given:
                 raise RequestError(f"model {self.name!r}: input {t.name!r} is given twice")
             given[t.name] = (t.datatype, list(t.shape))
-        check_feeds(self.name, self.session.inputs, given)
-        return {t.name: as_array(t.name, t.datatype, list(t.shape), t.as_numpy)
-                for t in payload.inputs}
+        checked = self.check_request(given)
+        return checked.fill({t.name: as_array(t.name, t.datatype, list(t.shape), t.as_numpy)
+                             for t in payload.inputs})
 
     def _response(self, payload: InferRequest, outs: list) -> InferResponse:
         wanted = {o.name for o in (payload.request_outputs or [])}

@@ -169,7 +169,8 @@ class RemoteModel(RayModel):
 
     def __init__(self, name: str, handle, app: str, retry_seconds: float = 30.0):
         super().__init__(name, handle)
-        self.app, self.retry_seconds = app, retry_seconds
+        # our own reference: RayModel keeps its handle under a private name
+        self.handle, self.app, self.retry_seconds = handle, app, retry_seconds
         self.retries = 0
 
     async def __call__(self, body, headers=None, verb=None):
@@ -177,7 +178,7 @@ class RemoteModel(RayModel):
         delay = 0.05
         while True:
             try:
-                return await self._handle.remote(body, headers=headers)
+                return await self.handle.remote(body, headers=headers)
             except RayTaskError as exc:
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, RequestError):

@@ -11,30 +11,73 @@ positive integers (not booleans, floats, zero or negative), and the elements a
 shape declares must fit the request's byte limit before any array is made from
 it, so a declared size cannot become a huge allocation.
 
+The questions every layer of the REST stack asks of a request -- which
+model does its path name (:func:`model_path`), is it a binary-extension body
+(:func:`binary_header_length`) -- are answered here too, once each.
+
 JSON values are numbers only (``NaN``/``Infinity`` literals are not JSON and
 are refused by the parser), integers must fit the integer datatype, and a
 finite value must stay finite in a narrower float type.  The results are
 KServe ``InferRequest`` objects whose inputs already hold numpy arrays (JSON)
 or views of the body (binary), so the data plane runs them unchanged.
 
-This is the one module that reaches past KServe's public API: a binary input
-is set as ``InferInput._raw_data`` (what KServe's own decoder sets before it
-copies the bytes into a Python list), so the tensor is read with
-``np.frombuffer`` and never copied here.  ``tests/serving/dataplane_checks.py``
+A binary input keeps its bytes (:func:`mxc.serving.kserve_private.hold_raw_input`,
+where mxc's reaches past KServe's public API live), so the tensor is read
+with ``np.frombuffer`` and never copied here.  ``tests/serving/dataplane_checks.py``
 compares the requests it makes with KServe's ``InferRequest.from_bytes`` for
 the KServe release ``pyproject.toml`` admits.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .errors import RequestError
+from .kserve_private import hold_raw_input
 from .tensors import NUMPY_DTYPES, numpy_dtype
+
+#: the header of the binary tensor extension: the length of the body's JSON part
+BINARY_HEADER = "inference-header-content-length"
+
+
+def binary_header_length(headers: Mapping[str, str]) -> str | None:
+    """The JSON part's length when a request uses the binary tensor extension (its
+    ``Inference-Header-Content-Length``; *headers* keyed in lower case), else None:
+    the one place that answers "is this a binary request?"."""
+    return headers.get(BINARY_HEADER)
+
+
+#: the ASGI scope key under which :func:`model_path`'s answer travels to inner layers
+MODEL_PATH_KEY = "mxc.model_path"
+
+
+def model_path(path: str) -> tuple[str, str] | None:
+    """``(served model name, the rest)`` of a V2 model path, the one place paths are
+    parsed: ``/v2/models/mlp/infer`` -> ``("mlp", "infer")``, a version's
+    ``/v2/models/mlp/versions/2/infer`` -> ``("mlp@2", "infer")`` (the served name of
+    a version); None for any other path."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[:3] != ["", "v2", "models"] or not parts[3]:
+        return None
+    if len(parts) >= 6 and parts[4] == "versions":
+        return f"{parts[3]}@{parts[5]}", "/".join(parts[6:])
+    return parts[3], "/".join(parts[4:])
+
+
+def decode_request(body: bytes, headers: Mapping[str, str], model_name: str, max_bytes: int,
+                   expect: Expect | None = None):
+    """A V2 infer request body as a KServe ``InferRequest``: the binary extension's
+    when its header is there (:func:`binary_header_length`), else JSON."""
+    length = binary_header_length(headers)
+    if length is None:
+        return decode_json(body, model_name, max_bytes, expect)
+    return decode_binary(body, length, model_name, max_bytes, expect)
+
 
 #: the datatypes a request may name (the V2 spellings); BYTES is refused by the model check
 DATATYPES = frozenset(NUMPY_DTYPES) | {"BYTES"}
@@ -153,8 +196,24 @@ def json_values(where: str, data: Any, datatype: str, shape: list[int]) -> np.nd
     return out
 
 
-#: checks a request's (name -> (datatype, shape)) against a model's inputs; raises RequestError
-Expect = Callable[[dict], None]
+#: checks a request's (name -> (datatype, shape)) against a model's inputs, before any
+#: value is read; raises RequestError, or returns the checked feeds (the runtime's
+#: ``CheckedFeeds``, values given by ``fill``), or None
+Expect = Callable[[dict], Any]
+
+
+@functools.cache
+def _checked_request_type() -> type:
+    """KServe's ``InferRequest`` with the feeds the model checked as it was read."""
+    from kserve.protocol.infer_type import InferRequest
+
+    class CheckedInferRequest(InferRequest):
+        """An ``InferRequest`` whose inputs the model checked while it was decoded:
+        ``checked_feeds`` holds them as the runtime's ``CheckedFeeds``, so that
+        ``predict`` and the session run them without checking them again."""
+
+        checked_feeds: Any = None
+    return CheckedInferRequest
 
 
 def decode_json(body: bytes, model_name: str, max_bytes: int, expect: Expect | None = None):
@@ -210,15 +269,17 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
     from kserve.protocol.infer_type import InferInput, InferRequest, RequestedOutput
     parameters = _object("parameters", request.get("parameters"))
     specs = _input_specs(request.get("inputs"), max_bytes)
+    checked = None
     if expect is not None:
         given: dict = {}
         for where, spec, datatype, shape, _ in specs:
             if spec["name"] in given:
                 raise RequestError(f"{where}.name: input {spec['name']!r} is given twice")
             given[spec["name"]] = (datatype, shape)
-        expect(given)
+        checked = expect(given)
     offset = binary[1] if binary else 0
     tensors = []
+    values = {}
     for where, spec, datatype, shape, params in specs:
         size = (params or {}).get("binary_data_size")
         data = json_values(f"{where}.data", spec["data"], datatype, shape) if "data" in spec else None
@@ -234,13 +295,16 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
             if datatype != "BYTES" and size != math.prod(shape) * _itemsize(datatype):
                 raise RequestError(f"{where}: {size} bytes for shape {shape} of {datatype} "
                                    f"({math.prod(shape) * _itemsize(datatype)} expected)")
-            # KServe's one way to hold a binary input without copying it (its from_bytes
-            # copies each element into a list); see the module docstring
-            tensor._raw_data = binary[0][offset:offset + size]
+            raw = binary[0][offset:offset + size]
+            hold_raw_input(tensor, raw)   # uncopied (KServe's own decoder copies it)
+            if checked is not None and datatype != "BYTES":
+                values[spec["name"]] = np.frombuffer(raw, numpy_dtype(datatype)).reshape(shape)
             offset += size
         elif data is None:
             raise RequestError(f"{where}.data: missing (or parameters.binary_data_size with "
                                f"the binary extension)")
+        else:
+            values[spec["name"]] = data
         tensors.append(tensor)
     if binary is not None and offset != len(binary[0]):
         raise RequestError(f"request body: {len(binary[0]) - offset} bytes after the last "
@@ -259,8 +323,12 @@ def request_from_fields(request: dict, model_name: str, max_bytes: int,
     request_id = request.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise RequestError(f"id: a string expected, got {_short(request_id)}")
-    return InferRequest(model_name=model_name, request_id=request_id, parameters=parameters,
-                        infer_inputs=tensors, request_outputs=outputs)
+    kind = InferRequest if checked is None else _checked_request_type()
+    out = kind(model_name=model_name, request_id=request_id, parameters=parameters,
+               infer_inputs=tensors, request_outputs=outputs)
+    if checked is not None:
+        out.checked_feeds = checked.fill(values)
+    return out
 
 
 def check_grpc_request(request: Any, max_bytes: int) -> None:

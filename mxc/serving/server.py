@@ -33,12 +33,13 @@ import multiprocessing
 import os
 import signal
 import socket
-import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ArtifactError, MxcError
+from .kserve_private import import_kserve
+
+__all__ = ["ServeOptions", "import_kserve", "serve", "serve_async", "verify_all"]
 
 log = logging.getLogger(__name__)
 
@@ -77,25 +78,6 @@ class ServeOptions:
     openapi: bool = False
 
 
-def import_kserve():
-    """Import ``kserve`` without letting it read our command line (its
-    ``model_server`` module parses ``sys.argv`` at import time)."""
-    saved = sys.argv
-    sys.argv = saved[:1]
-    # KServe's REST routes answer through FastAPI's ORJSONResponse, which recent FastAPI
-    # releases deprecate with a warning on a server's first request: KServe's to change,
-    # not the user's, so it is not shown to them
-    warnings.filterwarnings("ignore", message="ORJSONResponse is deprecated")
-    try:
-        import kserve  # noqa: F401
-        import kserve.model_server  # noqa: F401
-    except ImportError as exc:
-        from ..errors import DependencyError
-        raise DependencyError(f"mxc serve needs KServe: pip install 'mxc[serve]' ({exc})") from None
-    finally:
-        sys.argv = saved
-
-
 def _make_model_factory(opts: ServeOptions):
     from .model import MxcModel
 
@@ -128,21 +110,15 @@ def _listen_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
 def _rest_app(opts: ServeOptions, dataplane, control):
     """KServe's FastAPI app behind mxc's ASGI layers (outermost first: in-flight cap,
     model control, V2 compatibility, the infer route, the body limit)."""
-    from kserve.protocol.rest.server import RESTServer
-
     from . import asgi_guards
     from .control import control_route
     from .infer_route import infer_route
+    from .kserve_private import rest_app
     from .refusals import escape_logs, install_rest_handlers
 
-    rest = RESTServer("kserve.model_server:app", dataplane, control, opts.http_port,
-                      grace_period=int(opts.grace_seconds))
-    rest.create_application()
-    from kserve.model_server import app
-    from kserve.protocol.rest.server import TimingMiddleware
-    # KServe's timing middleware logs two lines per request naming its path as sent (a
-    # %0a in it started a forged line) and costs time on every request
-    app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not TimingMiddleware]
+    # KServe's app, less its timing middleware: it logged two lines per request naming
+    # the path as sent (a %0a in it started a forged line) and cost time on each
+    app = rest_app(dataplane, control, opts.http_port, opts.grace_seconds)
     install_rest_handlers(app)
     escape_logs()
     if not opts.openapi:

@@ -4,9 +4,10 @@ The V2 protocol names element types (``FP32``, ``INT64``, ``BF16`` ...) where
 the artifact's manifest names numpy dtypes; this module is the one table
 between them.  A dimension an artifact leaves open (a dynamic batch) is ``-1``
 in the metadata, as the protocol asks.  Requests are checked against the
-model's inputs here -- names, datatypes, ranks and fixed dimensions -- so a
-bad request gets a :class:`~mxc.serving.errors.RequestError` naming the input
-and what was expected before it reaches the session.
+model's inputs once, by the session itself (:func:`check_request`: the
+runtime owns the check, this module only words its refusals in V2 terms), so
+a bad request gets a :class:`~mxc.serving.errors.RequestError` naming the
+input and what was expected before any of its values is read.
 """
 
 from __future__ import annotations
@@ -51,31 +52,41 @@ def tensor_metadata(infos: Iterable[Any]) -> list[dict]:
             for t in infos]
 
 
-def check_feeds(model: str, inputs: Iterable[Any], given: Mapping[str, tuple[str, list[int]]]) -> None:
-    """Refuse a request whose inputs do not match the model's.
+def check_request(model: str, session: Any, given: Mapping[str, tuple[str, list[int]]]):
+    """The one check of a request's inputs: *given* maps each input name to its V2
+    datatype and shape (values not read yet); *session* checks them as
+    :class:`~mxc.runtime.feeds.Declared` tensors (:meth:`mxc.runtime.Session.check_feeds`),
+    and its refusal is reworded here in the protocol's terms (``FP32``, ``-1``) as a
+    :class:`RequestError` naming the input.  Returns the session's
+    :class:`~mxc.runtime.feeds.CheckedFeeds`, whose ``fill(values)`` takes the values."""
+    from ..runtime.feeds import Declared, FeedError
+    declared = {name: Declared(tuple(shape), numpy_dtype(datatype) if datatype in NUMPY_DTYPES
+                               else np.dtype(object))
+                for name, (datatype, shape) in given.items()}
+    try:
+        return session.check_feeds(declared)
+    except FeedError as exc:
+        raise _refusal(model, session.inputs, given, exc) from None
 
-    *given* maps each requested input name to its V2 datatype and shape.  Every
-    required input must be there once, with the model's datatype, rank and fixed
-    dimensions; an input the model does not have is refused too.
-    """
+
+def _refusal(model: str, inputs: Iterable[Any], given: Mapping[str, tuple[str, list[int]]],
+             exc: Any) -> RequestError:
+    """The runtime's refusal *exc* (a ``FeedError``) as the V2 protocol words it."""
     infos = {t.name: t for t in inputs}
-    unknown = sorted(set(given) - set(infos))
-    if unknown:
-        raise RequestError(f"model {model!r} has no input {unknown[0]!r}; its inputs are "
-                           f"{sorted(infos)}")
-    missing = sorted(set(infos) - set(given))
-    if missing:
-        raise RequestError(f"model {model!r}: input {missing[0]!r} is missing")
-    for name, (datatype, shape) in given.items():
-        info = infos[name]
-        want = v2_datatype(info.dtype)
-        if datatype != want:
-            raise RequestError(f"model {model!r} input {name!r}: datatype {datatype} given, "
-                               f"{want} expected")
-        expected = v2_shape(info.shape)
-        if len(shape) != len(expected) or any(e not in (-1, g) for e, g in zip(expected, shape)):
-            raise RequestError(f"model {model!r} input {name!r}: shape {list(shape)} given, "
-                               f"{expected} expected (-1: any size)")
+    name = min(exc.names) if exc.names else None
+    if exc.reason == "unknown":
+        return RequestError(f"model {model!r} has no input {name!r}; its inputs are "
+                            f"{sorted(infos)}")
+    if exc.reason == "missing":
+        return RequestError(f"model {model!r}: input {name!r} is missing")
+    if exc.reason in ("dtype", "shape") and name in infos and name in given:
+        datatype, shape = given[name]
+        if exc.reason == "dtype":
+            return RequestError(f"model {model!r} input {name!r}: datatype {datatype} given, "
+                                f"{v2_datatype(infos[name].dtype)} expected")
+        return RequestError(f"model {model!r} input {name!r}: shape {list(shape)} given, "
+                            f"{v2_shape(infos[name].shape)} expected (-1: any size)")
+    return RequestError(f"model {model!r}: {exc}")
 
 
 def as_array(name: str, datatype: str, shape: list[int], decode) -> np.ndarray:

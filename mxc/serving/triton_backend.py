@@ -11,7 +11,8 @@ Triton's Python backend imports it and calls :class:`TritonPythonModel`;
 artifact runs with :mod:`mxc.runtime` (install mxc in the backend's Python
 environment).  With dynamic batching Triton hands several requests to one
 ``execute``: they are concatenated along the batch dimension, run once, and
-the outputs are split back per request, as ``mxc serve`` does.  Set
+the outputs are split back per request (:mod:`mxc.runtime.batching`, as
+``mxc serve``'s batcher does).  Set
 ``MXC_VERIFY_KEY`` to a public key file to load only signed artifacts.
 
 numpy 2 is refused where the stub predates it.  The stubs of Triton 2.51 (the
@@ -100,10 +101,9 @@ class TritonPythonModel:
         feeds = [{n: pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self.inputs}
                  for r in requests]
         if self.batching and len(feeds) > 1:
-            sizes = [len(f[self.inputs[0]]) for f in feeds]
-            outs = self.session.run({n: np.concatenate([f[n] for f in feeds]) for n in self.inputs})
-            bounds = np.cumsum([0] + sizes)
-            per_request = [[o[a:b] for o in outs] for a, b in zip(bounds[:-1], bounds[1:])]
+            from mxc.runtime.batching import concat, request_batch, split
+            outs = self.session.run(concat(feeds))
+            per_request = split(outs, [request_batch(f) for f in feeds])
         else:
             per_request = [self.session.run(f) for f in feeds]
         return [pb_utils.InferenceResponse(output_tensors=[

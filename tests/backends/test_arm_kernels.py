@@ -10,9 +10,9 @@ Oracles:
   LLVM prints it), for the instruction each path must use and must not;
 * the exact integer product (numpy int64) of the same codes, where the kernels
   are run: cross-linked with ``aarch64-linux-gnu-g++`` and run by mxc's runtime
-  under ``qemu-aarch64-static -cpu max`` (which has dotprod and i8mm) in an arm64
-  root (``$MXC_ARM_ROOT``, else ``~/.cache/mxc/arm64-root``, with numpy and TVM's
-  runtime in ``/opt/mxc-site``).  Those tests skip, saying what is missing.  uint8
+  under ``qemu-aarch64-static -cpu max`` (which has dotprod and i8mm) in the arm64
+  root ``tools/arm_root.py`` builds (``$MXC_ARM_ROOT``, else ``~/.cache/mxc/arm64-root``).
+  Those tests skip, saying what is missing.  uint8
   data on ``sdot`` is shifted by -128 and corrected: the extreme codes (255, -128)
   are where a wrong correction would show.
 
@@ -21,7 +21,7 @@ Nothing depends on this machine's CPU.
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -159,21 +159,25 @@ def test_int8_kernels_step_with_the_cpu_s_dot_instruction(cpu, case):
 # ---------------------------------------------------------------------------
 # numerics under emulation
 # ---------------------------------------------------------------------------
-def _arm_root() -> Path:
-    root = Path(os.environ.get("MXC_ARM_ROOT") or Path.home() / ".cache/mxc/arm64-root")
-    return root
+def _arm_root_tool():
+    """tools/arm_root.py (builds the arm64 root; says what emulation lacks; runs its Python)."""
+    spec = importlib.util.spec_from_file_location("arm_root", REPO / "tools" / "arm_root.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _require_emulator() -> Path:
-    for tool, package in (("aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu"),
-                          ("qemu-aarch64-static", "qemu-user-static")):
-        if shutil.which(tool) is None:
-            pytest.skip(f"no {tool} (apt-get install {package})")
-    root = _arm_root()
-    if not (root / "usr/bin/python3").exists() or not (root / "opt/mxc-site/tvm").exists():
-        pytest.skip(f"no arm64 root with python3 and TVM's runtime at {root} "
-                    "($MXC_ARM_ROOT; issue 37 item 5)")
-    return root
+def _require_emulator():
+    """(tools/arm_root.py, the arm64 root), or skip naming what is missing."""
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.skip("no C++ cross compiler aarch64-linux-gnu-g++ "
+                    "(apt-get install g++-aarch64-linux-gnu)")
+    tool = _arm_root_tool()
+    root = tool.default_root()
+    why = tool.missing(root)
+    if why:
+        pytest.skip("ARM emulation needs " + "; ".join(why))
+    return tool, root
 
 
 _RUNNER = """
@@ -191,7 +195,7 @@ for lib, xin, yout in zip(a[0::3], a[1::3], a[2::3]):
 @pytest.mark.parametrize("extreme", [False, True], ids=["random", "extreme"])
 @pytest.mark.parametrize("cpu", list(STEPS))
 def test_int8_kernels_are_the_exact_integer_product_under_emulation(cpu, extreme, tmp_path):
-    root = _require_emulator()
+    tool, root = _require_emulator()
     runner = tmp_path / "run.py"
     runner.write_text(_RUNNER)
     argv, refs = [], {}
@@ -202,10 +206,8 @@ def test_int8_kernels_are_the_exact_integer_product_under_emulation(cpu, extreme
         argv += [str(lib), str(xin), str(yout)]
         refs[name] = (yout, ref)
     # one emulated process for every case: starting python under qemu costs seconds
-    env = dict(os.environ, PYTHONPATH="/opt/mxc-site")
-    proc = subprocess.run(["qemu-aarch64-static", "-cpu", "max", "-L", str(root),
-                           str(root / "usr/bin/python3"), str(runner), str(REPO), *argv],
-                          env=env, capture_output=True, text=True, timeout=600)
+    cmd, env = tool.emulated_python(root, str(runner), str(REPO), *argv, cpu="max")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name, (yout, ref) in refs.items():
         got = np.load(yout)

@@ -24,7 +24,7 @@ from tvm import relax  # noqa: E402
 
 import mxc  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
-from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error  # noqa: E402
+from mxc.backends.tvm.precision import BF16_TOLERANCE, check_request, range_error  # noqa: E402
 from mxc.backends.tvm.schedules.families import bf16  # noqa: E402
 from mxc.backends.tvm.targets import missing_on_host  # noqa: E402
 from mxc.errors import BackendError  # noqa: E402
@@ -197,7 +197,7 @@ def test_one_vector_tiles_fold_the_broadcast_into_the_instruction(target):
 @pytest.mark.parametrize("target", NO_BF16)
 def test_bf16_refused_without_bf16_dot_products(target):
     with pytest.raises(BackendError, match="neither AVX512-BF16 nor AMX-BF16"):
-        bf16.check_target(resolve_target(target), "bf16")
+        check_request("bf16", resolve_target(target))
 
 
 def test_precision_choice_is_checked():

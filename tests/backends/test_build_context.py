@@ -72,8 +72,8 @@ def _database(db_dir: str, winograd: str, precision: str) -> None:
 
 
 def _settings(tmp_path) -> list[CompileOptions]:
-    from mxc.backends.tvm.schedules.families.bf16 import target_bf16
-    bf16 = "bf16" if target_bf16(resolve_target("llvm")) else "fp32"   # the host's CPU
+    from mxc.backends.tvm.schedules.base.microarch import cpu_features
+    bf16 = "bf16" if cpu_features(resolve_target("llvm")).bf16_dot else "fp32"   # the host's
     db = str(tmp_path / "db")
     _database(db, "off", bf16)
     return [CompileOptions(winograd="on", precision="fp32"),

@@ -29,7 +29,7 @@ from tvm.ir.expr import Constant  # noqa: E402
 import mxc  # noqa: E402
 from conftest import require_corpus, require_runnable_target  # noqa: E402
 from mxc.backends.tvm.build import build_module, resolve_target  # noqa: E402
-from mxc.backends.tvm.schedules.base.int8_steps import FAMILY_ATTR  # noqa: E402
+from mxc.backends.tvm.schedules.base.int8_steps import STEP_ATTR  # noqa: E402
 from mxc.backends.tvm.schedules.families.int8 import pack_weights  # noqa: E402
 from mxc.backends.tvm.schedules.base.int8_avx2 import PAIR_LIMIT, saturation_free  # noqa: E402
 from mxc.backends.tvm.schedules.base.microarch import int8_dot  # noqa: E402
@@ -202,7 +202,7 @@ def test_the_family_is_carried_on_the_kernel():
     mod = relax.transform.LegalizeOps(cpu_legalize_map(ctx))(
         _conv_module((1, 12, 12, 32), "uint8", w, 1, 1))
     scripts = [f.script() for gv, f in mod.functions.items() if "int8" in gv.name_hint]
-    assert scripts and f'"{FAMILY_ATTR}": "avx2-exact"' in scripts[0]
+    assert scripts and f'"{STEP_ATTR}": "avx2-exact"' in scripts[0]
 
 
 @pytest.mark.corpus

@@ -56,6 +56,7 @@ def test_under_qemu_the_hwcaps_win_over_the_x86_cpuinfo(monkeypatch):
     assert host.arch == "aarch64"
     assert {"neon", "dotprod", "fullfp16", "lse", "crc"} <= host.features()
     assert not host.features() & {"avx", "avx2", "fma", "sve", "i8mm"}
+    assert host.model == ""                  # not the emulating x86 host's model name
     check_target_runnable(N1, "n1.mxc")      # no fake /proc/cpuinfo needed
     check_target_runnable(A72, "a72.mxc")    # an older CPU's artifact runs too
 

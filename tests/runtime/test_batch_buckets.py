@@ -273,3 +273,22 @@ def test_submit_returns_a_future_of_run_for_every_batch_and_of_its_errors(built)
     too_big = np.zeros((9, *row), "float32")
     with pytest.raises(ExecutionError, match="1..8"):
         sess.submit({data: too_big}).result(timeout=120)
+
+
+def test_a_padded_batch_is_checked_once_against_the_range(built, monkeypatch):
+    """Issue 36: the bucket runner checks the batch and hands the padded batch to its
+    bucket without a second check (a spy counts the per-input checks)."""
+    from mxc.runtime.feeds import FeedSignature
+    path, static, data, row = built["mlp"]
+    sess = rt.load(path)
+    seen = []
+    check_values = FeedSignature.check_values
+
+    def spy(self, feeds):
+        seen.extend(sorted(feeds))
+        return check_values(self, feeds)
+    monkeypatch.setattr(FeedSignature, "check_values", spy)
+    x = np.random.default_rng(5).standard_normal((3, *row)).astype("float32")
+    got = sess.run({data: x})[0]
+    assert seen == [data]
+    np.testing.assert_allclose(got, static[3].run({data: x})[0], rtol=1e-5, atol=1e-6)

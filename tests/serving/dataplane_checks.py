@@ -231,6 +231,77 @@ def fast_route_answers_like_kserves_route():
     assert through_app == []
 
 
+def raw_inputs_read_as_kserves_public_raw_inputs(dtype: str) -> None:
+    """kserve_private.hold_raw_input gives the array KServe's public
+    ``InferRequest(raw_inputs=...)`` gives for the same bytes."""
+    from kserve.protocol.infer_type import InferInput
+
+    from mxc.serving.kserve_private import hold_raw_input
+    x = (np.random.default_rng(3).standard_normal((2, 3)) * 50).astype(dtype)
+    ours = InferInput(name="x", shape=[2, 3], datatype=v2_datatype(x.dtype))
+    hold_raw_input(ours, x.tobytes())
+    theirs = InferRequest("m", [InferInput(name="x", shape=[2, 3], datatype=v2_datatype(x.dtype))],
+                          raw_inputs=[x.tobytes()]).inputs[0]
+    a, b = ours.as_numpy(), theirs.as_numpy()
+    assert a.dtype == b.dtype == x.dtype and a.shape == b.shape == (2, 3)
+    np.testing.assert_array_equal(a, b)
+
+
+def rest_app_is_kserves_configured_app():
+    """kserve_private.rest_app: KServe's module-global app, its V2 routes answering from
+    the data plane given, less the timing middleware.  In a process of its own: KServe
+    has one app per process, configured once (``fast-route`` configures it here)."""
+    import subprocess
+    code = """if True:
+        import asyncio, json
+        from mxc.serving.kserve_private import import_kserve, rest_app
+        import_kserve()
+        import kserve.model_server
+        from kserve.model_repository import ModelRepository
+        from kserve.protocol.model_repository_extension import ModelRepositoryExtension
+        from kserve.protocol.rest.server import TimingMiddleware
+        from mxc.serving.dataplane import MxcDataPlane
+        registry = ModelRepository()
+        app = rest_app(MxcDataPlane(model_registry=registry),
+                       ModelRepositoryExtension(model_registry=registry), 0)
+        assert app is kserve.model_server.app
+        assert all(m.cls is not TimingMiddleware for m in app.user_middleware)
+
+        async def get(path):
+            sent = []
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+            async def send(m):
+                sent.append(m)
+            await app({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                       "method": "GET", "scheme": "http", "path": path,
+                       "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                       "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2),
+                       "headers": []}, receive, send)
+            return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+        print(json.dumps([asyncio.run(get("/v2/health/live"))[0],
+                          list(asyncio.run(get("/v2/models/nope/ready"))[:1]),
+                          asyncio.run(get("/v2"))[0]]))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(Path(__file__).resolve().parents[2]), timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [200, [404], 200], out.stdout
+
+
+def kserve_does_not_read_our_command_line():
+    """kserve_private.import_kserve: KServe parses sys.argv when kserve.model_server is
+    imported; an option of ours (here one KServe would refuse) is not read."""
+    import subprocess
+    code = ("import sys; sys.argv = ['mxc', 'serve', '--http_port', 'not-a-port']\n"
+            "from mxc.serving.kserve_private import import_kserve; import_kserve()\n"
+            "import kserve.model_server as m; print(m.args.http_port, sys.argv[-1])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(Path(__file__).resolve().parents[2]), timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["8080", "not-a-port"], out.stdout
+
+
 def _raises(fn, text: str) -> None:
     try:
         fn()
@@ -241,10 +312,14 @@ def _raises(fn, text: str) -> None:
 
 
 CHECKS = {
+    "rest-app": (rest_app_is_kserves_configured_app, ()),
     "fast-route": (fast_route_answers_like_kserves_route, ()),
     **{f"decode-{d}": (binary_inputs_decode_like_kserves_from_bytes, (d,))
        for d in ("float32", "int64", "uint8", "int8", "float64", "bool")},
     "data-plane": (the_data_plane_decodes_binary_bodies_and_wants_their_header, ()),
+    **{f"raw-input-{d}": (raw_inputs_read_as_kserves_public_raw_inputs, (d,))
+       for d in ("float32", "int64", "uint8", "bool")},
+    "argv": (kserve_does_not_read_our_command_line, ()),
     **{f"malformed-{i}": (malformed_binary_requests_are_invalid_input, case)
        for i, case in enumerate(MALFORMED)},
     **{f"encode-{d}-{'binary' if b else 'json'}": (outputs_encode_like_kserves_set_data_from_numpy,

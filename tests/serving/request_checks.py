@@ -326,7 +326,46 @@ def body_limit_and_in_flight_cap_answer_413_and_503() -> None:
     assert sorted(results) == [(200, None), (200, None), (503, b"1")], results
 
 
+def v2_paths_are_parsed_in_one_place():
+    """requests.model_path (issue 36: the one parse of a V2 model path), against the
+    protocol's URL forms written out by hand."""
+    cases = {"/v2/models/mlp/infer": ("mlp", "infer"),
+             "/v2/models/mlp/versions/2/infer": ("mlp@2", "infer"),
+             "/v2/models/mlp/versions/2": ("mlp@2", ""),
+             "/v2/models/mlp/ready": ("mlp", "ready"), "/v2/models/mlp": ("mlp", ""),
+             "/v2/models/": None, "/v2/models": None, "/v2/health/ready": None,
+             "/v1/models/mlp:predict": None}
+    for path, want in cases.items():
+        assert requests.model_path(path) == want, (path, requests.model_path(path))
+
+
+def binary_requests_are_told_by_their_header_alone():
+    assert requests.binary_header_length({"inference-header-content-length": "12"}) == "12"
+    assert requests.binary_header_length({"content-type": "application/octet-stream"}) is None
+
+
+def the_version_rewrite_parses_the_path_once_for_the_layers_inside():
+    """asgi_guards.v2_compat hands inner layers the rewritten path and its parse."""
+    cases = [("/v2/models/mlp/versions/2/infer", "/v2/models/mlp@2/infer", ("mlp@2", "infer")),
+             ("/v2/models/mlp/versions/2/", "/v2/models/mlp@2/", ("mlp@2", "")),
+             ("/v2/models/mlp/versions/2", "/v2/models/mlp@2", ("mlp@2", "")),
+             ("/v2/models/mlp/infer", "/v2/models/mlp/infer", ("mlp", "infer")),
+             ("/v2/health/live", "/v2/health/live", None)]
+    for path, rewritten, parsed in cases:
+        seen = {}
+
+        async def inner(scope, receive, send):
+            seen.update(scope)
+        asyncio.run(asgi_guards.v2_compat(inner)({"type": "http", "path": path,
+                                                  "raw_path": path.encode()}, None, None))
+        assert seen["path"] == rewritten and seen["raw_path"] == rewritten.encode(), seen
+        assert seen.get(requests.MODEL_PATH_KEY) == parsed, seen
+
+
 CHECKS = {
+    "model-path": (v2_paths_are_parsed_in_one_place, ()),
+    "binary-header": (binary_requests_are_told_by_their_header_alone, ()),
+    "version-rewrite": (the_version_rewrite_parses_the_path_once_for_the_layers_inside, ()),
     **{f"json-{name}": (json_case, case) for name, case in JSON_CASES.items()},
     **{f"binary-{name}": (binary_case, case) for name, case in BINARY_CASES.items()},
     "json-valid": (valid_json_decodes_to_the_array_of_its_datatype, ()),

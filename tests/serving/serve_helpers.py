@@ -109,9 +109,12 @@ class Server:
 
     def output(self, whole: bool = False) -> str:
         """The server's output so far (its last 4,000 characters unless *whole*)."""
-        self.log.flush()
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace")
+        if self.log.closed:   # after stop(): read the file again
+            text = Path(self.log.name).read_bytes().decode(errors="replace")
+        else:
+            self.log.flush()
+            self.log.seek(0)
+            text = self.log.read().decode(errors="replace")
         return text if whole else text[-4000:]
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 60) -> int:

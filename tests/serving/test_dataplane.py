@@ -19,7 +19,9 @@ if importlib.util.find_spec("kserve") is None:
 
 _SCRIPT = Path(__file__).with_name("dataplane_checks.py")
 _NAMES = ([f"decode-{d}" for d in ("float32", "int64", "uint8", "int8", "float64", "bool")]
-          + ["data-plane", "fast-route"] + [f"malformed-{i}" for i in range(6)]
+          + ["data-plane", "fast-route", "rest-app", "argv"]
+          + [f"raw-input-{d}" for d in ("float32", "int64", "uint8", "bool")]
+          + [f"malformed-{i}" for i in range(6)]
           + [f"encode-{d}-{k}" for d in ("float32", "float64", "int64", "int32", "uint8", "int8",
                                          "bool", "float16") for k in ("json", "binary")])
 

@@ -20,12 +20,15 @@ alone.
 
 Like TVM's ``PassContext`` (``tvm/ir/transform.py``), every setting is resolved
 once, when the context is made (:func:`build_context`): the tuning database
-(``db``), the AMX emulation (``emulate_amx``), the precision (validated against the
-CPU here, and nowhere later), the Winograd mode.  A build enters its context
-(``with ctx:``, :func:`~.build.build_module`); code too deep to be handed it -- the
-AMX helper IR of a tile schedule -- reads :func:`current_context`.  Nothing below
-reads the environment or a ``use_database`` block: a setting changed once the build
-has begun does not reach it.
+(``db``), the AMX emulation (``emulate_amx``), the precision (its value checked once,
+when the options were made; against the CPU once, as the compile began,
+:func:`.precision.check_request`), the Winograd mode, and the CPU's capabilities
+(``cpu``: what it computes, decided once per target --
+:func:`.schedules.base.microarch.cpu_features` -- the decision that check read).  A
+build enters its context (``with ctx:``, :func:`~.build.build_module`); code too deep
+to be handed it -- the AMX helper IR of a tile schedule -- reads
+:func:`current_context`.  Nothing below reads the environment or a ``use_database``
+block: a setting changed once the build has begun does not reach it.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ class BuildContext:
     target: Any                       #: the resolved ``tvm.target.Target``
     #: :class:`.schedules.base.microarch.CpuInfo` (None: not a CPU), decided when the
     #: context is made; within the build its ``bf16_dot``/``bf16_tiles`` answer "can this
-    #: CPU do bfloat16?" (legalization, schedule rules) -- nothing asks the target again
+    #: CPU do bfloat16?" for the kernel-choice table (:mod:`.schedules.kernel_choice`),
+    #: once per build -- nothing asks the target again, and no schedule rule asks at all
     cpu: Any
     winograd: str = "auto"            #: ``auto`` / ``on`` / ``off``
     precision: str = "fp32"           #: ``fp32`` / ``bf16``

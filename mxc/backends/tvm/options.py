@@ -12,9 +12,10 @@ it.  Nothing here imports TVM, so the CLI can build options before TVM loads.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence, TextIO
 
 from ...errors import BackendError
@@ -229,8 +230,21 @@ class CompileOptions:
         return cls(**given, environment=used)
 
     def with_(self, **changes: Any) -> "CompileOptions":
-        """A copy with *changes* (``dataclasses.replace``)."""
-        return replace(self, **changes)
+        """A copy with *changes*, of which only the settings that change are checked: the
+        others were checked once, when these options were made (a compile copies its
+        options several times -- the database resolved, ``auto``'s two precisions --
+        and would otherwise check the same precision at every copy)."""
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise TypeError(f"CompileOptions has no field(s) {', '.join(sorted(unknown))}")
+        new = copy.copy(self)
+        for name, value in changes.items():
+            object.__setattr__(new, name, value)
+        if "winograd" in changes and changes["winograd"] != self.winograd:
+            check_winograd(new.winograd)
+        if "precision" in changes and changes["precision"] != self.precision:
+            check_precision(new.precision)
+        return new
 
 
 @dataclass(frozen=True)

@@ -73,11 +73,10 @@ def compare(bf16_model, fp32_model, feeds: Mapping[str, Any]) -> dict:
 def compile_auto(compile_one, options, check_inputs: Mapping[str, Any] | None):
     """``--precision auto``: *compile_one(options)* -> CompiledModel, tried as bf16 (where
     the target computes it) and fp32; the bf16 one is kept when :func:`compare` passes."""
-    from .schedules.families.bf16 import bf16_refusal
     from .targets import resolve_target
     target = resolve_target(options.target, cuda_arch=options.cuda_arch)
     fp32 = compile_one(options.with_(precision="fp32"))
-    if bf16_refusal(target) is not None:
+    if refusal(target) is not None:
         fp32.manifest["precision"] = {**fp32.manifest.get("precision", {}), "requested": "auto",
                                       "reason": "the target has no bfloat16 dot products"}
         return fp32
@@ -93,14 +92,27 @@ def compile_auto(compile_one, options, check_inputs: Mapping[str, Any] | None):
     return chosen
 
 
+def refusal(target) -> str | None:
+    """Why *target* cannot compute bfloat16 (None: it can), from the one decision of what
+    its CPU computes (:func:`.schedules.base.microarch.cpu_features`, which the build
+    context's CPU reads too)."""
+    from .schedules.families.bf16 import bf16_refusal
+    cpu = None
+    if target.kind.name == "llvm":
+        from .schedules.base.microarch import cpu_info
+        cpu = cpu_info(target)
+    return bf16_refusal(target, cpu)
+
+
 def check_request(precision: str | None, target) -> None:
     """Refuse ``bf16`` where *target* cannot compute it (before anything is compiled).
 
     Called once per compile, as it starts (:func:`.compile.compile_with`); the value
     itself was checked when the options were made (:func:`.options.check_precision`)."""
-    from .schedules.families.bf16 import check_target
     if precision == "bf16":
-        check_target(target, precision)
+        why = refusal(target)
+        if why is not None:
+            raise BackendError(why)
 
 
 __all__ = ["BF16_TOLERANCE", "BackendError", "compare", "compile_auto", "example_inputs",

@@ -278,6 +278,54 @@ class FusedFullyConnected(_FusedOp):
         fc = self.nested_node(p, "FullyConnected")
         return not fc.params.no_bias
 
+    def eltwise(self, p) -> tuple[str, float] | None:
+        """``(oneDNN algorithm, alpha)`` of the fused activation, or None without one.
+
+        MXNet's ``SgMKLDNNFCParamParser`` (subgraph/mkldnn/mkldnn_fc.cc) turns the
+        nested node into ONE eltwise post-op: Activation relu/sigmoid/tanh/softrelu
+        (``GetMKLDNNActAlgo``), LeakyReLU leaky (``relu`` with ``alpha = slope``),
+        elu (``alpha = slope``) and gelu (``gelu_erf``: the exact erf form, not the
+        tanh one), clip (``bounded_relu``, ``alpha = a_max``), square/sqrt/exp/abs.
+        The post-op runs on the float result before any requantize scale.
+        """
+        g = self.nested(p)
+        node = g.outputs[0].node
+        if node.op == "FullyConnected":
+            return None
+        attrs = node.attrs
+        if node.op == "Activation":
+            act = attrs.get("act_type", "relu")
+            algs = {"relu": "relu", "sigmoid": "logistic", "tanh": "tanh",
+                    "softrelu": "soft_relu"}
+            if act in algs:
+                return algs[act], 0.0
+        elif node.op == "LeakyReLU":
+            act, slope = node.params.act_type, float(np.float32(node.params.slope))
+            algs = {"leaky": "relu", "elu": "elu", "gelu": "gelu_erf"}
+            if act in algs:
+                return algs[act], slope
+        elif node.op == "clip":
+            return "bounded_relu", float(np.float32(node.params.a_max))
+        elif node.op in ("square", "sqrt", "exp", "abs"):
+            return node.op, 0.0
+        act = attrs.get("act_type", node.op)
+        raise UnsupportedOpError({f"{self.name} with fused {act!r}": 1},
+                                 where=f"node {p.node_ref}")
+
+    def quantized_out_dtype(self, p) -> str:
+        """float32 (``enable_float_output``), int32 uncalibrated, else MXNet's
+        ``IsOutputUint8`` (subgraph/mkldnn/mkldnn_fc-inl.h): uint8 when an eltwise
+        post-op of a non-negative-looking algorithm is fused (relu -- also a leaky
+        one --, logistic, soft_relu, bounded_relu, square, sqrt, exp, abs), int8
+        otherwise (none, tanh, elu, gelu_erf)."""
+        if self.float_output(p):
+            return "float32"
+        if not self.calibrated(p):
+            return "int32"
+        elt = self.eltwise(p)
+        uint8 = {"relu", "logistic", "soft_relu", "bounded_relu", "square", "sqrt", "exp", "abs"}
+        return "uint8" if p.with_eltwise and elt is not None and elt[0] in uint8 else "int8"
+
     def range_names(self, p):
         names = ["data_min", "data_max", "weight_min", "weight_max"]
         return names + (["bias_min", "bias_max"] if self.has_bias(p) else [])

@@ -41,6 +41,8 @@ import numpy as np
 
 from .quantization import (K_INT8_RANGE, _F, _max_abs, _product_range, _range_out,
                            _saturate_round, _scalar, code_levels)
+from . import quantization as _quant
+from ._nn_helpers import erf
 from .registry import ForwardContext, get_op
 
 
@@ -146,7 +148,49 @@ def _integer_conv(data, wcodes, node) -> np.ndarray:
     return np.rint(out).astype(np.int64)
 
 
+def eltwise_forward(alg: str, alpha: float, y: np.ndarray) -> np.ndarray:
+    """oneDNN's eltwise post-op *alg* (``FusedFullyConnected.eltwise``) on float32 *y*."""
+    y = y.astype(_F, copy=False)
+    a = _F(alpha)
+    with np.errstate(over="ignore"):
+        if alg == "relu":
+            out = np.where(y > 0, y, y * a) if alpha else np.maximum(y, _F(0))
+        elif alg == "bounded_relu":
+            out = np.minimum(np.maximum(y, _F(0)), a)
+        elif alg == "logistic":
+            out = _F(1) / (_F(1) + np.exp(-y))
+        elif alg == "tanh":
+            out = np.tanh(y)
+        elif alg == "soft_relu":
+            out = np.logaddexp(_F(0), y)
+        elif alg == "elu":
+            out = np.where(y > 0, y, a * np.expm1(y))
+        elif alg == "gelu_erf":
+            out = _F(0.5) * y * (_F(1) + erf(y / np.sqrt(_F(2))).astype(_F))
+        elif alg == "square":
+            out = y * y
+        elif alg == "sqrt":
+            out = np.sqrt(y)
+        elif alg == "exp":
+            out = np.exp(y)
+        else:
+            out = np.abs(y)
+    return out.astype(_F)
+
+
 def quantized_fc_forward(op, p, inputs, ctx):
+    """oneDNN's int8 inner product as ``SgMKLDNNFCOp::Forward`` (subgraph/mkldnn/mkldnn_fc.cc)
+    sets it up: ``data_scale = L(data) / R(data)``, ``ws = 127.5 / R(weight)``, the int8
+    bias moved to ``round(b * data_scale * ws / (127.5 / R(bias)))`` int32 codes; then
+
+    * ``enable_float_output``: ``eltwise(acc * ((1 / data_scale) / ws))``;
+    * calibrated, no eltwise: ``acc * ((L(out) / R(calib)) / data_scale / ws)``;
+    * calibrated, with an eltwise: ``eltwise(acc * ((1 / data_scale) / ws))``
+      scaled by the eltwise post-op's scale ``L(out) / R(calib)`` (so a gelu sees
+      real values, not codes), rounded half to even and saturated;
+    * uncalibrated: the int32 ``acc`` (eltwise applied to it unscaled) with the
+      S8S8/S8U8 multiplication range.
+    """
     fc = op.nested_node(p, "FullyConnected")
     fp = fc.params
     nb = op.n_base(p)
@@ -156,35 +200,34 @@ def quantized_fc_forward(op, p, inputs, ctx):
     data_scale = _F(code_levels(data.dtype) / _max_abs(d_lo, d_hi))
     weight_scale = _F(K_INT8_RANGE / _max_abs(w_lo, w_hi))
     x = data.reshape(data.shape[0], -1) if fp.flatten else data.reshape(-1, data.shape[-1])
-    acc = x.astype(np.int64) @ weight.astype(np.int64).T
+    acc = _quant.int_dot(x, weight)
     if op.has_bias(p):
-        rescale = _F(_F(_F(data_scale * weight_scale) * _max_abs(ranges[4], ranges[5]))
-                     / K_INT8_RANGE)
+        bias_scale = _F(K_INT8_RANGE / _max_abs(ranges[4], ranges[5]))
+        rescale = _F(_F(data_scale * weight_scale) / bias_scale)
         acc = acc + round_away(base[2].astype(_F) * rescale).astype(np.int64)[None, :]
     shape = (data.shape[0], fp.num_hidden) if fp.flatten else data.shape[:-1] + (fp.num_hidden,)
     acc = acc.reshape(shape)
-    post = op.post_ops(p, fc)
+    elt = op.eltwise(p)
+    to_real = _F(_F(_F(1) / data_scale) / weight_scale)
     if op.float_output(p):
-        y = (acc.astype(_F) * _F(_F(1) / _F(data_scale * weight_scale))).astype(_F)
-        for _ in post:
-            y = np.maximum(y, 0)
-        return [y]
+        y = (acc.astype(_F) * to_real).astype(_F)
+        return [y if elt is None else eltwise_forward(*elt, y)]
     if op.calibrated(p):
         out_dt = np.dtype(op.quantized_out_dtype(p))
-        scale = _F(_F(code_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
-                   / _F(data_scale * weight_scale))
-        y = acc.astype(_F) * scale
-        for _ in post:
-            y = np.maximum(y, 0)
+        out_scale = _F(code_levels(out_dt) / _max_abs(p.min_calib_range, p.max_calib_range))
+        if elt is None:
+            y = acc.astype(_F) * _F(_F(out_scale / data_scale) / weight_scale)
+        else:
+            y = eltwise_forward(*elt, acc.astype(_F) * to_real) * out_scale
         return [_saturate_round(y, out_dt), _range_out(_F(p.min_calib_range)),
                 _range_out(_F(p.max_calib_range))]
-    y = acc.astype(np.float64)
-    for _ in post:
-        y = np.maximum(y, 0)
+    if elt is None or elt == ("relu", 0.0):
+        y = acc.astype(np.float64) if elt is None else np.maximum(acc.astype(np.float64), 0)
+    else:
+        y = eltwise_forward(*elt, acc.astype(_F))
     levels = 127 if data.dtype == np.int8 else 255
     lo, hi = _product_range(d_lo, d_hi, w_lo, w_hi, 127, levels)
     return [_saturate_round(y, np.int32), _range_out(lo), _range_out(hi)]
-
 
 
 def quantized_selfatt_forward(op, p, inputs, ctx):

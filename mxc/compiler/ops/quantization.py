@@ -94,7 +94,7 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
     int8: ``q = sat(rint(x * 127.5 / R))`` with ``R = max(|min|, |max|)``, ranges
     ``(-R, R)``.  uint8: ``q = sat(rint(x * 255.5 / R))`` with ranges
     ``(min, max)`` (min is reported, not used as a zero point).  int8/uint8
-    input passes through with the calibrated range, or the type's full range.
+    input passes through (ranges: :meth:`passthrough_range`).
     """
 
     attrs = _calib_attrs("int8")
@@ -105,16 +105,26 @@ class QuantizeV2(_RangeOutputsMixin, OpDef):
                              f"must be float32, int8 or uint8, got {in_types[0]}")
         return list(in_types), [self.out_type(p), "float32", "float32"]
 
+    def passthrough_range(self, p, in_dtype) -> tuple[np.float32, np.float32]:
+        """The ``(min, max)`` reported for int8/uint8 input, which passes through.
+
+        The calibrated range, else ``(0, 255.5)`` for uint8 and ``(-127.5, 127.5)``
+        for int8: MXNet's oneDNN ``SgMKLDNNQuantizeOperator`` (the CPU kernel of
+        every MKLDNN build, quantization/mkldnn/mkldnn_quantize_v2-inl.h) writes
+        ``kUint8Range``/``kInt8Range`` there, not the 255/127 of the plain kernel
+        (quantize_v2-inl.h), which a oneDNN build never runs on CPU.
+        """
+        if self.calibrated(p):
+            return _F(p.min_calib_range), _F(p.max_calib_range)
+        if np.dtype(in_dtype) == np.uint8:
+            return _F(0), K_UINT8_RANGE
+        return -K_INT8_RANGE, K_INT8_RANGE
+
     def forward(self, p, inputs, ctx):
         x = inputs[0]
         calib = self.calibrated(p)
         if x.dtype in (np.int8, np.uint8):
-            if calib:
-                lo, hi = _F(p.min_calib_range), _F(p.max_calib_range)
-            elif x.dtype == np.uint8:
-                lo, hi = _F(0), _F(255)
-            else:
-                lo, hi = _F(-127), _F(127)
+            lo, hi = self.passthrough_range(p, x.dtype)
             return [x.astype(self.out_type(p)), _range_out(lo), _range_out(hi)]
         xf = x.astype(_F, copy=False)
         if calib:
@@ -193,6 +203,21 @@ class Requantize(_RangeOutputsMixin, OpDef):
         scale = _F(first * _F(_F(127) / real))
         q = _saturate_round(x.astype(_F) * scale, np.int8)
         return [q, _range_out(-real), _range_out(real)]
+
+
+def int_dot(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w.T`` of int8/uint8 codes, exact in int64: the one place the quantized FC
+    kernels (``_contrib_quantized_fully_connected``, quantized
+    ``_sg_mkldnn_fully_connected``) form their integer product.
+
+    Exact is what oneDNN computes on a CPU with VNNI (``vpdpbusd`` sums into
+    int32); on one without it, oneDNN's u8s8 GEMM adds byte-pair products in
+    saturating int16 (``vpmaddubsw``), which mxc does not copy
+    (:mod:`mxc.backends.tvm.schedules.base.int8_avx2`).  One function, so that
+    a test can put that CPU's product in its place and show which MXNet
+    outputs were recorded on such a CPU.
+    """
+    return x.astype(np.int64) @ w.astype(np.int64).T
 
 
 def _product_range(min_a, max_a, min_b, max_b, a_levels, b_levels):
@@ -374,11 +399,8 @@ class QuantizedFullyConnected(_QuantizedLinearBase):
         nw = 2 if p.no_bias else 3
         data, weight = inputs[0], inputs[1]
         ranges = [_scalar(v) for v in inputs[nw:]]
-        if p.flatten:
-            x = data.reshape(data.shape[0], -1).astype(np.int64)
-        else:
-            x = data.reshape(-1, data.shape[-1]).astype(np.int64)
-        acc = x @ weight.astype(np.int64).T
+        x = data.reshape(data.shape[0], -1) if p.flatten else data.reshape(-1, data.shape[-1])
+        acc = int_dot(x, weight)
         data_levels = K_INT8_RANGE if data.dtype == np.int8 else K_UINT8_RANGE
         if not p.no_bias:
             data_scale = _F(data_levels / _F(_max_abs(ranges[0], ranges[1])))

@@ -49,6 +49,15 @@ def _check_dtype(p, dtype, allowed, what="data"):
 # ---------------------------------------------------------------------------
 # quantize (legacy), quantize_asym
 # ---------------------------------------------------------------------------
+def quantize_int8(x: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_contrib_quantize(out_type="int8")``: ``sat(rint(x * 127 / R))``, ``R = max(|lo|, |hi|)``,
+    and the ranges ``(-R, R)``.  MXNet's quantizer makes the ``*_weight_quantize`` /
+    ``*_bias_quantize`` params with it (``_quantize_params``), so mxc's does too."""
+    real = _max_abs(lo, hi)
+    q = _saturate_round(np.asarray(x, dtype=_F) * _F(_F(127) / real), np.int8)
+    return q, _range_out(-real), _range_out(real)
+
+
 @register_op("_contrib_quantize")
 class Quantize(OpDef):
     """Legacy quantize with an explicit ``(min_range, max_range)`` input pair.
@@ -80,9 +89,7 @@ class Quantize(OpDef):
         if p.out_type == "uint8":
             q = _saturate_round(x * _F(_F(255) / _scalar(hi)), np.uint8)
             return [q, _range_out(_scalar(lo)), _range_out(_scalar(hi))]
-        real = _max_abs(_scalar(lo), _scalar(hi))
-        q = _saturate_round(x * _F(_F(127) / real), np.int8)
-        return [q, _range_out(-real), _range_out(real)]
+        return list(quantize_int8(x, _scalar(lo), _scalar(hi)))
 
 
 @register_op("_contrib_quantize_asym")
@@ -517,18 +524,24 @@ class CalibrateEntropy(OpDef):
         return ["float32", "float32"], ["float32", "float32"]
 
     def forward(self, p, inputs, ctx):
-        hist = np.asarray(inputs[0], dtype=_F).reshape(-1)
-        edges = np.asarray(inputs[1], dtype=_F).reshape(-1)
-        nq = p.num_quantized_bins
-        zero = hist.size // 2
-        best_i, best_div = 0, np.finfo(_F).max
-        thresholds = []
-        for k, i in enumerate(range(nq // 2, zero + 1)):
-            thresholds.append(edges[zero + i + 1])
-            div = _window_divergence(hist, zero - i, zero + i + 1, nq)
-            if div < best_div:
-                best_i, best_div = k, div
-        return [_range_out(thresholds[best_i]), _range_out(_F(best_div))]
+        th, div = calibrate_entropy(inputs[0], inputs[1], p.num_quantized_bins)
+        return [_range_out(th), _range_out(div)]
+
+
+def calibrate_entropy(hist, edges, nq: int) -> tuple[np.float32, np.float32]:
+    """:class:`CalibrateEntropy`'s ``(threshold, divergence)``; also entropy calibration's
+    (:mod:`mxc.compiler.quantize.calibrate`, as MXNet's ``_get_optimal_threshold``)."""
+    hist = np.asarray(hist, dtype=_F).reshape(-1)
+    edges = np.asarray(edges, dtype=_F).reshape(-1)
+    zero = hist.size // 2
+    best_i, best_div = 0, np.finfo(_F).max
+    thresholds = []
+    for k, i in enumerate(range(nq // 2, zero + 1)):
+        thresholds.append(edges[zero + i + 1])
+        div = _window_divergence(hist, zero - i, zero + i + 1, nq)
+        if div < best_div:
+            best_i, best_div = k, div
+    return _F(thresholds[best_i]), _F(best_div)
 
 
 def _smooth(d: np.ndarray, eps=_F(1e-4)):
@@ -551,17 +564,12 @@ def _window_divergence(hist, start, stop, nq) -> np.float32:
     p[0] = _seq_sum(hist[:start + 1])
     p[-1] = _F(p[-1] + _seq_sum(hist[stop:]))
     merged = sliced.size // nq
-    bins = np.array([sliced[j * merged:(j + 1) * merged].sum() for j in range(nq)],
-                    dtype=np.int64)
-    bins[-1] += sliced[nq * merged:].sum()
-    q = np.zeros(sliced.size, dtype=_F)
-    for j in range(nq):
-        a = j * merged
-        b = q.size if j == nq - 1 else (j + 1) * merged
-        norm = int((sliced[a:b] != 0).sum())
-        if norm:
-            sel = p[a:b] != 0
-            q[a:b][sel] = _F(_F(bins[j]) / _F(norm))
+    # bin j of q covers sliced[j*merged:(j+1)*merged], the last one also the remainder
+    group = np.minimum(np.arange(sliced.size) // merged, nq - 1)
+    bins = np.bincount(group, weights=sliced, minlength=nq).astype(np.int64)
+    norm = np.bincount(group, weights=sliced != 0, minlength=nq).astype(np.int64)
+    value = (bins.astype(_F) / np.maximum(norm, 1).astype(_F)).astype(_F)
+    q = np.where((p != 0) & (norm[group] > 0), value[group], _F(0)).astype(_F)
     ps, qs = _smooth(p), _smooth(q)
     if qs is None or ps is None:
         return _F(np.inf)

@@ -15,7 +15,9 @@ whole (``nested=True``), following the OpDef's facts step for step
   the residual's type when there is a sum: ``FusedConv.stored_dtype``);
 * fully connected: int8 weight codes are inputs; an int8 x int8 (or uint8)
   ``matmul`` into int32, the bias rescaled at run time (rounded half away
-  from zero, as ``std::round``), then float output, requantize or int32.
+  from zero, as ``std::round``), then float output, requantize or int32, with
+  the fused eltwise post-op (relu, gelu_erf, ...: ``FusedFullyConnected.eltwise``)
+  applied to real values before the requantize scale, as oneDNN's post-op.
 
 The uncalibrated int32 forms keep the accumulator exact (float64 where a
 scale applies) and report MXNet's S8S8/S8U8 product range.
@@ -79,6 +81,41 @@ def _post_ops(ctx: Lowering, kinds, y, sum_term=None, clip_bound=None):
         else:
             y = ctx.emit(R.add(y, sum_term(ctx.dtype_of(y))))
     return y
+
+
+def _eltwise(ctx: Lowering, elt, y):
+    """oneDNN's eltwise post-op ``(algorithm, alpha)`` (``FusedFullyConnected.eltwise``) on
+    float32 *y*, as :func:`mxc.compiler.ops.fused_mkldnn_kernels.eltwise_forward`."""
+    if elt is None:
+        return y
+    alg, alpha = elt
+    zero, one = const(0, F), const(1, F)
+    if alg == "relu":
+        e = (R.where(R.greater(y, zero), y, R.multiply(y, const(alpha, F))) if alpha
+             else R.maximum(y, zero))
+    elif alg == "bounded_relu":
+        e = R.minimum(R.maximum(y, zero), const(alpha, F))
+    elif alg == "logistic":
+        e = R.sigmoid(y)
+    elif alg == "tanh":
+        e = R.tanh(y)
+    elif alg == "soft_relu":   # log(1 + e^y) without overflow: max(y, 0) + log(1 + e^-|y|)
+        e = R.add(R.maximum(y, zero), R.log(R.add(one, R.exp(R.negative(R.abs(y))))))
+    elif alg == "elu":
+        e = R.where(R.greater(y, zero), y,
+                    R.multiply(const(alpha, F), R.subtract(R.exp(y), one)))
+    elif alg == "gelu_erf":
+        e = R.multiply(R.multiply(const(0.5, F), y),
+                       R.add(one, R.erf(R.divide(y, const(float(np.sqrt(np.float32(2))), F)))))
+    elif alg == "square":
+        e = R.multiply(y, y)
+    elif alg == "sqrt":
+        e = R.sqrt(y)
+    elif alg == "exp":
+        e = R.exp(y)
+    else:
+        e = R.abs(y)
+    return ctx.emit(e)
 
 
 @register_converter("_sg_mkldnn_conv", supports=_quantized_only, nested=True)
@@ -160,25 +197,34 @@ def quantized_fully_connected(ctx: Lowering):
     weight_scale = _scale(ctx, float(K_INT8_RANGE), w_lo, w_hi)
     ds_ws = ctx.emit(R.multiply(data_scale, weight_scale))
     if op.has_bias(p):
-        b_range = max_abs_f32(ctx, ctx.inputs[nb + 4], ctx.inputs[nb + 5])
-        rescale = ctx.emit(R.divide(R.multiply(ds_ws, b_range), const(float(K_INT8_RANGE), F)))
+        b_scale = _scale(ctx, float(K_INT8_RANGE), ctx.inputs[nb + 4], ctx.inputs[nb + 5])
+        rescale = ctx.emit(R.divide(ds_ws, b_scale))
         b = ctx.emit(R.multiply(ctx.astype(ctx.inputs[2], F), rescale))
         b = ctx.emit(R.multiply(R.sign(b), R.floor(R.add(R.abs(b), const(0.5, F)))))
         acc = ctx.emit(R.add(acc, R.reshape(ctx.astype(b, "int32"), (1, -1))))
     acc = ctx.reshape(acc, ctx.out_shapes[0])
-    kinds = op.post_ops(p, fc)
+    elt = op.eltwise(p)
+    to_real = ctx.emit(R.divide(R.divide(const(1.0, F), data_scale), weight_scale))
     if op.float_output(p):
-        inv = ctx.emit(R.divide(const(1.0, F), ds_ws))
-        return [_post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), inv)))]
+        return [_eltwise(ctx, elt, ctx.emit(R.multiply(ctx.astype(acc, F), to_real)))]
     if op.calibrated(p):
         out_dt = op.quantized_out_dtype(p)
         levels = np.float32(code_levels(out_dt)) / np.float32(
             max(abs(np.float32(p.min_calib_range)), abs(np.float32(p.max_calib_range))))
-        scale = ctx.emit(R.divide(const(levels, F), ds_ws))
-        y = _post_ops(ctx, kinds, ctx.emit(R.multiply(ctx.astype(acc, F), scale)))
+        if elt is None:
+            scale = ctx.emit(R.divide(R.divide(const(levels, F), data_scale), weight_scale))
+            y = ctx.emit(R.multiply(ctx.astype(acc, F), scale))
+        else:
+            y = _eltwise(ctx, elt, ctx.emit(R.multiply(ctx.astype(acc, F), to_real)))
+            y = ctx.emit(R.multiply(y, const(levels, F)))
         return [saturate(ctx, y, out_dt), vec(ctx, float(np.float32(p.min_calib_range))),
                 vec(ctx, float(np.float32(p.max_calib_range)))]
-    y = _post_ops(ctx, kinds, ctx.astype(acc, "float64"))
+    if elt is None or elt == ("relu", 0.0):
+        y = ctx.astype(acc, "float64")
+        if elt is not None:
+            y = ctx.emit(R.maximum(y, const(0, "float64")))
+    else:
+        y = _eltwise(ctx, elt, ctx.astype(acc, F))
     # MXNet passes (data, weight) to its S8S8/S8U8 helper: data per 127, weight per 127/255
     la = ctx.emit(R.divide(max_abs_f32(ctx, d_lo, d_hi), const(127.0, F)))
     lb = ctx.emit(R.divide(max_abs_f32(ctx, w_lo, w_hi),

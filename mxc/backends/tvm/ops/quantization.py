@@ -41,10 +41,7 @@ def quantize_v2(ctx: Lowering):
     out_type = ctx.node.opdef.out_type(p)
     in_dt = ctx.in_dtypes[0]
     if in_dt in ("int8", "uint8"):
-        if ctx.node.opdef.calibrated(p):
-            lo, hi = p.min_calib_range, p.max_calib_range
-        else:
-            lo, hi = (0.0, 255.0) if in_dt == "uint8" else (-127.0, 127.0)
+        lo, hi = ctx.node.opdef.passthrough_range(p, in_dt)
         return [ctx.astype(x, out_type), vec(ctx, float(np.float32(lo))),
                 vec(ctx, float(np.float32(hi)))]
     xf = ctx.astype(x, F)

@@ -8,7 +8,8 @@ each import to it:
 ``base/`` -- shared machinery, importing nothing else of this package: facts read
   from TIR (``tir_queries``) and Relax (``module_utils``), the per-CPU cost rows
   (``microarch``), the register-tile model (``register_tile``), the elementwise
-  block schedule (``elementwise``), the dot-product micro-kernel several families
+  block schedule (``elementwise``), the kernel-family stamp legalization writes and
+  the rules read (``kernel_family``), the dot-product micro-kernel several families
   schedule with (``dot_kernel``), the int8 and bfloat16 dot-product steps and their
   tensor intrinsics (``int8_steps``, ``int8_avx2``, ``bf16_step``), the AMX tile
   machinery (``amx``, ``amx_steps``) and the Winograd transforms and precision rule
@@ -20,16 +21,21 @@ each import to it:
   (``bf16_winograd``) and the AMX tiles (``int8_amx``, ``bf16_amx``).  A family
   builds its kernels (legalization), says whether a layer fits it, and schedules
   the kernels it built (its rule).
-this level -- what picks among the families and runs them: the legalization
-  dispatcher (``legalize``: which family takes a layer -- where a family may hand
-  a layer to another, int8 or bf16 to the AMX tiles, bf16 to bf16 Winograd, this
-  is what passes that family's choice in), the schedule rules in the order they
-  are tried (``cpu``, with the generic ``elementwise`` and ``fallback`` rules), the
-  Relax rewrites before legalization (``layout``, ``channel_padding``, ``fold``,
-  ``nan_select``, ``pool_padding``), the TIR passes (``tir_pipeline``) and the
-  pipeline that strings them together (``pipeline``).
+this level -- what picks among the families and runs them: the kernel-choice
+  table (``kernel_choice``: every family, when a build enables it, its builders and
+  its rule -- where a family may hand a layer to another, int8 or bf16 to the AMX
+  tiles, bf16 to bf16 Winograd, the table passes that family's choice in), the
+  legalizations that consult it once per layer (``legalize``, with the float32
+  direct kernels no family takes), the schedule rules in the order they are tried
+  (``cpu``: the table's family rules, then the generic ``elementwise`` and
+  ``fallback``), the Relax rewrites before legalization (``layout``,
+  ``channel_padding``, ``fold``, ``nan_select``, ``pool_padding``), the TIR passes
+  (``tir_pipeline``) and the pipeline that strings them together (``pipeline``).
 
-A legalization encodes the family it chose in the kernel's block name (and the
-int8 dot-product family in a block annotation, :data:`.base.int8_steps.FAMILY_ATTR`);
-the family's rule recognises its kernels by them.
+A kernel is chosen once and carried as data: legalization stamps the family it chose
+on the kernel's anchor block (the annotation :data:`.base.kernel_family.FAMILY_ATTR`;
+the int8 family also its per-layer dot-product step,
+:data:`.base.int8_steps.STEP_ATTR`), and a family's rule applies to the kernels
+stamped with its name -- never to a kernel recognised by its or a block's name, and
+without asking the CPU again (:mod:`.base.kernel_family` says why an annotation).
 """

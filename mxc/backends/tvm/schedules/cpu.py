@@ -32,10 +32,12 @@ unscheduled function (slow but correct).  An exception inside a rule is a bug,
 not "not applicable": with the build context's ``strict`` (the test suite's
 ``$MXC_STRICT_SCHEDULES``) it fails the build naming the rule; otherwise it is
 logged as a warning naming the rule, and the next rule is tried.  The kernel
-families' rules live in ``families/`` (:mod:`.families.reduction`,
-:mod:`.families.winograd`, the int8, bf16 and AMX ones), on the shared machinery of
-``base/`` (the register-tile model :func:`.base.register_tile.tile_shape`); the
-generic ``elementwise`` and ``fallback`` rules live here.  They decide on facts read
+families' rules (:mod:`.families.winograd`, the int8, bf16 and AMX ones) come from
+the kernel-choice table (:data:`.kernel_choice.TABLE`) and apply to the kernels
+legalization stamped with their family (:class:`FamilyRule`); the generic
+``reduction`` rule (:mod:`.families.reduction`, on the register-tile model of
+``base/``, :func:`.base.register_tile.tile_shape`) and the ``elementwise`` and
+``fallback`` rules here take the kernels no family stamped, deciding on facts read
 from the TIR's structure (:mod:`.base.tir_queries`).  This module orders them and
 applies them to a module.
 """
@@ -48,11 +50,13 @@ import tvm
 from tvm import s_tir, tirx
 
 from .base.elementwise import schedule_elementwise_block
+from .base.kernel_family import kernel_families
 from .base.microarch import CpuInfo, cpu_info  # noqa: F401 - re-exported: the schedules' API
 from .base.module_utils import inline_injective, is_spatial, rewrite_functions
 from .base.module_utils import root_blocks as _root_blocks
 from .base.register_tile import tile_shape  # noqa: F401 - re-exported: the schedules' API
 from .families.reduction import rule_reduction
+from .kernel_choice import TABLE
 
 log = logging.getLogger(__name__)
 
@@ -116,36 +120,37 @@ def rule_elementwise(func: tirx.PrimFunc, info: CpuInfo):
     return sch
 
 
-def _winograd(func: tirx.PrimFunc, info: CpuInfo):
-    from .families.winograd import rule_winograd as rule
-    return rule(func, info)
+class FamilyRule(ScheduleRule):
+    """The rule of a kernel family (a row of :data:`.kernel_choice.TABLE`): it applies to a
+    kernel exactly when legalization stamped one of the kernel's blocks with the family
+    (:mod:`.base.kernel_family`) -- never by the kernel's or a block's name, and without
+    asking the CPU again (the stamp was made only where the build's CPU has the family)."""
+
+    def apply(self, func: tirx.PrimFunc, target, ctx):
+        if self.name not in _families(func):
+            return None
+        return self._schedule(func, ctx.cpu)
 
 
-def _int8(func: tirx.PrimFunc, info: CpuInfo):
-    from .families.int8 import rule_int8 as rule
-    return rule(func, info)
+_LAST: tuple = (None, frozenset())
 
 
-def _bf16(func: tirx.PrimFunc, info: CpuInfo):
-    from .families.bf16 import rule_bf16 as rule
-    return rule(func, info)
+def _families(func) -> frozenset:
+    """:func:`.base.kernel_family.kernel_families` of *func*, read once for all the family
+    rules tried on it (a one-entry cache: the rules try one kernel at a time)."""
+    global _LAST
+    last, fams = _LAST
+    if last is None or not last.same_as(func):
+        fams = kernel_families(func)
+        _LAST = (func, fams)
+    return fams
 
 
-def _bf16_amx(func: tirx.PrimFunc, info: CpuInfo):
-    from .families.bf16_amx import rule_amx as rule
-    return rule(func, info)
-
-
-def _int8_amx(func: tirx.PrimFunc, info: CpuInfo):
-    from .families.int8_amx import rule_amx as rule
-    return rule(func, info)
-
-
-#: the rules, in the order they are tried (the first that returns a schedule wins)
+#: the rules, in the order they are tried (the first that returns a schedule wins): the
+#: kernel families' (:data:`.kernel_choice.TABLE`), then the generic ones for kernels no
+#: family stamped
 RULES: list[ScheduleRule] = [
-    ScheduleRule("winograd", _winograd), ScheduleRule("int8_amx", _int8_amx),
-    ScheduleRule("int8", _int8),
-    ScheduleRule("bf16_amx", _bf16_amx), ScheduleRule("bf16", _bf16),
+    *(FamilyRule(f.name, f.rule) for f in TABLE if f.rule is not None),
     ScheduleRule("reduction", rule_reduction),
     ScheduleRule("elementwise", rule_elementwise), ScheduleRule("fallback", rule_fallback),
 ]

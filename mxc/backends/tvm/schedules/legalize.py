@@ -23,11 +23,10 @@ time and the kernel is a TE compute reading the packed array:
   AVX512-BF16 -> the ``vdpbf16ps`` kernels of :mod:`.families.bf16` (before them the
   AMX tiles of :mod:`.families.bf16_amx`, then :mod:`.families.bf16_winograd`).
 
-This module is the one place that picks a kernel family for a layer: a family
-builds its kernels and says whether a layer fits it, and where one family's
-legalization may hand a layer to another (int8 or bf16 to the AMX tiles, bf16 to
-bf16 Winograd) this module passes that family's choice in, so that no family
-imports another (``schedules/__init__.py``).
+Which family takes a layer is the kernel-choice table's answer
+(:func:`.kernel_choice.choose`, consulted once per layer here; it stamps the family on
+the kernel for the schedule rules to read); what no family takes gets this module's
+float32 direct kernels, else TVM's legalization.
 
 ``nc`` is a whole number of vector pieces (registers, or power-of-two parts of
 one when the channels are not a multiple of a register) chosen with the
@@ -46,8 +45,7 @@ from tvm.ir.expr import Constant
 from .base.microarch import CpuInfo
 from .base.module_utils import static_shape, tensor_dtype
 from .base.register_tile import tile_shape
-from .base.winograd_transforms import eligible as winograd_eligible
-from .families import bf16, bf16_amx, bf16_winograd, int8, int8_amx, winograd
+from .kernel_choice import choose, enabled
 
 _FLOATS = ("float32", "float64", "float16")
 
@@ -111,26 +109,11 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, out_dtype: str) -> te.Tenso
     return te.compute((m, no * nc), dense, name="matmul")
 
 
-def _int8_tiles(info: CpuInfo):
-    """The AMX family's int8 choice (:func:`.families.int8_amx.tile_block`) where the CPU
-    has AMX-INT8, else None: the int8 family builds whichever kernel it names."""
-    return int8_amx.tile_block if info.int8_tiles else None
-
-
-def _bf16_tiles(info: CpuInfo):
-    """The AMX family's bfloat16 choice (:func:`.families.bf16_amx.tile_block`) where the
-    CPU has AMX-BF16, else None."""
-    return bf16_amx.tile_block if info.bf16_tiles else None
-
-
-def _conv2d(info: CpuInfo, ctx):
+def _conv2d(info: CpuInfo, ctx, families: frozenset):
     default = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        out = int8.legalize_conv2d(bb, call, info.int8_dot, _int8_tiles(info))
-        if out is None:
-            out = bf16.legalize_conv2d(bb, call, info.bf16_dot, ctx, _bf16_tiles(info),
-                                       bf16_winograd.emit_if_applies)
+        out = choose("conv2d", bb, call, ctx, families)
         if out is not None:
             return out
         a = call.attrs
@@ -144,12 +127,6 @@ def _conv2d(info: CpuInfo, ctx):
                 or wdt != xdt or ydt not in _FLOATS:
             return default(bb, call)
         kh, kw, c, k = ws
-        if a.data_layout == "NHWC" and ctx.winograd != "off" and winograd_eligible(
-                xs, ws, a.strides, a.dilation, 1, info.lanes, ctx.winograd_min_size):
-            out = winograd.emit(bb, x, w.value.numpy(), a.padding, ys, ydt,
-                                lambda kk, px: tile_shape(kk, px, info)[0], ctx.records)
-            if out is not None:
-                return out
         # the schedule register-blocks the fused n*h*w pixel axis: pack for that tile
         nc, _ = tile_shape(k, int(ys[0]) * int(ys[1]) * int(ys[2]), info)
         if nc is None or k % nc:
@@ -165,13 +142,11 @@ def _conv2d(info: CpuInfo, ctx):
     return legalize
 
 
-def _matmul(info: CpuInfo, ctx):
+def _matmul(info: CpuInfo, ctx, families: frozenset):
     default = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
 
     def legalize(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
-        out = int8.legalize_matmul(bb, call, info.int8_dot, _int8_tiles(info))
-        if out is None:
-            out = bf16.legalize_matmul(bb, call, info.bf16_dot, ctx, _bf16_tiles(info))
+        out = choose("matmul", bb, call, ctx, families)
         if out is not None:
             return out
         x, w = call.args
@@ -195,5 +170,9 @@ def _matmul(info: CpuInfo, ctx):
 
 def cpu_legalize_map(ctx) -> dict:
     """``customize_legalize_map`` for ``relax.transform.LegalizeOps`` in the build *ctx*
-    (:class:`..build_context.BuildContext`: its CPU, Winograd mode and precision)."""
-    return {"relax.nn.conv2d": _conv2d(ctx.cpu, ctx), "relax.matmul": _matmul(ctx.cpu, ctx)}
+    (:class:`..build_context.BuildContext`: its CPU, Winograd mode and precision, which
+    decide the kernel families the build enables -- once, here -- among which each
+    layer's kernel is chosen: :func:`.kernel_choice.choose`)."""
+    families = enabled(ctx)
+    return {"relax.nn.conv2d": _conv2d(ctx.cpu, ctx, families),
+            "relax.matmul": _matmul(ctx.cpu, ctx, families)}

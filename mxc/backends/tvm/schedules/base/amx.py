@@ -31,6 +31,7 @@ from tvm import s_tir, tirx
 from .amx_steps import KINDS, MAX_BLOCKS, MAX_PRODUCTS, ROW_BYTES, ROWS, helper_ir, helper_name
 from .bf16_step import bits_to_float
 from .dot_kernel import open_dot_kernel, schedule_pads, vectorize_epilogues
+from .kernel_family import PAD, part
 
 
 def dense_kernel(kind: str, m: int, n: int, k: int, emulate: bool | None = None):
@@ -111,7 +112,7 @@ def phase_split(shape, padded, phases: int):
     n, h, w, c = shape
     return te.compute((n, h, phases, -(-w // phases), c),
                       lambda i, y, ph, x, ch: padded(i, y, x * phases + ph, ch),
-                      name="pad_temp")
+                      name="pad_temp", attrs=part(PAD))
 
 
 def phase_tap(src, phases: int, i, y, x, tap, ch):
@@ -207,9 +208,10 @@ def tile_intrinsic(kind: str, rows: int, steps: int = 1, blocks: int = 1) -> str
     return intrin
 
 
-def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
-    """The tile schedule of the ``[n, y, x, k, ry, rx, rc, ri]`` dot-product block
-    *block* of *func*, its weights :func:`tap_major` (None when it has no such block)::
+def rule_tiles(func: tirx.PrimFunc, family: str, kind: str):
+    """The tile schedule of the ``[n, y, x, k, ry, rx, rc, ri]`` dot-product block of
+    *func* stamped with *family* (:mod:`.kernel_family`), its weights :func:`tap_major`
+    (None when it has no such block)::
 
         parallel for (n, y, 16 v output channels):         # one output row a thread
             for x tile of rows pixels:
@@ -223,7 +225,7 @@ def rule_tiles(func: tirx.PrimFunc, block: str, kind: str):
     call runs the steps over a chunk of input channels (:func:`tile_steps`) for ``v``
     accumulator tiles (:func:`tile_blocks`) held in tile registers: each is loaded and
     stored once per tap, and each A tile loaded once for all ``v``."""
-    opened = open_dot_kernel(func, block)
+    opened = open_dot_kernel(func, family)
     if opened is None:
         return None
     sch, main, ext, epilogues, keep = opened                  # ext: n y x k ry rx rc ri

@@ -18,9 +18,12 @@ import functools
 import numpy as np
 from tvm import s_tir, tirx
 
-#: name of the accumulating block (what :func:`..families.bf16.rule_bf16` recognises; the
-#: bf16 Winograd product is named so too)
+#: name of the accumulating block (a label: the bf16 Winograd product is named so too)
 CONV_BLOCK = "conv2d_nhwc_bf16"
+#: the kernel family (:mod:`.kernel_family`) of a ``vdpbf16ps`` dot-product block, whose
+#: rule (:func:`..families.bf16.rule_bf16`) schedules it: the bf16 kernels' and the bf16
+#: Winograd product's, so it lives here, where both families read it
+FAMILY = "bf16"
 #: float32 lanes of one ``vdpbf16ps`` (zmm)
 LANES = 16
 #: bfloat16 values per float32 lane of one dot-product step

@@ -14,20 +14,22 @@ from __future__ import annotations
 
 from tvm import s_tir, tirx
 
+from .kernel_family import PAD, family_block, part_blocks
 from .microarch import CpuInfo
 from .module_utils import accumulate_locally, inline_injective
 from .register_tile import fuse_map, tile_shape, tile_split
 from .tir_queries import is_vectorizable
 
-def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrinsic,
+def rule_dot(func: tirx.PrimFunc, info: CpuInfo, family: str, lanes: int, intrinsic,
              annotations: dict | None = None):
-    """The micro-kernel of :func:`..families.int8.rule_int8` for accumulating block *block* of a
+    """The micro-kernel of :func:`..families.int8.rule_int8` for the accumulating block
+    stamped with *family* (:data:`.kernel_family.FAMILY_ATTR`) of a
     ``[n, y, x, k, ry, rx, rc, ri]`` dot-product kernel whose innermost ``lanes x ri``
     step is the tensor intrinsic ``intrinsic(v)`` names for a register tile of ``v``
     channel vectors (also the bfloat16 kernels of
     :mod:`..families.bf16`), *annotations* put on its outer (parallel) loop; None when *func* has
     no such block."""
-    opened = open_dot_kernel(func, block)
+    opened = open_dot_kernel(func, family)
     if opened is None:
         return None
     sch, main, ext, epilogues, keep = opened
@@ -74,19 +76,22 @@ def rule_dot(func: tirx.PrimFunc, info: CpuInfo, block: str, lanes: int, intrins
     return sch
 
 
-def open_dot_kernel(func: tirx.PrimFunc, block: str):
+def open_dot_kernel(func: tirx.PrimFunc, family: str):
     """(schedule, block, its extents ``[n, y, x, k, ry, rx, rc, ri]``, epilogue blocks,
-    the kept ``pad_temp`` stages) of *func*'s dot-product block *block* with the
+    the kept padding copy -- the block stamped part :data:`.kernel_family.PAD`) of
+    *func*'s dot-product block -- the one stamped with *family*
+    (:func:`.kernel_family.family_block`; no name is read) -- with the
     elementwise producers inlined and the result accumulated in a ``local`` buffer;
     None when *func* has no such block.  The start of :func:`rule_dot` and of the AMX
     tile schedule (:func:`.amx.rule_tiles`)."""
     sch = s_tir.Schedule(func)
-    if find_block(sch, block) is None:
+    if family_block(sch, family) is None:
         return None
     params = list(func.params)
-    keep = [b for b in (find_block(sch, "pad_temp"),) if b is not None]
+    pads = part_blocks(sch, PAD)        # the padding copy: kept (scheduled on its own)
+    keep = pads if len(pads) == 1 else []
     inline_injective(sch, params, keep=keep)
-    main = sch.get_sblock(block)
+    main = family_block(sch, family)
     ext = [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
     main, epilogues = accumulate_locally(sch, main, params)
     return sch, main, ext, epilogues, keep
@@ -117,11 +122,3 @@ def _schedule_pad(sch, block) -> None:
             sch.vectorize(ch)
         else:
             sch.unroll(ch)
-
-
-def find_block(sch, name: str):
-    """The block named *name* of *sch*, None where there is no (unique) one."""
-    try:
-        return sch.get_sblock(name)
-    except Exception:  # noqa: BLE001 - no (unique) block of that name
-        return None

@@ -23,7 +23,7 @@ exact one, the operands' width (:data:`.int8_steps.DOT_STEPS`, the kernel reads 
 
 The weights are constants, so the choice is made per layer at compile time from
 the packed weights (:func:`layer_family`) and carried on the kernel as data
-(:data:`.int8_steps.FAMILY_ATTR`); the schedule only reads it.
+(:data:`.int8_steps.STEP_ATTR`); the schedule only reads it.
 
 oneDNN (MXNet's int8 backend) takes neither care: on a CPU without VNNI its
 x8s8s32x kernels halve the weights of int8 data (``wei_adj_scale = 0.5``, a

@@ -4,9 +4,9 @@ One registry (:data:`DOT_STEPS`) of the instruction families an int8 kernel step
 with -- ``vpdpbusd`` on zmm (AVX512-VNNI) or ymm (AVX-VNNI), AVX2's two
 sequences (:mod:`.int8_avx2`), AArch64's ``sdot``/``usdot`` (:mod:`.arm_dot_steps`)
 -- and the tensor intrinsics that tensorize a kernel's innermost step into them
-(:func:`dot_intrinsic`).  Legalization (:mod:`..families.int8`) picks a family per
-layer and writes it on the kernel block (:data:`FAMILY_ATTR`); the schedule rule
-reads it back, and tuning workers
+(:func:`dot_intrinsic`).  Legalization (:mod:`..families.int8`) picks a step per
+layer and writes it on the kernel block (:data:`STEP_ATTR`, beside the kernel family
+of :mod:`.kernel_family`); the schedule rule reads it back, and tuning workers
 register every intrinsic before replaying a trace that names one
 (:func:`register_dot_intrinsics`).  It lives in ``base/`` because all of them --
 the int8 family, the AMX family's fallback checks and the tuner -- need the same
@@ -46,8 +46,9 @@ DOT_STEPS = {"avx512vnni": DotStep(16, GROUP, "uint8", "int8"),
              # AArch64, one 128-bit register: sdot (signed data), usdot (unsigned data)
              arm_dot_steps.DOTPROD: DotStep(4, GROUP, "int8", "int8"),
              arm_dot_steps.I8MM: DotStep(4, GROUP, "uint8", "int8")}
-#: the kernel block's annotation naming its family (chosen per layer at legalization)
-FAMILY_ATTR = "mxc.int8_dot"
+#: the kernel block's annotation naming its dot-product step (chosen per layer at
+#: legalization; the kernel family itself is :data:`.kernel_family.FAMILY_ATTR`)
+STEP_ATTR = "mxc.int8_dot"
 
 
 def dot_lanes(int8_dot: str) -> int:

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from tvm.target import Target
 
@@ -151,13 +153,43 @@ def microarch(target: Target) -> CpuInfo:
 
 
 def cpu_info(target: Target) -> CpuInfo:
-    """The cost-model row of *target* with its thread count (``num-cores`` or this host's)."""
+    """The cost-model row of *target* with its thread count (``num-cores`` or this host's)
+    and its dot-product families (:func:`cpu_features`)."""
     threads = int(target.attrs.get("num-cores", 0) or 0) if hasattr(target, "attrs") else 0
-    int8, bf16 = int8_dot(target), bf16_dot(target)
     return replace(microarch(target), threads=threads or host_threads(),
-                   int8_dot=int8, bf16_dot=bf16,
-                   bf16_tiles=bool(bf16) and tiles(target, "amx-bf16"),
-                   int8_tiles=int8 == "avx512vnni" and tiles(target, "amx-int8"))
+                   **cpu_features(target)._asdict())
+
+
+class Features(NamedTuple):
+    """The dot-product families a target's CPU computes (the :class:`CpuInfo` fields of
+    the same names)."""
+    int8_dot: str
+    bf16_dot: str
+    bf16_tiles: bool
+    int8_tiles: bool
+
+
+def cpu_features(target: Target) -> Features:
+    """What *target*'s CPU computes -- among it "can this CPU do bfloat16?"
+    (``bf16_dot``, ``bf16_tiles``) -- decided once per target (a target is immutable, and
+    the question is LLVM's feature table's): the build context's :func:`cpu_info` and the
+    ``--precision bf16`` refusal before it (:func:`...precision.check_request`) read the
+    same decision, and everything later reads ``ctx.cpu``."""
+    key = str(target)          # the target's every attribute (kind, mcpu, mattr ...)
+    with _FEATURES_LOCK:
+        found = _FEATURES.get(key)
+    if found is None:
+        int8, bf16 = int8_dot(target), bf16_dot(target)
+        found = Features(int8, bf16, bool(bf16) and tiles(target, "amx-bf16"),
+                         int8 == "avx512vnni" and tiles(target, "amx-int8"))
+        with _FEATURES_LOCK:
+            _FEATURES[key] = found
+    return found
+
+
+#: :func:`cpu_features`' decisions, by target
+_FEATURES: dict[str, Features] = {}
+_FEATURES_LOCK = threading.Lock()
 
 
 def kernel_class(info: CpuInfo) -> str:

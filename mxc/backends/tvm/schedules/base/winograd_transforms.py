@@ -18,6 +18,7 @@ import numpy as np
 from tvm import te, tirx
 
 from ...load_time import register_evaluator
+from .kernel_family import stamp
 
 #: the PrimFunc ``op_pattern`` FuseOps never fuses across
 _OPAQUE = 8
@@ -25,6 +26,11 @@ _OPAQUE = 8
 WEIGHT_KERNEL = "winograd_weight"
 #: the first pass of the output transform (``A^T M``, see :func:`output_transform`)
 OUTPUT_ROWS = "winograd_rows"
+#: the kernel family (:mod:`.kernel_family`) stamped on the transforms, whose rule
+#: (:func:`..families.winograd.rule_winograd`) schedules them -- for both Winograd
+#: families, so it lives here; each transform's block also names its part
+#: (:data:`.kernel_family.PART_ATTR`: ``weight``, ``input``, ``rows``, ``output``)
+FAMILY = "winograd"
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,7 +116,8 @@ def weight_transform(w: te.Tensor, m: int, nc: int) -> te.Tensor:
                 total = total + coef * w[i, j, ch, ko * nc + ki].astype(wide)
         return total.astype(w.dtype)
 
-    return te.compute(transformed_shape(w.shape, m, nc), compute, name="winograd_weight")
+    return te.compute(transformed_shape(w.shape, m, nc), compute, name=WEIGHT_KERNEL,
+                      attrs=stamp(FAMILY, "weight"))
 
 
 @register_evaluator(WEIGHT_KERNEL)
@@ -167,7 +174,8 @@ def input_transform(data: te.Tensor, m: int, padding, oh: int, ow: int,
                 total = total + coef * d
         return total if finish is None else finish(total)
 
-    return te.compute((alpha * alpha, tiles, c), compute, name="winograd_input")
+    return te.compute((alpha * alpha, tiles, c), compute, name="winograd_input",
+                      attrs=stamp(FAMILY, "input"))
 
 
 def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tensor:
@@ -192,7 +200,7 @@ def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tens
             total = total + _select(a, eps, yi, dtype) * at(eps * alpha + nu, p, ch)
         return total
 
-    t = te.compute((m, alpha, tiles, k), rows, name=OUTPUT_ROWS)
+    t = te.compute((m, alpha, tiles, k), rows, name=OUTPUT_ROWS, attrs=stamp(FAMILY, "rows"))
 
     def compute(i, y, x, ch):
         p = i * (th * tw) + (y // m) * tw + x // m
@@ -202,7 +210,8 @@ def output_transform(mm: te.Tensor, m: int, n: int, oh: int, ow: int) -> te.Tens
             total = total + _select(a, nu, xi, dtype) * t[yi, nu, p, ch]
         return total
 
-    return te.compute((n, oh, ow, k), compute, name="winograd_output")
+    return te.compute((n, oh, ow, k), compute, name="winograd_output",
+                      attrs=stamp(FAMILY, "output"))
 
 
 def emit_transforms(bb, x, u, m: int, padding, out_nhw, product, finish=None,

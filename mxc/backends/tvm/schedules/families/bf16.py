@@ -41,12 +41,11 @@ import tvm
 from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
-from .....errors import BackendError
 from ..base.amx import phase_split, phase_tap, tap_major, tile_channels
-from ..base.bf16_step import (CONV_BLOCK, GROUP, HELPER_IR, LANES, bits_to_float,
+from ..base.bf16_step import (CONV_BLOCK, FAMILY, GROUP, HELPER_IR, LANES, bits_to_float,
                               dot_intrinsic, register_dot_intrinsics, round_bits, to_bf16_bits)
 from ..base.dot_kernel import rule_dot
-from ..base.microarch import bf16_dot
+from ..base.kernel_family import PAD, Choice, part, stamp
 from ..base.module_utils import static_shape, tensor_dtype, var_uses
 
 log = logging.getLogger(__name__)
@@ -79,41 +78,25 @@ _TILE_KIND = "tdpbf16ps"
 # ---------------------------------------------------------------------------
 # the choice
 # ---------------------------------------------------------------------------
-def target_bf16(target) -> str:
-    """The bfloat16 dot-product family *target* enables: ``avx512bf16`` or "" (none).
-
-    AMX-BF16 CPUs (Sapphire Rapids and later) all have AVX512-BF16 too; their
-    tiles are not used yet, so the family is the vector instruction."""
-    return bf16_dot(target)
-
-
-def bf16_refusal(target) -> str | None:
-    """Why *target* cannot compute ``--precision bf16`` (None: it can) -- the one question
-    a compile asks of the target before its build context exists (``--precision bf16``
-    refused, ``auto`` settling on fp32); within a build the context's CPU
-    (``ctx.cpu.bf16_dot``) answers."""
-    if target.kind.name != "llvm":
+def bf16_refusal(target, cpu) -> str | None:
+    """Why *target* cannot compute ``--precision bf16`` (None: it can), from *cpu* -- its
+    :class:`..base.microarch.CpuInfo` (None: not a CPU), where "can this CPU do
+    bfloat16?" was decided (:func:`..base.microarch.cpu_features`) -- the one question a
+    compile asks before its build context exists (``--precision bf16`` refused, ``auto``
+    settling on fp32); within a build the context's CPU (``ctx.cpu.bf16_dot``) answers."""
+    if target.kind.name != "llvm" or cpu is None:
         return f"--precision bf16 applies to CPU targets, not {target.kind.name}"
     from tvm.target import codegen
     triple = str(target.attrs.get("mtriple", "") or codegen.llvm_get_system_triple())
     if triple.startswith(("aarch64", "arm", "thumb")):   # ARM CPUs are judged in ARM terms
         return (f"--precision bf16 has no ARM kernels yet (BFMMLA/BFDOT), for "
                 f"{target.attrs.get('mcpu') or triple}; use --precision fp32")
-    if not target_bf16(target):
+    if not cpu.bf16_dot:
         mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
         return (f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
                 f"(needs one of {', '.join(BF16_FEATURES)}); use --precision fp32, or "
                 f"--cpu sapphirerapids / znver4 to build for a CPU that has them")
     return None
-
-
-def check_target(target, precision: str) -> None:
-    """Refuse ``bf16`` for a CPU target without bfloat16 dot products (a BackendError)."""
-    if precision != "bf16":
-        return
-    refusal = bf16_refusal(target)
-    if refusal is not None:
-        raise BackendError(refusal)
 
 
 def _count(ctx, tiles: bool = False) -> None:
@@ -152,9 +135,13 @@ def round_to_bits(data: te.Tensor) -> te.Tensor:
 
 def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilation,
                      channels: int, data_layout: str = "NHWC",
-                     name: str = CONV_BLOCK) -> te.Tensor:
+                     choice: Choice = Choice(FAMILY, CONV_BLOCK)) -> te.Tensor:
     """NHWC float32 data (or its bfloat16 bits, ``uint16``: :func:`round_to_bits`) x
     packed bfloat16 weights -> float32 (*channels* outputs).
+
+    *choice*: the kernel family whose rule schedules it, stamped on the accumulating
+    block (:mod:`..base.kernel_family`), and that block's name -- this family's vector
+    kernel, or the AMX family's tile kernel (its weights tap-major).
 
     NCHW data (a network's input, too thin to transpose first: 3 channels) is read
     in place by the rounding copy, which writes it channels-last.  Bits that need no
@@ -170,7 +157,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
         def load(i, y, x, ch):
             return data[i, y, x, ch]
-    tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
+    tiles = choice.family != FAMILY     # AMX: weights tap-major (.amx.tap_major)
     if tiles:
         kh, kw, ko, c2, lanes, group = (int(d) for d in weight.shape)
     else:
@@ -193,7 +180,7 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
     elif rounded and data_layout == "NHWC" and not any(padding) and c == c2 * group:
         src = data
     else:
-        src = te.compute(shape, padded, name="pad_temp")
+        src = te.compute(shape, padded, name="pad_temp", attrs=part(PAD))
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, c2), name="rc")
@@ -210,7 +197,8 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
              else weight[k // lanes, ry, rx, rc, k % lanes, ri])
         return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 
-    acc = te.compute((n, oh, ow, ko * lanes), conv, name=name)
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=choice.block,
+                     attrs=stamp(choice.family))
     if ko * lanes == channels:
         return acc
     return te.compute((n, oh, ow, channels), lambda i, y, x, k: acc[i, y, x, k],
@@ -218,11 +206,11 @@ def conv2d_nhwc_bf16(data: te.Tensor, weight: te.Tensor, strides, padding, dilat
 
 
 def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int,
-               name: str = CONV_BLOCK) -> te.Tensor:
+               choice: Choice = Choice(FAMILY, CONV_BLOCK)) -> te.Tensor:
     """``[M, C] x [C, N]`` as a 1x1 convolution over ``M`` pixels."""
     m, c = (int(d) for d in data.shape)
     x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_bf16_rows")
-    y = conv2d_nhwc_bf16(x, weight, (1, 1), (0, 0, 0, 0), (1, 1), units, name=name)
+    y = conv2d_nhwc_bf16(x, weight, (1, 1), (0, 0, 0, 0), (1, 1), units, choice=choice)
     return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_bf16_out")
 
 
@@ -249,9 +237,9 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx,
     """The bfloat16 kernel for a float32 NHWC/HWIO ``conv2d`` when the build's *ctx*
     (:class:`...build_context.BuildContext`) asks for ``bf16`` (None: not applicable).
 
-    The other families that may take a bfloat16 layer are handed in by the dispatcher
-    (:mod:`..legalize`), tried in this order: *tiles* -- the AMX family's choice,
-    ``tiles(xs, ws, ys, strides)`` -> its block name or None
+    The other families that may take a bfloat16 layer are handed in by the kernel-choice table
+    (:mod:`..kernel_choice`), tried in this order: *tiles* -- the AMX family's choice,
+    ``tiles(xs, ws, ys, strides)`` -> its :class:`..base.kernel_family.Choice` or None
     (:func:`.bf16_amx.tile_block`), on an AMX-BF16 target -- then *winograd*, the bf16
     Winograd kernel, ``winograd(bb, x, weights, attrs, shapes, ctx)`` -> its output or
     None (:func:`.bf16_winograd.emit_if_applies`); else the direct kernel.  This module
@@ -271,15 +259,15 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx,
     shapes = [[int(d) for d in static_shape(v)] for v in (x, w, call)]
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(weights.shape[3]), str(a.data_layout))
-    block = tiles(*shapes, geometry[0]) if tiles is not None and a.data_layout == "NHWC" \
+    choice = tiles(*shapes, geometry[0]) if tiles is not None and a.data_layout == "NHWC" \
         else None
-    if block is not None:
+    if choice is not None:
         _count(ctx, tiles=True)
         packed = tap_major(pack_weights(weights, tile_channels(_TILE_KIND)))
         log.debug("conv2d -> bf16 AMX kernel, weights %s", packed.shape)
-        return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, block),
+        return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry, choice),
                           _producer_rounded(bb, x, a, ctx), relax.const(packed, "uint16"),
-                          primfunc_name_hint=block)
+                          primfunc_name_hint=choice.block)
     if a.data_layout == "NHWC" and winograd is not None:
         out = winograd(bb, x, weights, a, shapes, ctx)
         if out is not None:
@@ -334,24 +322,24 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx, 
     register_dot_intrinsics()
     m = int(static_shape(x)[0])
     weights = w.value.numpy().reshape(1, 1, c, n)
-    block = tiles([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1)) if tiles is not None \
+    choice = tiles([1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1)) if tiles is not None \
         else None
-    if block is not None:
+    _count(ctx, tiles=choice is not None)
+    if choice is not None:
         packed = tap_major(pack_weights(weights, tile_channels(_TILE_KIND)))
     else:
-        packed, block = pack_weights(weights), CONV_BLOCK
-    _count(ctx, tiles=block != CONV_BLOCK)
-    return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, block), x, relax.const(packed, "uint16"),
-                      primfunc_name_hint="dense_bf16")
+        packed, choice = pack_weights(weights), Choice(FAMILY, CONV_BLOCK)
+    return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, choice), x,
+                      relax.const(packed, "uint16"), primfunc_name_hint="dense_bf16")
 
 
 # ---------------------------------------------------------------------------
 # the default schedule
 # ---------------------------------------------------------------------------
 def rule_bf16(func: tirx.PrimFunc, info):
-    """Register-blocked, ``vdpbf16ps``-tensorized schedule of a :data:`CONV_BLOCK` kernel
-    (the int8 kernels' micro-kernel, :func:`..base.dot_kernel.rule_dot`); None for other kernels."""
-    if not info.bf16_dot:
-        return None
-    return rule_dot(func, info, CONV_BLOCK, LANES, dot_intrinsic,
+    """Register-blocked, ``vdpbf16ps``-tensorized schedule of the kernel stamped
+    :data:`FAMILY` (the int8 kernels' micro-kernel, :func:`..base.dot_kernel.rule_dot`);
+    None for other kernels.  The CPU is not asked again: legalization stamps the family
+    only where the build's CPU computes bfloat16."""
+    return rule_dot(func, info, FAMILY, LANES, dot_intrinsic,
                     {"pragma_import_llvm": HELPER_IR})

@@ -31,8 +31,12 @@ from __future__ import annotations
 from tvm import tirx
 
 from ..base import amx
+from ..base.kernel_family import Choice
 
-#: name of the accumulating block (what :func:`rule_amx` recognises)
+#: the kernel family (:mod:`..base.kernel_family`) legalization stamps on the tile kernel,
+#: which :func:`rule_amx` schedules
+FAMILY = "bf16_amx"
+#: name of the accumulating block (a label)
 CONV_BLOCK = "conv2d_nhwc_bf16_amx"
 KIND = "tdpbf16ps"
 #: input channels of one tile row; the packing pads to them
@@ -41,26 +45,20 @@ CHANNELS = amx.tile_channels(KIND)
 MIN_ROWS = 4
 
 
-def applies(xs, ws, ys, strides, cpu) -> bool:
-    """Whether an NHWC conv2d of input/weight/output shapes *xs*/*ws*/*ys* and *strides*
-    takes the tile kernel on a CPU with *cpu*'s (:class:`..base.microarch.CpuInfo`) features."""
-    return bool(cpu is not None and cpu.bf16_tiles
-                and amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS))
-
-
-def tile_block(xs, ws, ys, strides) -> str | None:
-    """:data:`CONV_BLOCK`, its tile step registered, where the tile kernel takes a layer of
-    these shapes (an AMX-BF16 target assumed: the dispatcher, :mod:`..legalize`, hands
-    this to the bf16 family's legalization only there); None where the vector kernels
-    keep it.  The AMX family decides the fit, the bf16 family builds the kernel."""
+def tile_block(xs, ws, ys, strides) -> Choice | None:
+    """This family's kernel (:data:`FAMILY`, :data:`CONV_BLOCK`), its tile step registered,
+    where the tile kernel takes a layer of these shapes (an AMX-BF16 target assumed: the
+    kernel-choice table, :mod:`..kernel_choice`, hands this to the bf16 family's
+    legalization only there); None where the vector kernels keep it.  The AMX family
+    decides the fit, the bf16 family builds the kernel."""
     if not amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS):
         return None
     amx.register(KIND, ys[2], ws[2], ys[3])
-    return CONV_BLOCK
+    return Choice(FAMILY, CONV_BLOCK)
 
 
 def rule_amx(func: tirx.PrimFunc, info):
-    """The tile schedule of a :data:`CONV_BLOCK` kernel; None for other kernels."""
-    if not info.bf16_tiles:
-        return None
-    return amx.rule_tiles(func, CONV_BLOCK, KIND)
+    """The tile schedule of the kernel stamped :data:`FAMILY`; None for other kernels.
+    (The CPU is not asked again: legalization stamps the family only where it has the
+    tiles.)"""
+    return amx.rule_tiles(func, FAMILY, KIND)

@@ -15,9 +15,9 @@ bfloat16:
   ``[(m+2)^2, K/16, C/2, 16, 2]`` (so the artifact holds them: F(4, 3)
   stores 2x the float32 weights' bytes, F(2, 3) 0.9x);
 * the product ``M[e, p, k] = sum_c V[e, p, c] U[e, c, k]`` is the direct
-  kernels' dot-product block (:data:`..base.bf16_step.CONV_BLOCK`) laid out as a 1x1
-  convolution ``[e, 1, p, k]``, so :func:`.bf16.rule_bf16` register-blocks and
-  tensorizes it; it accumulates in float32;
+  kernels' dot-product block laid out as a 1x1 convolution ``[e, 1, p, k]`` and
+  stamped with their family (:data:`..base.bf16_step.FAMILY`), so
+  :func:`.bf16.rule_bf16` register-blocks and tensorizes it; it accumulates in float32;
 * the output transform ``Y = A^T M A`` and the fused epilogue stay float32.
 
 Precision: rounding ``V`` and ``U`` each errs by 2^-9 relative, as the
@@ -35,7 +35,9 @@ import numpy as np
 from tvm import relax, te
 
 from ..base import winograd_transforms as winograd
-from ..base.bf16_step import CONV_BLOCK, GROUP, LANES, bits_to_float, round_bits, to_bf16_bits
+from ..base.bf16_step import (CONV_BLOCK, FAMILY, GROUP, LANES, bits_to_float, round_bits,
+                              to_bf16_bits)
+from ..base.kernel_family import stamp
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +121,8 @@ def batch_matmul(v: te.Tensor, u: te.Tensor) -> te.Tensor:
         b = u[e, k // lanes, rc, k % lanes, ri]
         return te.sum(bits_to_float(a) * bits_to_float(b), axis=[ry, rx, rc, ri])
 
-    return te.compute((e_, 1, tiles, ko * lanes), product, name=CONV_BLOCK)
+    return te.compute((e_, 1, tiles, ko * lanes), product, name=CONV_BLOCK,
+                      attrs=stamp(FAMILY))
 
 
 def emit(bb: relax.BlockBuilder, x, w_hwio: np.ndarray, padding, out_shape):
@@ -135,8 +138,8 @@ def emit(bb: relax.BlockBuilder, x, w_hwio: np.ndarray, padding, out_shape):
 
 def emit_if_applies(bb: relax.BlockBuilder, x, w_hwio: np.ndarray, attrs, shapes, ctx):
     """:func:`emit` where the kernels take the layer (:func:`applies`; *attrs* the
-    conv2d's, *shapes* its input/weight/output shapes), else None: what the dispatcher
-    (:mod:`..legalize`) hands the bf16 family's legalization as its Winograd choice."""
+    conv2d's, *shapes* its input/weight/output shapes), else None: what the kernel-choice
+    table (:mod:`..kernel_choice`) hands the bf16 family's legalization as its Winograd choice."""
     if not applies(*shapes, [int(v) for v in attrs.strides], [int(v) for v in attrs.dilation],
                    int(attrs.groups), ctx):
         return None

@@ -34,14 +34,14 @@ one ``vpdpbusd``.  AVX2 targets without VNNI run the same kernel with an AVX2 st
 (:mod:`..base.int8_avx2`: ``vpmaddubsw`` where the layer's weights cannot saturate it,
 an exact ``vpmaddwd`` on int16 pairs otherwise -- weights and data widened before
 the kernel's loop, :data:`DOT_STEPS` -- :func:`layer_family`, chosen once per
-layer and carried on the kernel block as :data:`FAMILY_ATTR`); targets without
+layer and carried on the kernel block as :data:`STEP_ATTR`); targets without
 AVX2 keep the generic int32 path (the float-style schedules on int32
 arithmetic); targets with AMX-INT8 take the tile kernel (:mod:`.int8_amx`) where
-it fits -- a choice the AMX family makes and the dispatcher (:mod:`..legalize`) hands
-in, so that this module imports no other family.  AArch64 CPUs with dotprod run the
-same kernel on a 4-lane ``sdot`` step (``usdot`` for uint8 data with i8mm; uint8 data
-on ``sdot`` is shifted by -128, the mirror of the x86 shift;
-:mod:`..base.arm_dot_steps`); those without it keep the int32 path.
+it fits -- a choice the AMX family makes and the kernel-choice table
+(:mod:`..kernel_choice`) hands in, so that this module imports no other family.
+AArch64 CPUs with dotprod run the same kernel on a 4-lane ``sdot`` step (``usdot``
+for uint8 data with i8mm; uint8 data on ``sdot`` is shifted by -128, the mirror of
+the x86 shift; :mod:`..base.arm_dot_steps`); those without it keep the int32 path.
 
 The dot-product steps and their tensor intrinsics (:mod:`..base.int8_steps`) and the
 register-blocked micro-kernel (:mod:`..base.dot_kernel`, also the bfloat16 kernels')
@@ -58,18 +58,24 @@ from tvm import relax, s_tir, te, tirx
 from tvm.ir.expr import Constant
 
 from ..base.amx import phase_split, phase_tap, tap_major, tile_channels
-from ..base.dot_kernel import find_block, rule_dot
+from ..base.dot_kernel import rule_dot
 from ..base.arm_dot_steps import layer_family as arm_family
 from ..base.int8_avx2 import layer_family as avx2_family
-from ..base.int8_steps import (DOT_STEPS, FAMILY_ATTR, GROUP, DotStep, data_shift, dot_intrinsic,
+from ..base.int8_steps import (DOT_STEPS, GROUP, STEP_ATTR, DotStep, data_shift, dot_intrinsic,
                                dot_lanes)
+from ..base.kernel_family import PAD, Choice, family_block, part, stamp
 from ..base.microarch import CpuInfo
 from ..base.module_utils import static_shape, tensor_dtype
 
 log = logging.getLogger(__name__)
 
-#: name of the accumulating block (what :func:`rule_int8` recognises)
+#: the kernel family (:mod:`..base.kernel_family`) stamped on the VNNI/AVX2 kernel, which
+#: :func:`rule_int8` schedules
+FAMILY = "int8"
+#: name of the accumulating block (a label)
 CONV_BLOCK = "conv2d_nhwc_int8"
+#: this family's own kernel (the AMX family's is handed in: :func:`legalize_conv2d`)
+_OWN = Choice(FAMILY, CONV_BLOCK)
 #: the +128 shift turning int8 data into the instruction's unsigned operand
 SHIFT = 128
 
@@ -118,21 +124,24 @@ def fold_width(w_hwio: np.ndarray) -> np.ndarray | None:
 # ---------------------------------------------------------------------------
 def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None, strides,
                      padding, dilation, channels: int, kernel_w: int | None,
-                     name: str, family: str) -> te.Tensor:
+                     choice: Choice, family: str) -> te.Tensor:
     """NHWC uint8/int8 x packed int8 convolution into int32 (*channels* outputs).
 
     *kernel_w*: the weight folds the kernel's width into its channel groups
     (``[K/L, KH, 1, ceil(KW*C/G), L, G]``, :func:`fold_width`): the ``KW x C``
     taps of one kernel row are contiguous bytes of a channels-last input row.
-    *family*: the dot-product family chosen for these weights (:func:`layer_family`),
-    put on the accumulating block (:data:`FAMILY_ATTR`) for the schedule to read; its
+    *choice*: the kernel family stamped on the accumulating block
+    (:mod:`..base.kernel_family`: this one, or the AMX tiles', whose weights are
+    tap-major) and the block's name.
+    *family*: the dot-product step chosen for these weights (:func:`layer_family`),
+    put on the accumulating block (:data:`STEP_ATTR`) for the schedule to read; its
     step's data dtype is ``pad_temp``'s (AVX2's exact step: the codes widened to int16
     there, once, not at every step).  *comp* (given where the data's signedness is not
     the step's, :func:`..base.int8_steps.data_shift`): the data is shifted by +-128 and
     ``comp`` (``shift * sum(w)``) subtracted.
     """
     n, h, w, c = (int(d) for d in data.shape)
-    tiles = name != CONV_BLOCK          # AMX: weights tap-major (.amx.tap_major)
+    tiles = choice.family != FAMILY     # AMX: weights tap-major (.amx.tap_major)
     if tiles:
         kh, kw, ko, c4, lanes, group = (int(d) for d in weight.shape)
     else:
@@ -161,7 +170,7 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
     if kernel_w is not None:      # one padded row of bytes, the last window's spare taps inside
         row = (w + pl + pr) * c + c4 * group - kernel_w * c
         src = te.compute((n, h + pt + pb, row), lambda i, y, t: padded(i, y, t // c, t % c),
-                         name="pad_temp")
+                         name="pad_temp", attrs=part(PAD))
 
         def tap(i, y, x):
             return src[i, y * sh + ry * dh, x * sw * c + rc * group + ri]
@@ -174,7 +183,8 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
     else:
         if data.dtype != operand or any(padding) or c4 * group != c:
             src = te.compute((n, h + pt + pb, w + pl + pr, c4 * group),
-                             lambda i, y, x, ch: padded(i, y, x, ch, ch < c), name="pad_temp")
+                             lambda i, y, x, ch: padded(i, y, x, ch, ch < c), name="pad_temp",
+                             attrs=part(PAD))
         else:
             src = data
 
@@ -186,8 +196,8 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
              else weight[k // lanes, ry, rx, rc, k % lanes, ri])
         return te.sum(tap(i, y, x).astype("int32") * b.astype("int32"), axis=[ry, rx, rc, ri])
 
-    acc = te.compute((n, oh, ow, ko * lanes), conv, name=name,
-                     attrs={FAMILY_ATTR: family} if family else None)
+    acc = te.compute((n, oh, ow, ko * lanes), conv, name=choice.block,
+                     attrs=stamp(choice.family, **{STEP_ATTR: family}))
     if comp is None and ko * lanes == channels:
         return acc
     if comp is None:
@@ -198,11 +208,11 @@ def conv2d_nhwc_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
 
 
 def dense_int8(data: te.Tensor, weight: te.Tensor, comp: te.Tensor | None,
-               units: int, name: str, family: str) -> te.Tensor:
+               units: int, choice: Choice, family: str) -> te.Tensor:
     """``[M, C] x [C, N]`` of int8 codes as a 1x1 convolution over ``M`` pixels."""
     m, c = (int(d) for d in data.shape)
     x = te.compute((1, 1, m, c), lambda a, b, i, j: data[i, j], name="dense_int8_rows")
-    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, None, name,
+    y = conv2d_nhwc_int8(x, weight, comp, (1, 1), (0, 0, 0, 0), (1, 1), units, None, choice,
                          family)
     return te.compute((m, units), lambda i, j: y[0, 0, i, j], name="dense_int8_out")
 
@@ -219,8 +229,9 @@ def _int8_operands(x, w, call) -> bool:
 def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str, tiles=None):
     """The VNNI kernel for an int8 NHWC/HWIO ``conv2d`` (None: not applicable); the AMX
     tile kernel where *tiles* -- the AMX family's choice, ``tiles(xs, ws, ys, strides)``
-    -> its block name or None (:func:`.int8_amx.tile_block`), given by the dispatcher
-    (:mod:`..legalize`) on a target with AMX-INT8 -- takes the layer."""
+    -> its :class:`..base.kernel_family.Choice` or None (:func:`.int8_amx.tile_block`),
+    given by the kernel-choice table (:mod:`..kernel_choice`) on a target with AMX-INT8 --
+    takes the layer."""
     lanes = dot_lanes(int8_dot)
     a = call.attrs
     x, w = call.args
@@ -228,16 +239,17 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str, til
             or (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return None
     weights = w.value.numpy()
-    block = _tile_block(tiles, [int(d) for d in static_shape(x)], list(weights.shape),
-                        [int(d) for d in static_shape(call)], a.strides)
-    folded = fold_width(weights) if int(a.dilation[1]) == 1 and block == CONV_BLOCK else None
-    family, args, shape = _kernel_args(block, x, weights if folded is None else folded, int8_dot)
+    choice = _tile_block(tiles, [int(d) for d in static_shape(x)], list(weights.shape),
+                         [int(d) for d in static_shape(call)], a.strides)
+    folded = fold_width(weights) if int(a.dilation[1]) == 1 and choice == _OWN else None
+    family, args, shape = _kernel_args(choice, x, weights if folded is None else folded,
+                                       int8_dot)
     geometry = ([int(v) for v in a.strides], [int(v) for v in a.padding],
                 [int(v) for v in a.dilation], int(static_shape(w)[3]),
-                None if folded is None else int(weights.shape[1]), block, family)
-    log.debug("int8 conv2d -> %s kernel (%s), weights %s", block, family, shape)
+                None if folded is None else int(weights.shape[1]), choice, family)
+    log.debug("int8 conv2d -> %s kernel (%s), weights %s", choice.block, family, shape)
     return bb.call_te(lambda d, wt, *cp: conv2d_nhwc_int8(d, wt, *(cp or [None]), *geometry),
-                      *args, primfunc_name_hint=block)
+                      *args, primfunc_name_hint=choice.block)
 
 
 def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str, tiles=None):
@@ -250,14 +262,14 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, int8_dot: str, til
         return None
     c, n = (int(d) for d in static_shape(w))
     m = int(static_shape(x)[0])
-    block = _tile_block(tiles, [1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1))
-    family, args, shape = _kernel_args(block, x, w.value.numpy().reshape(1, 1, c, n), int8_dot)
-    log.debug("int8 dense -> %s kernel (%s), weights %s", block, family, shape)
-    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n, block, family),
+    choice = _tile_block(tiles, [1, 1, m, c], [1, 1, c, n], [1, 1, m, n], (1, 1))
+    family, args, shape = _kernel_args(choice, x, w.value.numpy().reshape(1, 1, c, n), int8_dot)
+    log.debug("int8 dense -> %s kernel (%s), weights %s", choice.block, family, shape)
+    return bb.call_te(lambda d, wt, *cp: dense_int8(d, wt, *(cp or [None]), n, choice, family),
                       *args, primfunc_name_hint="dense_int8")
 
 
-def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
+def _kernel_args(choice: Choice, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
     """(family, the kernel's arguments: data, packed weights[, compensation], the packed
     weights' shape) of one layer.
 
@@ -265,7 +277,7 @@ def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
     step; one whose step differs (AVX2's exact one: int16 pairs) gets them packed again
     for its own.  Its intrinsic is registered before any schedule (or tuning record)
     names it."""
-    packed, comp = _pack_for(block, w_hwio, dot_lanes(int8_dot))
+    packed, comp = _pack_for(choice, w_hwio, dot_lanes(int8_dot))
     family = layer_family(int8_dot, packed, tensor_dtype(x))
     step = DOT_STEPS[family]
     if (step.group, step.weight) != (packed.shape[-1], str(packed.dtype)):
@@ -281,24 +293,24 @@ def _kernel_args(block: str, x: relax.Expr, w_hwio: np.ndarray, int8_dot: str):
 def layer_family(int8_dot: str, packed: np.ndarray, data_dtype: str = "uint8") -> str:
     """The dot-product family of one layer's kernel, from the target's *int8_dot*, its
     *packed* weights and its *data_dtype*: decided here, once, and carried on the kernel
-    (:data:`FAMILY_ATTR`).  AVX2 chooses per layer from the weights
+    (:data:`STEP_ATTR`).  AVX2 chooses per layer from the weights
     (:func:`..base.int8_avx2.layer_family`: ``vpmaddubsw`` saturates on some weights),
     AArch64 with i8mm from the data's signedness (:func:`..base.arm_dot_steps.layer_family`:
     ``usdot`` or ``sdot``, neither shifting its data)."""
     return arm_family(avx2_family(int8_dot, packed), data_dtype)
 
 
-def _tile_block(tiles, xs, ws, ys, strides) -> str:
-    """The accumulating block's name: the AMX kernel's where *tiles* (the AMX family's
-    choice, which registers its tile step) takes the layer, else :data:`CONV_BLOCK`."""
-    return (tiles(xs, ws, ys, strides) if tiles is not None else None) or CONV_BLOCK
+def _tile_block(tiles, xs, ws, ys, strides) -> Choice:
+    """The layer's kernel: the AMX family's where *tiles* (its choice, which registers
+    its tile step) takes the layer, else this family's."""
+    return (tiles(xs, ws, ys, strides) if tiles is not None else None) or _OWN
 
 
-def _pack_for(block: str, w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pack_weights` for the kernel of *block*: the AMX one's input channels
+def _pack_for(choice: Choice, w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pack_weights` for the kernel *choice*: the AMX one's input channels
     padded to a tile row (of ``tdpbusd``, AMX's int8 step) and its weights tap-major
     (:func:`..base.amx.tap_major`)."""
-    if block == CONV_BLOCK:
+    if choice == _OWN:
         return pack_weights(w_hwio, lanes)
     packed, comp = pack_weights(w_hwio, lanes, tile_channels("tdpbusd"))
     return tap_major(packed), comp
@@ -308,7 +320,7 @@ def _pack_for(block: str, w_hwio: np.ndarray, lanes: int) -> tuple[np.ndarray, n
 # the default schedule
 # ---------------------------------------------------------------------------
 def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
-    """Register-blocked, ``vpdpbusd``-tensorized schedule of a :data:`CONV_BLOCK` kernel.
+    """Register-blocked, ``vpdpbusd``-tensorized schedule of the kernel stamped :data:`FAMILY`.
 
     ::
 
@@ -320,20 +332,21 @@ def rule_int8(func: tirx.PrimFunc, info: CpuInfo):
             out[tile] = epilogue(acc)                         # fused requantize etc.
 
     The step's family is the one legalization chose for the layer's weights
-    (:data:`FAMILY_ATTR` on the block; AVX2: ``vpmaddubsw`` or the exact widened
+    (:data:`STEP_ATTR` on the block; AVX2: ``vpmaddubsw`` or the exact widened
     sequence, :mod:`..base.int8_avx2`).  None when *func* has no such block.
     """
-    family = kernel_family(func)
-    lanes = dot_lanes(family)
+    step = kernel_step(func)
+    lanes = dot_lanes(step)
     if not lanes:
         return None
-    return rule_dot(func, info, CONV_BLOCK, lanes, lambda _vectors: dot_intrinsic(family))
+    return rule_dot(func, info, FAMILY, lanes, lambda _vectors: dot_intrinsic(step))
 
 
-def kernel_family(func: tirx.PrimFunc) -> str:
-    """The family :data:`FAMILY_ATTR` names on *func*'s :data:`CONV_BLOCK` ("" if none)."""
+def kernel_step(func: tirx.PrimFunc) -> str:
+    """The dot-product step :data:`STEP_ATTR` names on *func*'s block stamped
+    :data:`FAMILY` ("" if none)."""
     sch = s_tir.Schedule(func)
-    block = find_block(sch, CONV_BLOCK)
+    block = family_block(sch, FAMILY)
     if block is None:
         return ""
-    return str(sch.get(block).annotations.get(FAMILY_ATTR, ""))
+    return str(sch.get(block).annotations.get(STEP_ATTR, ""))

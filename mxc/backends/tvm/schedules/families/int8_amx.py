@@ -20,8 +20,12 @@ from __future__ import annotations
 from tvm import tirx
 
 from ..base import amx
+from ..base.kernel_family import Choice
 
-#: name of the accumulating block (what :func:`rule_amx` recognises)
+#: the kernel family (:mod:`..base.kernel_family`) legalization stamps on the tile kernel,
+#: which :func:`rule_amx` schedules
+FAMILY = "int8_amx"
+#: name of the accumulating block (a label)
 CONV_BLOCK = "conv2d_nhwc_int8_amx"
 KIND = "tdpbusd"
 #: input channels of one tile row; the packing pads to them
@@ -35,19 +39,20 @@ def fits(xs, ws, ys, strides) -> bool:
     return amx.conv_fits(xs, ws, ys, strides, KIND, MIN_ROWS)
 
 
-def tile_block(xs, ws, ys, strides) -> str | None:
-    """:data:`CONV_BLOCK`, its tile step registered, where the tile kernel takes the layer
-    (:func:`fits`); None where the VNNI kernel keeps it.  The int8 family's legalization
-    calls it when the dispatcher (:mod:`..legalize`) hands it over on an AMX-INT8 target:
-    the AMX family decides, the int8 family builds the kernel, neither imports the other."""
+def tile_block(xs, ws, ys, strides) -> Choice | None:
+    """This family's kernel (:data:`FAMILY`, :data:`CONV_BLOCK`), its tile step registered,
+    where the tile kernel takes the layer (:func:`fits`); None where the VNNI kernel keeps
+    it.  The int8 family's legalization calls it when the kernel-choice table
+    (:mod:`..kernel_choice`) hands it over on an AMX-INT8 target: the AMX family decides,
+    the int8 family builds the kernel, neither imports the other."""
     if not fits(xs, ws, ys, strides):
         return None
     amx.register(KIND, ys[2], ws[2], ys[3])
-    return CONV_BLOCK
+    return Choice(FAMILY, CONV_BLOCK)
 
 
 def rule_amx(func: tirx.PrimFunc, info):
-    """The tile schedule of a :data:`CONV_BLOCK` kernel; None for other kernels."""
-    if not info.int8_tiles:
-        return None
-    return amx.rule_tiles(func, CONV_BLOCK, KIND)
+    """The tile schedule of the kernel stamped :data:`FAMILY`; None for other kernels.
+    (The CPU is not asked again: legalization stamps the family only where it has the
+    tiles.)"""
+    return amx.rule_tiles(func, FAMILY, KIND)

@@ -45,11 +45,13 @@ import numpy as np
 from tvm import s_tir, te, tirx
 
 from ...load_time import mark_load_time
+from ..base.kernel_family import block_part, family_block
 from ..base.module_utils import inline_injective as _inline_injective
 from ..base.module_utils import writes_param as _writes_param
 from ..base.winograd_precision import layer_error, precise_tile
-from ..base.winograd_transforms import (OUTPUT_ROWS, WEIGHT_KERNEL, emit_transforms, tile_count,
-                                        tile_size, transformed_shape, vector_unit, weight_transform)
+from ..base.winograd_transforms import (FAMILY, WEIGHT_KERNEL, emit_transforms, tile_count,
+                                        tile_size, transformed_shape, vector_unit,
+                                        weight_transform)
 
 #: environment switch: ``MXC_WINOGRAD=0`` lowers 3x3 convolutions directly
 ENV = "MXC_WINOGRAD"
@@ -136,22 +138,21 @@ def emit(bb, x, w_hwio: np.ndarray, padding, out_shape, dtype: str, nc_for, reco
 # ---------------------------------------------------------------------------
 # schedules of the two transforms (the batched product is a plain reduction)
 # ---------------------------------------------------------------------------
-def _block(sch, name):
-    try:
-        return sch.get_sblock(name)
-    except Exception:  # noqa: BLE001 - not there
-        return None
+def _block(sch, part):
+    """The transform block stamped with *part* (:data:`..base.kernel_family.PART_ATTR`)."""
+    return family_block(sch, FAMILY, part)
 
 
 def rule_winograd(func: tirx.PrimFunc, info):
-    """Schedule ``winograd_input`` / ``winograd_output`` / ``winograd_weight`` kernels;
-    None for others."""
+    """Schedule the input / output / weight transform kernels -- the blocks stamped
+    :data:`..base.winograd_transforms.FAMILY` and the part they are -- whatever their
+    names; None for others."""
     sch = s_tir.Schedule(func)
-    if _block(sch, "winograd_input") is not None:
+    if _block(sch, "input") is not None:
         return _schedule_input(sch, info)
-    if _block(sch, "winograd_output") is not None:
+    if _block(sch, "output") is not None:
         return _schedule_output(sch, func, info)
-    if _block(sch, WEIGHT_KERNEL) is not None:
+    if _block(sch, "weight") is not None:
         return _schedule_weight(sch, info)
     return None
 
@@ -162,7 +163,7 @@ def _schedule_weight(sch, info):
     It runs once per load: the tile position stays a loop (the coefficients' select
     chains are invariant in the channel loops) -- unrolled like the input transform's,
     it was ~20 kB of code per convolution, a tenth of a small model's artifact."""
-    blk = sch.get_sblock(WEIGHT_KERNEL)
+    blk = _block(sch, "weight")
     e, ko, _, ki = sch.get_loops(blk)
     sch.parallel(sch.fuse(e, ko))
     sch.vectorize(ki)
@@ -170,7 +171,7 @@ def _schedule_weight(sch, info):
 
 
 def _schedule_input(sch, info):
-    blk = sch.get_sblock("winograd_input")
+    blk = _block(sch, "input")
     e, p, c = sch.get_loops(blk)
     unit = vector_unit(int(sch.get(c).extent), info.lanes)
     if unit is None:
@@ -185,8 +186,8 @@ def _schedule_input(sch, info):
 
 def _schedule_output(sch, func, info):
     params = list(func.params)
-    wino = sch.get_sblock("winograd_output")
-    rows = _block(sch, OUTPUT_ROWS)
+    wino = _block(sch, "output")
+    rows = _block(sch, "rows")
     if rows is None:
         return None
     _inline_injective(sch, params, keep=[wino, rows])
@@ -197,7 +198,7 @@ def _schedule_output(sch, func, info):
         final, loops = wino, sch.get_loops(wino)
     else:
         finals = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
-                  if sch.get(b).name_hint not in ("winograd_output", OUTPUT_ROWS)]
+                  if block_part(sch.get(b)) not in ("output", "rows")]
         if len(finals) != 1:
             return None
         final = finals[0]
