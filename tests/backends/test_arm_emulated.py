@@ -19,8 +19,8 @@ default a subset that keeps every op family and dtype of the corpus runs
 (:data:`DEFAULT_MODELS`); ``MXC_ARM_MODELS=all`` (or a comma-separated list)
 runs more; a Raspberry Pi 4's (``cortex-a72``) and a Graviton3's
 (``neoverse-v1``: SVE) artifacts of small models run beside them.
-``--precision bf16`` is refused for ARM (no BFMMLA/BFDOT kernels yet):
-bfloat16 is covered by the AMP models, whose bf16 parameters and casts compile
+``--precision bf16`` (BFDOT, Neoverse V1/V2) is test_arm_kernels.py's;
+here bfloat16 is covered by the AMP models, whose bf16 parameters and casts compile
 for any CPU.  Skips, naming what is missing, without the cross
 compiler, qemu-user or the root.
 """

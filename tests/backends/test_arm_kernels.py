@@ -1,8 +1,11 @@
-"""INT8 kernels on AArch64 dot-product instructions (``schedules/base/arm_dot_steps.py``).
+"""INT8 and bfloat16 kernels on AArch64 dot products (``schedules/base/arm_*_step*.py``).
 
 Issue 37 item 4: INT8 through ``sdot`` where the CPU has dotprod (Neoverse N1,
 Cortex-A76/A78AE), ``usdot`` for uint8 data where it has i8mm (Neoverse V1/V2),
-and the int32 path (``smlal``) on a Cortex-A72, which has neither.
+and the int32 path (``smlal``) on a Cortex-A72, which has neither;
+``--precision bf16`` through ``bfdot`` where the CPU has bf16 (Neoverse V1/V2),
+refused in ARM terms elsewhere.  bfloat16 results are checked against the float64
+product within the bf16 class's tolerance (``range_error`` <= 2%, and not exact).
 
 Oracles:
 
@@ -213,6 +216,67 @@ def test_int8_kernels_are_the_exact_integer_product_under_emulation(cpu, extreme
         got = np.load(yout)
         assert got.dtype == np.int32 and got.shape == ref.shape, name
         np.testing.assert_array_equal(got.astype(np.int64), ref, err_msg=f"{name} on {cpu}")
+
+
+# ---------------------------------------------------------------------------
+# --precision bf16: bfdot where the CPU has bf16
+# ---------------------------------------------------------------------------
+def _bf16_cases():
+    """(name, float32 module, input, float64 reference): a 3x3 conv with a fused epilogue
+    and a dense layer, both large enough for the bf16 kernels (:func:`bf16.worth_it`)."""
+    from test_bf16 import _conv_module as conv, _dense_module as dense, _ref_conv
+    rng = np.random.RandomState(7)
+    w = rng.randn(32, 32, 3, 3).astype(np.float32)
+    x = rng.randn(1, 32, 10, 10).astype(np.float32)
+    wd = rng.randn(64, 48).astype(np.float32)
+    xd = rng.randn(4, 64).astype(np.float32)
+    return [("bf16-conv", conv(x.shape, w, 1, 1), x, _ref_conv(x.astype(np.float64), w, 1, 1)),
+            ("bf16-dense", dense(xd.shape, wd), xd, xd.astype(np.float64) @ wd)]
+
+
+def _bf16_build(mod, cpu):
+    from mxc.backends.tvm.build_context import build_context
+    ctx = build_context(_target(cpu), precision="bf16", winograd="off")
+    return build_module(mod, _target(cpu), ctx=ctx), ctx.records.precision
+
+
+def test_bf16_is_refused_in_arm_terms_where_the_cpu_has_no_bfdot():
+    from mxc.backends.tvm.precision import refusal
+    assert refusal(_target("neoverse-v1")) is None
+    assert refusal(_target("neoverse-v2")) is None
+    why = refusal(_target("neoverse-n1"))
+    assert why is not None and "BFDOT" in why and "neoverse-n1" in why and "AVX" not in why
+
+
+@pytest.mark.parametrize("case", ["bf16-conv", "bf16-dense"])
+def test_bf16_kernels_step_with_bfdot(case):
+    name, mod, _, _ = next(c for c in _bf16_cases() if c[0] == case)
+    exe, prec = _bf16_build(mod, "neoverse-v1")
+    assert prec["mode"] == "bf16" and prec["kernels"] == 1
+    asm = "\n".join(str(m.inspect_source("asm")) for m in exe.mod.imports if m.kind == "llvm")
+    assert len(re.findall(r"^\s+bfdot\s+v\d+\.4s", asm, re.M)) > 0
+
+
+def test_bf16_kernels_are_within_the_bf16_tolerance_under_emulation(tmp_path):
+    from mxc.backends.tvm.precision import BF16_TOLERANCE, range_error
+    tool, root = _require_emulator()
+    runner = tmp_path / "run.py"
+    runner.write_text(_RUNNER)
+    argv, refs = [], {}
+    for name, mod, x, ref in _bf16_cases():
+        lib, xin, yout = (tmp_path / f"{name}{ext}" for ext in (".so", ".x.npy", ".y.npy"))
+        _bf16_build(mod, "neoverse-v1")[0].export_library(str(lib), cc="aarch64-linux-gnu-g++")
+        np.save(xin, x)
+        argv += [str(lib), str(xin), str(yout)]
+        refs[name] = (yout, ref)
+    cmd, env = tool.emulated_python(root, str(runner), str(REPO), *argv, cpu="max")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name, (yout, ref) in refs.items():
+        got = np.load(yout)
+        assert got.shape == ref.shape, name
+        err = range_error(got, ref)
+        assert 0 < err <= BF16_TOLERANCE, (name, err)     # bfloat16, not float32
 
 
 if __name__ == "__main__":  # pragma: no cover

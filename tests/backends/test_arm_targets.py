@@ -243,11 +243,12 @@ def test_inspect_host_on_an_arm_host(monkeypatch, capsys):
 
 
 def test_precision_bf16_for_arm_is_refused_in_arm_terms():
-    """Neoverse V1 has BF16, but mxc has no BFMMLA/BFDOT kernels yet: say so, not that the
-    CPU lacks AVX512-BF16 (nor suggest an x86 CPU)."""
+    """Neoverse V1 has BF16 (BFDOT kernels, test_arm_kernels.py); a Neoverse N1 has not:
+    say so in ARM terms, not that the CPU lacks AVX512-BF16 (nor suggest an x86 CPU)."""
     from mxc.backends.tvm.precision import refusal
-    msg = refusal(resolve_target(with_cpu("llvm", "neoverse-v1")))
-    assert "no ARM kernels yet" in msg and "neoverse-v1" in msg
+    assert refusal(resolve_target(with_cpu("llvm", "neoverse-v1"))) is None
+    msg = refusal(resolve_target(with_cpu("llvm", "neoverse-n1")))
+    assert "BFDOT" in msg and "neoverse-n1" in msg
     assert "AVX" not in msg and "sapphirerapids" not in msg
 
 

@@ -111,7 +111,8 @@ TABLE: tuple[Family, ...] = (
            int8.rule_int8),
     Family(bf16_amx.FAMILY, lambda ctx: _bf16(ctx) and ctx.cpu.bf16_tiles,
            rule=bf16_amx.rule_amx),
-    Family("bf16_winograd", _bf16),
+    # (bf16 Winograd's product is shaped for vdpbf16ps's 16 lanes: x86 only)
+    Family("bf16_winograd", lambda ctx: _bf16(ctx) and ctx.cpu.bf16_dot == "avx512bf16"),
     Family(bf16.FAMILY, _bf16, _bf16_conv2d, _bf16_matmul, bf16.rule_bf16),
     Family(winograd.FAMILY, lambda ctx: ctx.winograd != "off", _winograd_conv2d,
            rule=winograd.rule_winograd),

@@ -233,8 +233,13 @@ def _aarch64(target: Target) -> bool:
 
 
 def bf16_dot(target: Target) -> str:
-    """The bfloat16 dot-product family of *target* (``vdpbf16ps``), "" when none."""
-    return "avx512bf16" if _has(target, "avx512bf16") and _has(target, "avx512bw") else ""
+    """The bfloat16 dot-product family of *target* (``vdpbf16ps``; AArch64's ``bfdot``,
+    :mod:`.arm_bf16_step`), "" when none."""
+    if _has(target, "avx512bf16") and _has(target, "avx512bw"):
+        return "avx512bf16"
+    if _aarch64(target) and _has(target, "neon") and _has(target, "bf16"):
+        return "neon-bf16"
+    return ""
 
 
 def tiles(target: Target, feature: str) -> bool:

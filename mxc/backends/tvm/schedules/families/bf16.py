@@ -41,6 +41,7 @@ import tvm
 from tvm import relax, te, tirx
 from tvm.ir.expr import Constant
 
+from ..base import arm_bf16_step
 from ..base.amx import phase_split, phase_tap, tap_major, tile_channels
 from ..base.bf16_step import (CONV_BLOCK, FAMILY, GROUP, HELPER_IR, LANES, bits_to_float,
                               dot_intrinsic, register_dot_intrinsics, round_bits, to_bf16_bits)
@@ -89,8 +90,11 @@ def bf16_refusal(target, cpu) -> str | None:
     from tvm.target import codegen
     triple = str(target.attrs.get("mtriple", "") or codegen.llvm_get_system_triple())
     if triple.startswith(("aarch64", "arm", "thumb")):   # ARM CPUs are judged in ARM terms
-        return (f"--precision bf16 has no ARM kernels yet (BFMMLA/BFDOT), for "
-                f"{target.attrs.get('mcpu') or triple}; use --precision fp32")
+        if cpu.bf16_dot == arm_bf16_step.FAMILY:
+            return None
+        return (f"--precision bf16: ARM CPU {target.attrs.get('mcpu') or triple} has no "
+                f"bfloat16 dot product (BFDOT: AArch64 with bf16, e.g. --cpu neoverse-v1); "
+                f"use --precision fp32")
     if not cpu.bf16_dot:
         mcpu = str(target.attrs.get("mcpu", "") or "") or "this CPU"
         return (f"--precision bf16: target CPU {mcpu} has neither AVX512-BF16 nor AMX-BF16 "
@@ -110,15 +114,17 @@ def _count(ctx, tiles: bool = False) -> None:
 # ---------------------------------------------------------------------------
 # compile-time weight packing
 # ---------------------------------------------------------------------------
-def pack_weights(w_hwio: np.ndarray, channel_multiple: int = GROUP) -> np.ndarray:
-    """``[K/16, KH, KW, C/2, 16, 2]`` bfloat16 bits, channels zero-padded (input channels
-    to *channel_multiple*: a pair, or a whole AMX tile row)."""
+def pack_weights(w_hwio: np.ndarray, channel_multiple: int = GROUP,
+                 lanes: int = LANES) -> np.ndarray:
+    """``[K/L, KH, KW, C/2, L, 2]`` bfloat16 bits (``L`` = *lanes*: 16 on x86, 4 for
+    AArch64's ``bfdot``), channels zero-padded (input channels to *channel_multiple*: a
+    pair, or a whole AMX tile row)."""
     kh, kw, c, k = w_hwio.shape
-    cp, kp = -(-c // channel_multiple) * channel_multiple, -(-k // LANES) * LANES
+    cp, kp = -(-c // channel_multiple) * channel_multiple, -(-k // lanes) * lanes
     w = np.zeros((kh, kw, cp, kp), dtype=np.float32)
     w[:, :, :c, :k] = w_hwio
     bits = to_bf16_bits(w)
-    packed = bits.reshape(kh, kw, cp // GROUP, GROUP, kp // LANES, LANES).transpose(
+    packed = bits.reshape(kh, kw, cp // GROUP, GROUP, kp // lanes, lanes).transpose(
         4, 0, 1, 2, 5, 3)
     return np.ascontiguousarray(packed)
 
@@ -217,13 +223,18 @@ def dense_bf16(data: te.Tensor, weight: te.Tensor, units: int,
 # ---------------------------------------------------------------------------
 # legalization
 # ---------------------------------------------------------------------------
-def worth_it(reduction: int, channels: int) -> bool:
+def worth_it(reduction: int, channels: int, lanes: int = LANES) -> bool:
     """Whether a layer of *reduction* products per output and *channels* outputs gains
     from bfloat16 (:data:`MIN_REDUCTION`, :data:`MIN_CHANNELS`, and whole output vectors
-    below :data:`MIN_REDUCTION_PARTIAL`); smaller stays float32."""
+    of *lanes* below :data:`MIN_REDUCTION_PARTIAL`); smaller stays float32."""
     if reduction < MIN_REDUCTION or channels < MIN_CHANNELS:
         return False
-    return channels % LANES == 0 or reduction >= MIN_REDUCTION_PARTIAL
+    return channels % lanes == 0 or reduction >= MIN_REDUCTION_PARTIAL
+
+
+def _lanes(family: str) -> int:
+    """float32 lanes of *family*'s step: ``vdpbf16ps`` on zmm, or AArch64's ``bfdot``."""
+    return arm_bf16_step.LANES if family == arm_bf16_step.FAMILY else LANES
 
 
 def _float32_operands(x, w, call) -> bool:
@@ -252,7 +263,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx,
             or (a.kernel_layout, a.out_layout) != ("HWIO", "NHWC"):
         return None
     kh, kw, c, k = (int(d) for d in static_shape(w))
-    if not worth_it(kh * kw * c, k):
+    if not worth_it(kh * kw * c, k, _lanes(family)):
         return None
     register_dot_intrinsics()
     weights = w.value.numpy()
@@ -273,7 +284,7 @@ def legalize_conv2d(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx,
         if out is not None:
             _count(ctx)
             return out
-    packed = pack_weights(weights)
+    packed = pack_weights(weights, lanes=_lanes(family))
     _count(ctx)
     log.debug("conv2d -> bf16 kernel, weights %s", packed.shape)
     return bb.call_te(lambda d, wt: conv2d_nhwc_bf16(d, wt, *geometry),
@@ -317,7 +328,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx, 
             or len(static_shape(x)) != 2 or len(static_shape(w)) != 2:
         return None
     c, n = (int(d) for d in static_shape(w))
-    if not worth_it(c, n):
+    if not worth_it(c, n, _lanes(family)):
         return None
     register_dot_intrinsics()
     m = int(static_shape(x)[0])
@@ -328,7 +339,7 @@ def legalize_matmul(bb: relax.BlockBuilder, call: relax.Call, family: str, ctx, 
     if choice is not None:
         packed = tap_major(pack_weights(weights, tile_channels(_TILE_KIND)))
     else:
-        packed, choice = pack_weights(weights), Choice(FAMILY, CONV_BLOCK)
+        packed, choice = pack_weights(weights, lanes=_lanes(family)), Choice(FAMILY, CONV_BLOCK)
     return bb.call_te(lambda d, wt: dense_bf16(d, wt, n, choice), x,
                       relax.const(packed, "uint16"), primfunc_name_hint="dense_bf16")
 
@@ -340,6 +351,10 @@ def rule_bf16(func: tirx.PrimFunc, info):
     """Register-blocked, ``vdpbf16ps``-tensorized schedule of the kernel stamped
     :data:`FAMILY` (the int8 kernels' micro-kernel, :func:`..base.dot_kernel.rule_dot`);
     None for other kernels.  The CPU is not asked again: legalization stamps the family
-    only where the build's CPU computes bfloat16."""
+    only where the build's CPU computes bfloat16 (and whose step: AArch64's ``bfdot``,
+    :mod:`..base.arm_bf16_step`, on 4 lanes)."""
+    if info.bf16_dot == arm_bf16_step.FAMILY:
+        return rule_dot(func, info, FAMILY, arm_bf16_step.LANES, arm_bf16_step.dot_intrinsic,
+                        {"pragma_import_llvm": arm_bf16_step.HELPER_IR})
     return rule_dot(func, info, FAMILY, LANES, dot_intrinsic,
                     {"pragma_import_llvm": HELPER_IR})
