@@ -11,7 +11,7 @@ simulate it::
     python bench/mca_arm.py int8_resnet18_v1_classic --cpu neoverse-n1 cortex-a72 cascadelake
 
 Work is counted in multiply-adds (MACs) per instruction: ``fmla v.4s`` 4,
-``sdot``/``usdot v.4s`` 16, ``smlal`` 4 (``.8h``: 8), ``mla v.4s`` 4; x86
+``sdot``/``usdot v.4s`` 16, ``bfdot`` 8, ``smlal`` 4 (``.8h``: 8), ``mla v.4s`` 4; x86
 ``vfmadd*ps`` 4/8/16 and ``vpdpbusd`` 16/32/64 on xmm/ymm/zmm.  Per kernel the
 table gives the hot loop's MACs per iteration, llvm-mca's cycles per iteration
 and their ratio; the model's line weights kernels by their work
@@ -46,6 +46,7 @@ from mca import compile_for, functions  # noqa: E402
 #: (regex of a multiply-add instruction, MACs it does) -- AArch64 then x86 (AT&T)
 _ARM_WORK = [(re.compile(r"^\s+fmla\s+v\d+\.4s"), 4),
              (re.compile(r"^\s+(sdot|udot|usdot)\s+v\d+\.4s"), 16),
+             (re.compile(r"^\s+bfdot\s+v\d+\.4s"), 8),
              (re.compile(r"^\s+(smlal2?|umlal2?)\s+v\d+\.4s"), 4),
              (re.compile(r"^\s+(smlal2?|umlal2?)\s+v\d+\.8h"), 8),
              (re.compile(r"^\s+mla\s+v\d+\.4s"), 4)]

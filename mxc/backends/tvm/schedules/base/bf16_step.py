@@ -64,10 +64,13 @@ def dot_intrinsic(vectors: int = 1) -> str:
 
 
 def register_dot_intrinsics() -> None:
-    """Register both forms of :func:`dot_intrinsic` (a schedule's trace, replayed, may
-    name either)."""
+    """Register both forms of :func:`dot_intrinsic` and AArch64's ``bfdot`` step (a
+    schedule's trace, replayed by a tuning worker, may name any)."""
+    from .arm_bf16_step import dot_intrinsic as neon_dot
+
     for embedded in (False, True):
         _register_dot(embedded)
+    neon_dot()
 
 
 @functools.lru_cache(maxsize=None)
