@@ -22,8 +22,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import _tvm
-
 
 #: the row of what the kernels timed alone and the host nodes leave of the wall time
 REST = "rest of the run"
@@ -65,16 +63,14 @@ def profile_kernels(session, feeds: Mapping[str, Any], *, repeat: int = 10,
     repeat = max(1, int(repeat))
     for _ in range(max(0, warmup)):
         session.run(feeds)
-    if not session._has_regions:  # noqa: SLF001 - host nodes only
+    if not session.regions:  # host nodes only
         return _rows({}, 0, session, feeds, repeat)
     # on the thread (an executor) and thread pool where the session's calls run
-    return session._call(_profile_regions, session, feeds, repeat, min_ms)  # noqa: SLF001
+    return session.submit_call(_profile_regions, session, feeds, repeat, min_ms).result()
 
 
 def _profile_regions(session, feeds: Mapping[str, Any], repeat: int,
                      min_ms: float) -> KernelProfile:
-    from .session import _ThreadState
-    vm = _tvm.create_vm(session._module, session._kind, 0)  # noqa: SLF001
     calls: list[tuple[str, list]] = []
     builtins = [0]
 
@@ -87,21 +83,14 @@ def _profile_regions(session, feeds: Mapping[str, Any], repeat: int,
                 calls.append((name, list(args)))
         return 0
 
-    vm["set_instrument"](_tvm.ffi().convert(instrument))
-    fns = {name: vm[name] for name in session._functions}  # noqa: SLF001
-    saved = getattr(session._tls, "state", None)  # noqa: SLF001
-    session._tls.state = _ThreadState(vm, fns)  # noqa: SLF001
-    try:
+    with session.instrumented(instrument):
         session.run(feeds)           # the fresh VM's first call (allocations) is a warm-up
         calls.clear()
         builtins[0] = 0
         session.run(feeds)
-    finally:
-        session._tls.state = saved  # noqa: SLF001
     totals: dict[str, list] = defaultdict(lambda: [0, 0.0])
     for name, args in calls:
-        times = _tvm.time_call(session._module, name, session._dev, args,  # noqa: SLF001
-                               repeat=repeat, min_ms=min_ms)
+        times = session.time_kernel(name, args, repeat=repeat, min_ms=min_ms)
         entry = totals[name]
         entry[0] += 1
         entry[1] += statistics.median(times)

@@ -39,6 +39,7 @@ from .executors import EXECUTORS, submit_elsewhere
 from .feeds import CheckedFeeds, Declared, FeedSignature, InputSpec
 from .info import (ORT_ELEMENT_TYPES, Profile, SessionSpellings, StepTime,  # noqa: F401
                    TensorInfo)
+from .instruments import SessionInstruments, ThreadState
 from .plan import GRAPH_FORMAT, GRAPH_VERSION, LoadStep, Plan, RegionStep  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -49,21 +50,12 @@ _from_dlpack = None  # tvm_ffi.from_dlpack, bound when the first session is made
 _ARG_CONST, _ARG_VALUE = 0, 1
 
 
-class _ThreadState:
-    __slots__ = ("vm", "fns", "staging")
-
-    def __init__(self, vm, fns):
-        self.vm = vm
-        self.fns = fns
-        self.staging: dict = {}
-
-
 def _positions(n: int) -> str:
     """How outputs are named by position: ``out0``, ``out0, out1``, ``out0..out9``."""
     return ", ".join(f"out{i}" for i in range(n)) if n <= 2 else f"out0..out{n - 1}"
 
 
-class Session(SessionSpellings):
+class Session(SessionSpellings, SessionInstruments):
     """A loaded model, ready to run (normally from :func:`mxc.runtime.load`).
 
     Parameters
@@ -291,7 +283,7 @@ class Session(SessionSpellings):
             return EXECUTORS.call(self._threads, fn, *args)
         return fn(*args)
 
-    def _state(self) -> _ThreadState:
+    def _state(self) -> ThreadState:
         st = getattr(self._tls, "state", None)
         if st is None:
             vm = None
@@ -303,7 +295,7 @@ class Session(SessionSpellings):
                 except Exception as exc:  # noqa: BLE001 - TVM errors
                     raise ArtifactError(f"{self.source}: cannot start the Relax VM: "
                                         f"{type(exc).__name__}: {exc}") from None
-            st = _ThreadState(vm, fns)
+            st = ThreadState(vm, fns)
             self._tls.state = st
         return st
 
@@ -460,7 +452,7 @@ class Session(SessionSpellings):
                                  f"cannot feed a {self._kind} model; pass a host array")
         return _tvm.ffi().from_dlpack(x)
 
-    def _to_device(self, st: _ThreadState, step: str, i: int, v):
+    def _to_device(self, st: ThreadState, step: str, i: int, v):
         """A value as a tensor the VM can take: 64-byte aligned, compact, on the device."""
         if type(v) is not np.ndarray:
             if self._cpu or v.device.dlpack_device_type() != _tvm.KDL_CPU:

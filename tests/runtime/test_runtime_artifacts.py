@@ -372,7 +372,8 @@ def test_runtime_package_imports_neither_compiler_nor_frontend_nor_tvm(mlp):
                                "mxc.runtime.session", "mxc.runtime.threads", "mxc.runtime.executors",
                                "mxc.runtime.plan", "mxc.runtime.info", "mxc.runtime.validate",
                                "mxc.runtime.bfloat16", "mxc.runtime.cpu_features",
-                               "mxc.runtime.signatures",
+                               "mxc.runtime.signatures", "mxc.runtime.feeds",
+                               "mxc.runtime.instruments",
                                "mxc.runtime.signing"}, res["mxc"]
 
 
