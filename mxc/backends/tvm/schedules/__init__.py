@@ -11,7 +11,9 @@ each import to it:
   block schedule (``elementwise``), the kernel-family stamp legalization writes and
   the rules read (``kernel_family``), the dot-product micro-kernel several families
   schedule with (``dot_kernel``), the int8 and bfloat16 dot-product steps and their
-  tensor intrinsics (``int8_steps``, ``int8_avx2``, ``bf16_step``), the AMX tile
+  tensor intrinsics on x86 and AArch64 (``int8_steps``, ``int8_avx2``,
+  ``arm_dot_steps``, ``bf16_step``, ``arm_bf16_step``, one loop nest for both
+  bfloat16 steps in ``bf16_dot_tir``), the AMX tile
   machinery (``amx``, ``amx_steps``) and the Winograd transforms and precision rule
   (``winograd_transforms``, ``winograd_precision``).
 ``families/`` -- one module per kernel family, each importing ``base/`` only: the

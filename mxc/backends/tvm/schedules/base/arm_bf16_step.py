@@ -21,6 +21,8 @@ import functools
 
 from tvm import s_tir
 
+from .bf16_dot_tir import dot_description
+
 #: the target-level family of an AArch64 CPU with bf16 (:func:`.microarch.bf16_dot`)
 FAMILY = "neon-bf16"
 #: float32 lanes of one ``bfdot`` (a 128-bit register)
@@ -47,21 +49,7 @@ def dot_intrinsic(_vectors: int = 1) -> str:
     one form for any register tile (AArch64 has no embedded broadcast to choose)."""
     from tvm.script import tirx as T
 
-    def f32(x):
-        return T.reinterpret(T.shift_left(T.cast(x, "uint32"), T.uint32(16)), dtype="float32")
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
-             b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
-             c: T.Buffer((LANES,), "float32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
-            T.writes(c[0:LANES])
-            for i in T.serial(0, LANES):
-                for k in T.serial(0, GROUP):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        c[vi] = c[vi] + f32(a[vk]) * f32(b[vi, vk])
+    desc = dot_description(LANES, GROUP)
 
     @T.prim_func(s_tir=True)
     def impl(a: T.Buffer((GROUP,), "uint16", offset_factor=1),

@@ -18,6 +18,8 @@ import functools
 import numpy as np
 from tvm import s_tir, tirx
 
+from .bf16_dot_tir import dot_description
+
 #: name of the accumulating block (a label: the bf16 Winograd product is named so too)
 CONV_BLOCK = "conv2d_nhwc_bf16"
 #: the kernel family (:mod:`.kernel_family`) of a ``vdpbf16ps`` dot-product block, whose
@@ -77,21 +79,7 @@ def register_dot_intrinsics() -> None:
 def _register_dot(embedded: bool) -> str:
     from tvm.script import tirx as T
 
-    def f32(x):
-        return T.reinterpret(T.shift_left(T.cast(x, "uint32"), T.uint32(16)), dtype="float32")
-
-    @T.prim_func(s_tir=True)
-    def desc(a: T.Buffer((GROUP,), "uint16", offset_factor=1),
-             b: T.Buffer((LANES, GROUP), "uint16", offset_factor=1),
-             c: T.Buffer((LANES,), "float32", offset_factor=1, scope="local")) -> None:
-        with T.sblock("root"):
-            T.reads(c[0:LANES], a[0:GROUP], b[0:LANES, 0:GROUP])
-            T.writes(c[0:LANES])
-            for i in T.serial(0, LANES):
-                for k in T.serial(0, GROUP):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        c[vi] = c[vi] + f32(a[vk]) * f32(b[vi, vk])
+    desc = dot_description(LANES, GROUP)
 
     def operands(broadcast, weights):    # the last is the instruction's memory operand
         return (weights, broadcast) if embedded else (broadcast, weights)
