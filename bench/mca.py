@@ -71,8 +71,10 @@ def functions(asm: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def innermost_loops(lines: list[str]) -> list[list[str]]:
-    """The bodies (label to backward branch) of the loops of *lines* holding no loop."""
+def innermost_loops(lines: list[str], branch: re.Pattern = _BRANCH) -> list[list[str]]:
+    """The bodies (label to backward branch) of the loops of *lines* holding no loop;
+    *branch* matches a conditional branch and captures its label (x86's ``j*`` by
+    default; :mod:`mca_arm` passes AArch64's)."""
     labels: dict[str, int] = {}
     loops = []
     for i, line in enumerate(lines):
@@ -80,14 +82,14 @@ def innermost_loops(lines: list[str]) -> list[list[str]]:
         if m:
             labels[m.group(1)] = i
             continue
-        m = _BRANCH.match(line)
+        m = branch.match(line)
         if m and m.group(1) in labels:
             loops.append((labels[m.group(1)], i))
     inner = [(a, b) for a, b in loops
              if not any(a < c and d < b or a <= c < d < b or a < c < d <= b
                         for c, d in loops if (c, d) != (a, b))]
     return [[ln for ln in lines[a + 1:b + 1] if ln.strip() and not ln.lstrip().startswith(".")
-             and not _LABEL.match(ln)] for a, b in inner]
+             and not _LABEL.match(ln) and not ln.lstrip().startswith("//")] for a, b in inner]
 
 
 def mca_cycles(body: list[str], mcpu: str, iterations: int = 200) -> float:

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mca import compile_for, functions  # noqa: E402
+from mca import innermost_loops as _innermost_loops  # noqa: E402
 
 #: (regex of a multiply-add instruction, MACs it does) -- AArch64 then x86 (AT&T)
 _ARM_WORK = [(re.compile(r"^\s+fmla\s+v\d+\.4s"), 4),
@@ -56,7 +57,6 @@ _X86_WORK = [(re.compile(r"^\s*vf(?:n)?m(?:add|sub)(?:132|213|231)ps\b.*%xmm\d+\
              (re.compile(r"^\s*(?:\{vex\}\s*)?vpdpbusds?\b.*%xmm\d+\s*$"), 16),
              (re.compile(r"^\s*(?:\{vex\}\s*)?vpdpbusds?\b.*%ymm\d+\s*$"), 32),
              (re.compile(r"^\s*vpdpbusds?\b.*%zmm\d+\s*$"), 64)]
-_LABEL = re.compile(r"^(\.LBB\d+_\d+):")
 #: a branch to a label: x86 ``jne .LBB``; AArch64 ``b.ne .LBB``, ``cbnz x1, .LBB``, ``tbz``
 _BRANCH = re.compile(r"^\s+(?:j\w+|b(?:\.\w+)?|cbn?z|tbn?z)\s+(?:[^,]+,\s*)*(\.LBB\d+_\d+)\s*$")
 
@@ -87,21 +87,9 @@ def target_text(cpu: str) -> str:
 
 
 def innermost_loops(lines: list[str]) -> list[list[str]]:
-    """Bodies (label to backward branch) of the loops of *lines* that hold no loop."""
-    labels: dict[str, int] = {}
-    loops = []
-    for i, line in enumerate(lines):
-        m = _LABEL.match(line)
-        if m:
-            labels[m.group(1)] = i
-            continue
-        m = _BRANCH.match(line)
-        if m and m.group(1) in labels:
-            loops.append((labels[m.group(1)], i))
-    inner = [(a, b) for a, b in loops
-             if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
-    return [[ln for ln in lines[a + 1:b + 1] if ln.strip() and not ln.lstrip().startswith(".")
-             and not _LABEL.match(ln) and not ln.lstrip().startswith("//")] for a, b in inner]
+    """Bodies of the innermost loops of AArch64 assembly *lines* (:func:`mca.innermost_loops`
+    with AArch64's branches)."""
+    return _innermost_loops(lines, _BRANCH)
 
 
 def mca_cycles(body: list[str], cpu: str, mca: str, iterations: int = 200) -> float:
